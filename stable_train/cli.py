@@ -1,0 +1,137 @@
+"""The command-line entry point: parse gin files and bindings, build the root `train`, run it.
+
+Exit codes: 0 completed; 1 a policy stopped the run (checkpoints intact); 2 usage or
+configuration error. Every failure is one line on stderr, without a traceback.
+"""
+
+import logging
+import os
+import sys
+from typing import Callable, Optional
+
+from absl import app
+from absl import flags
+import gin
+
+FLAGS = flags.FLAGS
+flags.DEFINE_multi_string('gin_file', [], 'Gin config file(s); later files override earlier ones.')
+flags.DEFINE_multi_string('gin_param', [], "Gin binding(s), e.g. 'train.num_steps=200'.")
+flags.DEFINE_string('model_dir', None, 'Directory for checkpoints, events, summaries (required).')
+
+EXIT_OK, EXIT_ABORTED, EXIT_USAGE = 0, 1, 2
+
+
+@gin.configurable('train', denylist=['model_dir'])
+def train(*, model_dir: str, num_steps: Optional[int] = None,
+          dataset_fn: Optional[Callable] = None, trainer_fn: Optional[Callable] = None,
+          strategy_fn: Optional[Callable] = None):
+  """The root configurable: builds the strategy, the trainer and the dataset, then trains.
+
+  Args:
+    model_dir: where the run keeps its files (from --model_dir).
+    num_steps: the global step to train to (required).
+    dataset_fn: gin reference to a function returning a `tf.data.Dataset`.
+    trainer_fn: gin reference to a Trainer class or factory, called as trainer_fn(model_dir=...,
+      strategy=...); everything else comes from its own bindings. Default: `@Trainer`.
+    strategy_fn: gin reference to a function returning a `tf.distribute.Strategy`; default: the
+      default strategy (one device).
+
+  Returns:
+    The run summary.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from stable_train import errors  # pylint: disable=g-import-not-at-top
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  if num_steps is None:
+    raise errors.ConfigError(
+        'train.num_steps is not set; add `train.num_steps = 1000` to a gin file or '
+        "--gin_param='train.num_steps=1000'.")
+  if dataset_fn is None:
+    raise errors.ConfigError(
+        'train.dataset_fn is not set; bind it, e.g. `train.dataset_fn = @synthetic_regression`.')
+  strategy = strategy_fn() if strategy_fn is not None else tf.distribute.get_strategy()
+  with strategy.scope():
+    trainer = (trainer_fn or trainer_lib.Trainer)(model_dir=model_dir, strategy=strategy)
+  dataset = dataset_fn()
+  if not isinstance(dataset, tf.data.Dataset):
+    raise errors.ConfigError(f'train.dataset_fn returned {type(dataset).__name__}, not a tf.data.Dataset.')
+  _write_operative_config(model_dir)
+  summary = trainer.fit(dataset, num_steps=num_steps)
+  _write_operative_config(model_dir)
+  return summary
+
+
+def _write_operative_config(model_dir: str) -> None:
+  from stable_train import events  # pylint: disable=g-import-not-at-top
+  events.write_atomic(os.path.join(model_dir, 'operative_config.gin'), gin.operative_config_str())
+
+
+def _fail(message: str, code: int) -> int:
+  sys.stderr.write(f'stable_train: {message}\n')
+  sys.stderr.flush()
+  return code
+
+
+def _one_line(error: BaseException) -> str:
+  text = str(error).strip() or type(error).__name__
+  return text.splitlines()[0]
+
+
+def main(argv) -> int:
+  """Runs one training job from flags; returns the exit code."""
+  if len(argv) > 1:
+    return _fail(f'unexpected arguments {argv[1:]}; use --gin_file, --gin_param, --model_dir.',
+                 EXIT_USAGE)
+  if not FLAGS.model_dir:
+    return _fail('--model_dir is required (a directory for checkpoints and results).', EXIT_USAGE)
+  for path in FLAGS.gin_file:
+    if not os.path.isfile(path):
+      return _fail(f'gin file not found: {path!r}; check the --gin_file path.', EXIT_USAGE)
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  logging.getLogger('stable_train').setLevel(logging.INFO)
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
+  from stable_train import errors  # pylint: disable=g-import-not-at-top
+  gin.clear_config()
+  try:
+    gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param, skip_unknown=False)
+  except Exception as e:  # pylint: disable=broad-except
+    return _fail(f'bad gin configuration: {_one_line(e)}', EXIT_USAGE)
+  os.makedirs(FLAGS.model_dir, exist_ok=True)
+  try:
+    summary = train(model_dir=FLAGS.model_dir)
+  except errors.ConfigError as e:
+    return _fail(f'configuration error: {_one_line(e)}', EXIT_USAGE)
+  except errors.NumericsError as e:
+    return _fail(f'aborted: {_one_line(e)}', EXIT_ABORTED)
+  except errors.CheckpointError as e:
+    return _fail(f'checkpoint error: {_one_line(e)}', EXIT_ABORTED)
+  except (TypeError, ValueError) as e:
+    if 'configurable' in str(e) or 'gin' in str(e).lower():
+      return _fail(f'configuration error: {_one_line(e)}', EXIT_USAGE)
+    raise
+  del tf
+  print(f"stable_train: {summary['status']} at step {summary['global_step']} "
+        f"(applied {summary['applied_steps']}, skipped {summary['skipped_steps']}, "
+        f"final loss {summary['final_loss']})", flush=True)
+  if summary['status'] != 'completed':
+    return _fail(f"aborted: {summary.get('reason', summary['status'])}", EXIT_ABORTED)
+  return EXIT_OK
+
+
+def _parse_flags(argv):
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    sys.exit(_fail(f'usage error: {e}', EXIT_USAGE))
+
+
+def run():
+  """Console-script entry point (`stable-train`) and `scripts/train.py`."""
+  app.run(lambda argv: sys.exit(main(argv)), flags_parser=_parse_flags)
+
+
+if __name__ == '__main__':
+  run()

@@ -1,0 +1,49 @@
+"""Registers stable_train's classes and Keras optimizers, schedules, initializers, regularizers
+and losses with gin. Importing this module is all that is needed (the CLI does)."""
+
+import gin
+import keras
+
+from stable_train import data
+from stable_train import losses
+from stable_train import models
+from stable_train import policies
+from stable_train import trainer
+
+_done = False
+
+
+def _register_keras_module(module, gin_module: str) -> None:
+  for name in dir(module):
+    obj = getattr(module, name)
+    if name.startswith('_') or not isinstance(obj, type) or not name[:1].isupper():
+      continue
+    try:
+      gin.external_configurable(obj, name=name, module=gin_module)
+    except ValueError:  # Already registered (a re-import).
+      pass
+
+
+def register() -> None:
+  """Registers everything once; safe to call repeatedly."""
+  global _done
+  if _done:
+    return
+  _done = True
+  # Trainer is made configurable in place (not through a subclass), so a user's subclass that
+  # calls super().__init__(**kwargs) still receives the `Trainer.*` bindings.
+  gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
+  for cls in (policies.CheckNumerics, policies.ClipByGlobalNorm, policies.SkipNonFinite):
+    gin.register(cls, module='stable_train')
+  for fn in (data.synthetic_regression, data.synthetic_classification, models.mlp,
+             losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy,
+             trainer.default_policies):
+    gin.register(fn, module='stable_train')
+  _register_keras_module(keras.optimizers, 'keras.optimizers')
+  _register_keras_module(keras.optimizers.schedules, 'keras.optimizers.schedules')
+  _register_keras_module(keras.initializers, 'keras.initializers')
+  _register_keras_module(keras.regularizers, 'keras.regularizers')
+  _register_keras_module(keras.losses, 'keras.losses')
+
+
+register()

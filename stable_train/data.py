@@ -1,0 +1,89 @@
+"""Seeded synthetic datasets (no download) for the shipped configs, tests and benchmarks."""
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from stable_train import errors
+
+
+def _validate(num_examples, num_features, batch_size):
+  for name, value in (('num_examples', num_examples), ('num_features', num_features),
+                      ('batch_size', batch_size)):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      raise errors.ConfigError(f'dataset: {name}={value!r} must be a positive integer.')
+
+
+def _batched(features, labels, batch_size, repeat, poison_batches, poison_value):
+  """Batches (features, labels); batches listed in `poison_batches` get a non-finite feature."""
+  ds = tf.data.Dataset.from_tensor_slices((features, labels))
+  if repeat:
+    ds = ds.repeat()
+  ds = ds.batch(batch_size, drop_remainder=True)
+  if poison_batches:
+    bad = tf.constant(sorted(int(b) for b in poison_batches), tf.int64)
+    value = tf.constant(poison_value, tf.float32)
+
+    def poison(index, batch):
+      x, y = batch
+      hit = tf.reduce_any(tf.equal(bad, index))
+      x = tf.tensor_scatter_nd_update(
+          x, [[0, 0]], tf.where(hit, value, x[0, 0])[tf.newaxis])
+      return x, y
+
+    ds = ds.enumerate().map(poison)
+  return ds.prefetch(2)
+
+
+def synthetic_regression(*, num_examples: int = 1000, num_features: int = 1000,
+                         batch_size: int = 32, noise: float = 0.1, seed: int = 0,
+                         repeat: bool = True, poison_batches: Sequence[int] = (),
+                         poison_value: float = float('nan')) -> tf.data.Dataset:
+  """A linear-plus-noise regression problem: y = x·w + noise, x ~ N(0, 1).
+
+  Args:
+    num_examples: rows generated (the dataset cycles over them when `repeat`).
+    num_features: features per row.
+    batch_size: rows per batch.
+    noise: standard deviation of the label noise.
+    seed: seed of the generator; the same seed gives the same data.
+    repeat: cycle forever (the trainer's num_steps bounds the run).
+    poison_batches: batch indices (0-based, in stream order) whose first feature is replaced by
+      `poison_value` — to demonstrate and test bad input.
+    poison_value: the value injected (NaN by default).
+  """
+  _validate(num_examples, num_features, batch_size)
+  rng = np.random.RandomState(seed)
+  x = rng.normal(size=(num_examples, num_features)).astype(np.float32)
+  w = rng.normal(size=(num_features, 1)).astype(np.float32) / np.sqrt(num_features)
+  y = (x @ w + noise * rng.normal(size=(num_examples, 1))).astype(np.float32)
+  return _batched(x, y, batch_size, repeat, poison_batches, poison_value)
+
+
+def synthetic_classification(*, num_examples: int = 1000, num_features: int = 64,
+                             num_classes: int = 10, batch_size: int = 32, scale: float = 1.0,
+                             seed: int = 0, repeat: bool = True,
+                             poison_batches: Sequence[int] = (),
+                             poison_value: float = float('nan')) -> tf.data.Dataset:
+  """Gaussian clusters, one per class; labels are int32 class indices (for sparse CE from logits).
+
+  Args:
+    num_examples: rows generated.
+    num_features: features per row.
+    num_classes: number of classes.
+    batch_size: rows per batch.
+    scale: multiplies the features (large scales overflow naive softmax losses).
+    seed: generator seed.
+    repeat: cycle forever.
+    poison_batches: batch indices whose first feature becomes `poison_value`.
+    poison_value: the value injected (NaN by default).
+  """
+  _validate(num_examples, num_features, batch_size)
+  if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+    raise errors.ConfigError(f'dataset: num_classes={num_classes!r} must be an integer >= 2.')
+  rng = np.random.RandomState(seed)
+  centers = rng.normal(size=(num_classes, num_features)).astype(np.float32)
+  labels = rng.randint(0, num_classes, size=num_examples).astype(np.int32)
+  x = (centers[labels] + rng.normal(size=(num_examples, num_features))) * scale
+  return _batched(x.astype(np.float32), labels, batch_size, repeat, poison_batches, poison_value)
