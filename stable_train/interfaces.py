@@ -83,14 +83,12 @@ class StepReports:
     if not self.inputs_finite[i]:
       j = int(self.first_bad_input[i])
       return 'input ' + (self.input_paths[j] if 0 <= j < len(self.input_paths) else '?')
-    if not self.loss_finite[i]:
-      if not self.outputs_finite[i]:
-        return 'loss (model outputs already non-finite)'
-      return 'loss'
     j = int(self.first_bad_grad[i])
-    if 0 <= j < len(self.variable_paths):
-      return 'gradient of ' + self.variable_paths[j]
-    return 'none'
+    gradient = ('gradient of ' + self.variable_paths[j]) if 0 <= j < len(self.variable_paths) else ''
+    if not self.loss_finite[i]:
+      name = 'loss (model outputs already non-finite)' if not self.outputs_finite[i] else 'loss'
+      return f'{name}; first non-finite {gradient}' if gradient else name
+    return gradient or 'none'
 
 
 def flatten_inputs(features, labels):
@@ -148,6 +146,11 @@ class Policy(tf.Module):
       applied: scalar bool, whether the update was applied.
     """
     del stats, applied
+
+  def stops_loop_on_fault(self) -> bool:
+    """Whether the in-graph loop must end right after a faulty step, so that the host sees the
+    state just after it (e.g. to raise, or to take evidence) before any later step runs."""
+    return False
 
   def decide(self, reports: StepReports, context) -> Optional[Decision]:
     """Reads one loop of reports and returns a Decision (or None to continue)."""

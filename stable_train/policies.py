@@ -36,6 +36,15 @@ class CheckNumerics(interfaces.Policy):
           f"CheckNumerics: mode={mode!r} is not one of {self.MODES}; use 'flag' or 'raise'.")
     self.mode = mode
 
+  def stops_loop_on_fault(self) -> bool:
+    return self.mode == 'raise'
+
+  def allow_update(self, stats):
+    if self.mode != 'raise':
+      return None
+    # Under XLA the raise happens on the host after the step: the step itself must not apply.
+    return tf.logical_and(stats['loss_finite'], stats['grads_finite'])
+
   def transform_gradients(self, grads, stats):
     if self.mode != 'raise' or stats['xla']:
       return grads

@@ -147,6 +147,7 @@ class Trainer:
     self._input_paths: List[str] = []
     self._traced_output_flags: List[tf.Tensor] = []
     self._stop_signal: Optional[int] = None
+    self._fitted = False
     self.last_summary: Dict[str, Any] = {}
 
   # ------------------------------------------------------------------------------------------
@@ -262,6 +263,10 @@ class Trainer:
       verdict = p.allow_update(stats)
       if verdict is not None:
         allow = tf.logical_and(allow, verdict)
+    # The decision (and so every counter update after it) waits for the transformed gradients,
+    # so an in-graph check that raises stops the step before anything is counted.
+    with tf.control_dependencies(grads):
+      allow = tf.identity(allow)
     report = {
         'loss': stats['loss'],
         'grad_norm': stats['grad_norm'],
@@ -293,11 +298,11 @@ class Trainer:
     tf.cond(applied, apply, lambda: tf.constant(False))
     for p in self.policies:
       p.update_state(report, applied)
-    self.global_step.assign_add(1)
     self.applied_steps.assign_add(tf.cast(applied, tf.int64))
     self.skipped_steps.assign_add(tf.cast(tf.logical_not(applied), tf.int64))
     self.input_faults.assign_add(tf.cast(tf.logical_not(report['inputs_finite']), tf.int64))
-    report['step'] = self.global_step.read_value()
+    with tf.control_dependencies([applied]):
+      report['step'] = self.global_step.assign_add(1)
     report['learning_rate'] = learning_rate
     return report
 
@@ -311,6 +316,11 @@ class Trainer:
       report = self._step_fn(optional.get_value())
       index = tf.cast(i, tf.int32)
       arrays = {k: arrays[k].write(index, tf.cast(report[k], _REPORT_DTYPES[k])) for k in arrays}
+      if self._stop_loop_on_fault:
+        healthy = tf.logical_and(tf.logical_and(report['loss_finite'], report['grads_finite']),
+                                 report['inputs_finite'])
+        if not healthy:
+          break
     return {k: a.stack() for k, a in arrays.items()}
 
   def _build_functions(self):
@@ -325,7 +335,13 @@ class Trainer:
       self._replica_compute_fn = tf.function(self._replica_compute,
                                              jit_compile=self.jit_compile or None)
       self._step_fn = self._step
+    self._stop_loop_on_fault = any(p.stops_loop_on_fault() for p in self.policies)
     self._loop_fn = tf.function(self._loop)
+
+  @property
+  def iterator(self):
+    """The iterator of the current (or last) `fit` call; restored with each checkpoint."""
+    return self._iterator
 
   # ------------------------------------------------------------------------------------------
   # Set-up: build, checkpoint, resume.
@@ -400,7 +416,9 @@ class Trainer:
         keep_good=self.keep_good_checkpoints,
         warn=lambda event, step, **f: self._emit(event, step, **f))
     committed = self._keeper.committed()
-    if not committed:
+    if not committed or self._fitted:
+      # A later fit() in the same process continues from the in-memory state (which the last
+      # fit() saved) with the new dataset from its start; only a fresh Trainer resumes from disk.
       return None
     entry = self._keeper.restore_latest(committed)
     if entry is None:
@@ -493,6 +511,7 @@ class Trainer:
     num_steps = _check_positive_int('num_steps', num_steps)
     start_time = time.perf_counter()
     restored = self._setup(dataset)
+    self._fitted = True
     self._scalars = events_lib.Scalars(
         os.path.join(self.model_dir, 'tensorboard') if self.model_dir else None)
     step = int(self.global_step.numpy())
@@ -509,7 +528,7 @@ class Trainer:
     try:
       while step < num_steps:
         n = min(self.steps_per_loop, num_steps - step)
-        reports = self._read_reports(self._loop_fn(self._iterator, tf.constant(n, tf.int64)))
+        reports = self._read_reports(self._run_loop(n))
         if reports.num_steps == 0:
           reason = 'dataset exhausted'
           break
@@ -537,9 +556,15 @@ class Trainer:
         if step - last_checkpoint_step >= self.checkpoint_every:
           self.save_checkpoint()
           last_checkpoint_step = step
-        if reports.num_steps < n:
+        if reports.num_steps < n and reports.fault(reports.num_steps - 1) is None:
           reason = 'dataset exhausted'
           break
+    except errors.NumericsError as e:
+      # CheckNumerics(mode='raise'): record the abort (checkpoints stay as they were), re-raise.
+      status, reason = 'aborted', str(e)
+      self._emit('abort', int(self.global_step.numpy()), reason=reason, trigger='check_numerics')
+      self._finish(status, reason, last_loss, start_step, start_time)
+      raise
     finally:
       for sig, h in previous_handlers.items():
         signal.signal(sig, h)
@@ -547,10 +572,31 @@ class Trainer:
     step = int(self.global_step.numpy())
     if status == 'completed' and step != last_checkpoint_step:
       self.save_checkpoint(reason='end')
-    elapsed = time.perf_counter() - start_time
-    summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
     if status == 'completed':
       self._emit('done', step, reason=reason or 'num_steps reached')
+    return self._finish(status, reason, last_loss, start_step, start_time)
+
+  def _run_loop(self, n: int):
+    """Runs one traced loop of `n` steps; turns in-graph check_numerics failures into errors."""
+    try:
+      return self._loop_fn(self._iterator, tf.constant(n, tf.int64))
+    except tf.errors.InvalidArgumentError as e:
+      # The op's message ("non-finite gradient of <path> : Tensor had NaN values") sits among
+      # the graph's traceback lines.
+      lines = [l for l in (e.message or '').splitlines() if 'non-finite' in l]
+      if not lines:
+        raise
+      message = lines[-1]
+      step = int(self.global_step.numpy()) + 1
+      raise errors.NumericsError(
+          f"non-finite value at step {step}: {message.strip()}; CheckNumerics(mode='raise') "
+          "stops here; use mode='flag' with SkipNonFinite to skip it.") from None
+
+  def _finish(self, status, reason, last_loss, start_step, start_time) -> Dict[str, Any]:
+    """Writes summary.json and closes the summaries."""
+    elapsed = time.perf_counter() - start_time
+    step = int(self.global_step.numpy())
+    summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
     self._scalars.close()
     if self.model_dir:
       events_lib.write_json_atomic(os.path.join(self.model_dir, 'summary.json'), summary)

@@ -1,0 +1,69 @@
+"""Tests for stable_train.numerics: finite flags and overflow-safe clipping."""
+
+import numpy as np
+import tensorflow as tf
+
+from stable_train import numerics
+
+
+class FiniteFlagsTest(tf.test.TestCase):
+
+  def test_flags_and_first_false(self):
+    tensors = [tf.ones([2]), tf.constant([1.0, np.nan]), tf.constant([np.inf])]
+    self.assertAllEqual(numerics.finite_flags(tensors), [True, False, False])
+    self.assertEqual(int(numerics.first_false(numerics.finite_flags(tensors))), 1)
+    self.assertEqual(int(numerics.first_false(tf.constant([True, True]))), -1)
+
+
+class ClipByGlobalNormTest(tf.test.TestCase):
+
+  def test_matches_tf_clip_by_global_norm_on_ordinary_input(self):
+    rng = np.random.RandomState(0)
+    grads = [tf.constant(rng.normal(size=s).astype(np.float32) * 3) for s in [(5, 4), (4,), (3,)]]
+    for max_norm in (0.5, 1.0, 100.0):
+      expected, expected_norm = tf.clip_by_global_norm(grads, max_norm)
+      clipped, norm, after = numerics.clip_by_global_norm(grads, max_norm)
+      self.assertAllClose(norm, expected_norm, rtol=1e-6)
+      for c, e in zip(clipped, expected):
+        self.assertAllClose(c, e, rtol=1e-6, atol=0)
+      self.assertAllClose(after, min(float(expected_norm), max_norm), rtol=1e-6)
+
+  def test_huge_finite_gradients_are_clipped_not_nan(self):
+    grads = [tf.fill([10, 10], 1e20), tf.constant([-3e20, 1.0])]
+    reference, reference_norm = tf.clip_by_global_norm(grads, 1.0)
+    # The trap: TensorFlow's own clipping turns all of these into NaN.
+    self.assertFalse(np.isfinite(float(reference_norm)))
+    self.assertTrue(np.isnan(reference[0].numpy()).all())
+    clipped, norm, after = numerics.clip_by_global_norm(grads, 1.0)
+    true_norm = np.sqrt(100 * 1e40 + 9e40)
+    self.assertAllClose(norm, true_norm, rtol=1e-5)
+    self.assertAllClose(after, 1.0)
+    self.assertAllClose(tf.linalg.global_norm(clipped), 1.0, rtol=1e-5)
+    self.assertAllClose(clipped[0], np.full([10, 10], 1e20 / true_norm), rtol=1e-5)
+
+  def test_beyond_float32_range_still_clipped(self):
+    grads = [tf.fill([1000], 3e38)]
+    clipped, norm, _ = numerics.clip_by_global_norm(grads, 2.0)
+    self.assertTrue(np.isinf(float(norm)))  # The norm itself is not representable...
+    self.assertAllClose(tf.linalg.global_norm(clipped), 2.0, rtol=1e-5)  # ...the clip is.
+
+  def test_non_finite_gradients_stay_non_finite(self):
+    grads = [tf.constant([1.0, np.nan]), tf.constant([2.0])]
+    clipped, norm, _ = numerics.clip_by_global_norm(grads, 1.0)
+    self.assertTrue(np.isnan(float(norm)))
+    self.assertFalse(np.isfinite(clipped[0].numpy()).all())
+
+  def test_global_norm_equals_tf_on_ordinary_input_and_survives_overflow(self):
+    grads = [tf.constant([3.0, 4.0])]
+    self.assertEqual(float(numerics.global_norm(grads)), float(tf.linalg.global_norm(grads)))
+    self.assertAllClose(numerics.global_norm([tf.constant([3e20, 4e20])]), 5e20, rtol=1e-6)
+    self.assertEqual(float(numerics.global_norm([tf.zeros([3])])), 0.0)
+
+  def test_works_under_xla(self):
+    fn = tf.function(lambda g: numerics.clip_by_global_norm(g, 1.0)[0], jit_compile=True)
+    clipped = fn([tf.fill([4], 1e20)])
+    self.assertAllClose(tf.linalg.global_norm(clipped), 1.0, rtol=1e-5)
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,93 @@
+"""Tests for stable_train.policies: argument validation and in-graph state of the core policies."""
+
+import numpy as np
+import tensorflow as tf
+
+from stable_train import errors
+from stable_train import interfaces
+from stable_train import policies
+
+
+class ValidationTest(tf.test.TestCase):
+
+  def test_bad_arguments_name_the_argument_and_value(self):
+    cases = [
+        (lambda: policies.ClipByGlobalNorm(-1.0), 'max_norm=-1.0'),
+        (lambda: policies.ClipByGlobalNorm(0), 'max_norm=0'),
+        (lambda: policies.ClipByGlobalNorm(float('nan')), 'max_norm=nan'),
+        (lambda: policies.ClipByGlobalNorm('big'), "max_norm='big'"),
+        (lambda: policies.SkipNonFinite(-2), 'max_consecutive=-2'),
+        (lambda: policies.SkipNonFinite(1.5), 'max_consecutive=1.5'),
+        (lambda: policies.CheckNumerics(mode='loud'), "mode='loud'"),
+    ]
+    for make, text in cases:
+      with self.assertRaises(errors.ConfigError) as ctx:
+        make()
+      self.assertIn(text, str(ctx.exception))
+      self.assertEqual(len(str(ctx.exception).splitlines()), 1)
+
+  def test_keyword_only(self):
+    with self.assertRaises(TypeError):
+      policies.CheckNumerics('raise')  # pylint: disable=too-many-function-args
+
+
+def _reports(applied, step0=1):
+  n = len(applied)
+  return interfaces.StepReports(
+      step=np.arange(step0, step0 + n), loss=np.ones(n),
+      grad_norm=np.ones(n), clipped_grad_norm=np.ones(n), loss_finite=np.ones(n, bool),
+      grads_finite=np.array(applied), inputs_finite=np.ones(n, bool),
+      outputs_finite=np.ones(n, bool), first_bad_grad=np.where(applied, -1, 0),
+      first_bad_input=-np.ones(n, int), applied=np.array(applied), learning_rate=np.ones(n),
+      variable_paths=['dense/kernel'])
+
+
+class SkipNonFiniteTest(tf.test.TestCase):
+
+  def _run(self, policy, applied_seq):
+    for a in applied_seq:
+      policy.update_state({}, tf.constant(a))
+
+  def test_counters(self):
+    p = policies.SkipNonFinite(2)
+    self._run(p, [True, False, False, True, False])
+    self.assertEqual(int(p.total_skips.numpy()), 3)
+    self.assertEqual(int(p.consecutive_skips.numpy()), 1)
+    self.assertFalse(p.is_healthy())
+
+  def test_allow_update_requires_finite_loss_and_grads(self):
+    p = policies.SkipNonFinite()
+    for loss_ok, grads_ok in [(True, True), (True, False), (False, True)]:
+      verdict = p.allow_update({'loss_finite': tf.constant(loss_ok),
+                                'grads_finite': tf.constant(grads_ok)})
+      self.assertEqual(bool(verdict), loss_ok and grads_ok)
+
+  def test_escalates_past_the_limit_even_inside_one_loop(self):
+    p = policies.SkipNonFinite(2)
+    applied = [False, False, False, True]  # A run of 3 > 2 that ends inside the loop.
+    self._run(p, applied)
+    decision = p.decide(_reports(applied), None)
+    self.assertEqual(decision.action, interfaces.ESCALATE)
+    self.assertIn('3 consecutive', decision.reason)
+    # Within the limit: no escalation.
+    q = policies.SkipNonFinite(2)
+    self._run(q, [False, False, True])
+    self.assertIsNone(q.decide(_reports([False, False, True]), None))
+
+
+class CheckNumericsTest(tf.test.TestCase):
+
+  def test_raise_mode_on_host_names_the_tensor(self):
+    p = policies.CheckNumerics(mode='raise')
+    with self.assertRaisesRegex(errors.NumericsError, 'gradient of dense/kernel'):
+      p.decide(_reports([True, False]), None)
+
+  def test_flag_mode_does_not_raise(self):
+    p = policies.CheckNumerics(mode='flag')
+    with self.assertLogs('stable_train', level='WARNING') as logs:
+      self.assertIsNone(p.decide(_reports([True, False]), None))
+    self.assertIn('dense/kernel', logs.output[0])
+
+
+if __name__ == '__main__':
+  tf.test.main()

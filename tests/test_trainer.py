@@ -1,0 +1,333 @@
+"""Tests for stable_train.trainer: the guarded step, the in-graph loop, checkpoints and resume."""
+
+import json
+import os
+
+from absl.testing import parameterized
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train import checkpointing
+from stable_train import errors
+from stable_train import events
+from stable_train import policies
+from stable_train import trainer as trainer_lib
+
+FEATURES = 16
+
+
+def make_data(num_batches=64, batch_size=8, poison=(), seed=0, scale=1.0):
+  """A finite dataset of `num_batches` batches; batches in `poison` get one NaN feature."""
+  rng = np.random.RandomState(seed)
+  x = rng.normal(size=(num_batches * batch_size, FEATURES)).astype(np.float32) * scale
+  y = (x[:, :1] * 0.5 + 0.1).astype(np.float32)
+  for b in poison:
+    x[b * batch_size, 0] = np.nan
+  return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+
+
+def make_model(seed=1, name='net'):
+  keras.utils.set_random_seed(seed)
+  return keras.Sequential([
+      keras.Input((FEATURES,)),
+      keras.layers.Dense(8, activation='relu', name='dense_0'),
+      keras.layers.Dense(1, name='dense_1'),
+  ], name=name)
+
+
+def make_trainer(model_dir=None, policies_=None, steps_per_loop=1, jit=False, lr=1e-2, loss=None,
+                 cls=trainer_lib.Trainer, **kwargs):
+  return cls(model=make_model(), optimizer=keras.optimizers.Adam(lr),
+             loss=loss or keras.losses.MeanSquaredError(), policies=policies_,
+             model_dir=model_dir, steps_per_loop=steps_per_loop, jit_compile=jit, **kwargs)
+
+
+def state(trainer):
+  """Every model and optimizer variable, by path (the optimizer's own name prefix dropped, since
+  Keras numbers optimizers per process)."""
+  values = {v.path: np.array(v.numpy()) for v in trainer.model.variables}
+  values.update({'optimizer/' + v.path.split('/', 1)[1]: np.array(v.numpy())
+                 for v in trainer.optimizer.variables})
+  return values
+
+
+def assert_bit_identical(test, before, after):
+  test.assertEqual(sorted(before), sorted(after))
+  for k in before:
+    test.assertTrue(np.array_equal(before[k], after[k]), f'{k} changed')
+
+
+class SqrtScale(keras.layers.Layer):
+  """Multiplies its input by sqrt(scale); with scale = 0 only d/d(scale) is infinite."""
+
+  def build(self, input_shape):
+    self.scale = self.add_weight(shape=(), initializer='zeros', name='scale')
+
+  def call(self, x):
+    return x * tf.sqrt(self.scale)
+
+
+class ValidationTest(tf.test.TestCase):
+
+  def test_bad_arguments(self):
+    good = dict(model=make_model(), optimizer=keras.optimizers.Adam(), loss=keras.losses.MeanSquaredError(),
+                model_dir=None)
+    cases = [
+        ('steps_per_loop', 0), ('steps_per_loop', 2.5), ('checkpoint_every', -1),
+        ('model', None), ('optimizer', 'adam'), ('loss', 3), ('policies', ['clip']),
+        ('jit_compile', 'yes'), ('log_every', 0),
+    ]
+    for name, value in cases:
+      with self.assertRaises(errors.ConfigError) as ctx:
+        trainer_lib.Trainer(**dict(good, **{name: value}))
+      self.assertIn(name, str(ctx.exception))
+    with self.assertRaises(TypeError):
+      trainer_lib.Trainer(make_model(), keras.optimizers.Adam(), 'mse')  # Keyword-only.
+
+  def test_duplicate_policy_names(self):
+    with self.assertRaisesRegex(errors.ConfigError, 'unique'):
+      make_trainer(policies_=[policies.SkipNonFinite(), policies.SkipNonFinite()])
+
+  def test_fit_arguments(self):
+    t = make_trainer()
+    with self.assertRaisesRegex(errors.ConfigError, 'num_steps'):
+      t.fit(make_data(), num_steps=0)
+    with self.assertRaisesRegex(errors.ConfigError, 'dataset'):
+      t.fit([1, 2], num_steps=3)
+
+
+class SkipTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(('graph', False), ('xla', True))
+  def test_skipped_step_leaves_model_and_optimizer_bit_identical(self, jit):
+    t = make_trainer(jit=jit)
+    t.fit(make_data(num_batches=3), num_steps=3)  # Adam slots and iterations now non-zero.
+    before = state(t)
+    self.assertEqual(int(t.optimizer.iterations.numpy()), 3)
+    summary = t.fit(make_data(num_batches=1, poison=[0]), num_steps=4)
+    assert_bit_identical(self, before, state(t))
+    self.assertEqual(summary['global_step'], 4)
+    self.assertEqual(summary['applied_steps'], 3)
+    self.assertEqual(summary['skipped_steps'], 1)
+    skip = t.policies[2]
+    self.assertEqual(int(skip.total_skips.numpy()), 1)
+    self.assertEqual(int(skip.consecutive_skips.numpy()), 1)
+    # And a healthy step afterwards does apply.
+    t.fit(make_data(num_batches=1, seed=5), num_steps=5)
+    self.assertFalse(np.array_equal(before['net/dense_1/kernel'], state(t)['net/dense_1/kernel']))
+    self.assertEqual(int(skip.consecutive_skips.numpy()), 0)
+
+  def test_first_offending_variable_is_named(self):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(4, name='dense_0'),
+                              SqrtScale(name='sqrt_scale'), keras.layers.Dense(1, name='dense_1')],
+                             name='net')
+    model_dir = self.get_temp_dir()
+    t = trainer_lib.Trainer(model=model, optimizer=keras.optimizers.SGD(0.1),
+                            loss=keras.losses.MeanSquaredError(), model_dir=model_dir)
+    with self.assertLogs('stable_train', level='WARNING') as logs:
+      summary = t.fit(make_data(num_batches=2), num_steps=2)
+    self.assertEqual(summary['skipped_steps'], 2)
+    skips = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+             if e['event'] == 'skip']
+    self.assertEqual(len(skips), 2)
+    # dense_0's gradient is finite (0 * finite); the first non-finite one is sqrt_scale's.
+    self.assertEqual(skips[0]['tensor'], 'gradient of net/sqrt_scale/scale')
+    self.assertEqual(skips[0]['fault'], 'gradient')
+    self.assertTrue(any('net/sqrt_scale/scale' in line for line in logs.output))
+
+  def test_nan_input_names_the_gradient_when_relu_swallows_it(self):
+    # ReLU maps NaN to 0 on CPU, so the loss stays finite while dense_0's kernel gradient is NaN.
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir=model_dir)
+    summary = t.fit(make_data(num_batches=3, poison=[1]), num_steps=3)
+    self.assertEqual(summary['skipped_steps'], 1)
+    skip = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+            if e['event'] == 'skip'][0]
+    self.assertEqual(skip['step'], 2)
+    self.assertEqual(skip['tensor'], 'gradient of net/dense_0/kernel')
+
+  @parameterized.named_parameters(('graph', False), ('xla', True))
+  def test_huge_but_finite_gradients_are_clipped_not_skipped(self, jit):
+    huge = lambda y, p: 1e25 * tf.reduce_mean(tf.square(y - p))
+    t = make_trainer(loss=huge, jit=jit, lr=1e-3)
+    summary = t.fit(make_data(num_batches=3), num_steps=3)
+    self.assertEqual(summary['applied_steps'], 3)
+    self.assertEqual(summary['skipped_steps'], 0)
+    self.assertTrue(all(np.isfinite(v).all() for v in state(t).values()))
+
+  def test_consecutive_skips_escalate_to_abort(self):
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir=model_dir, steps_per_loop=2,
+                     policies_=[policies.ClipByGlobalNorm(1.0), policies.SkipNonFinite(3)])
+    summary = t.fit(make_data(num_batches=10, poison=range(10)), num_steps=10)
+    self.assertEqual(summary['status'], 'aborted')
+    self.assertIn('4 consecutive non-finite steps (limit 3)', summary['reason'])
+    self.assertEqual(summary['global_step'], 4)
+    self.assertEqual(summary['applied_steps'], 0)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      self.assertEqual(json.load(f)['status'], 'aborted')
+    kinds = [e['event'] for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))]
+    self.assertEqual(kinds, ['start', 'skip', 'skip', 'skip', 'skip', 'abort'])
+
+  def test_without_skip_policy_a_nan_update_is_applied(self):
+    # The control: what SkipNonFinite prevents.
+    t = make_trainer(policies_=[])
+    t.fit(make_data(num_batches=1, poison=[0]), num_steps=1)
+    self.assertFalse(np.isfinite(state(t)['net/dense_0/kernel']).all())
+
+
+class CheckNumericsRaiseTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(('graph', False), ('xla', True))
+  def test_raise_mode_stops_with_named_tensor(self, jit):
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir=model_dir, jit=jit, steps_per_loop=2,
+                     policies_=[policies.CheckNumerics(mode='raise'), policies.SkipNonFinite()])
+    t.fit(make_data(num_batches=2), num_steps=2)
+    before = state(t)
+    with self.assertRaises(errors.NumericsError) as ctx:
+      t.fit(make_data(num_batches=2, poison=[0]), num_steps=4)
+    message = str(ctx.exception)
+    self.assertIn('net/dense_0/kernel', message)
+    self.assertIn('step 3', message)
+    self.assertEqual(len(message.splitlines()), 1)
+    assert_bit_identical(self, before, state(t))  # The faulty update was never applied.
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      self.assertEqual(json.load(f)['status'], 'aborted')
+
+
+class LoopTest(tf.test.TestCase):
+
+  def test_steps_per_loop_gives_the_same_result(self):
+    results = []
+    for k in (1, 4):
+      t = make_trainer(steps_per_loop=k)
+      summary = t.fit(make_data(num_batches=20, poison=[5, 6]), num_steps=10)
+      results.append((summary, state(t)))
+    (s1, v1), (s4, v4) = results
+    for key in ('global_step', 'applied_steps', 'skipped_steps'):
+      self.assertEqual(s1[key], s4[key])
+    self.assertEqual(s1['skipped_steps'], 2)
+    for k in v1:
+      self.assertAllClose(v1[k], v4[k], rtol=1e-6, atol=1e-7)
+
+  def test_no_retracing_per_step_or_loop(self):
+    t = make_trainer(steps_per_loop=3)
+    t.fit(make_data(num_batches=20), num_steps=10)  # Loops of 3, 3, 3 and 1 steps.
+    t.fit(make_data(num_batches=20, seed=3), num_steps=17)
+    self.assertEqual(t._loop_fn.experimental_get_tracing_count(), 1)  # pylint: disable=protected-access
+
+  def test_dataset_end_stops_the_run(self):
+    t = make_trainer(steps_per_loop=4)
+    summary = t.fit(make_data(num_batches=6), num_steps=100)
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['global_step'], 6)
+    self.assertEqual(summary['note'], 'dataset exhausted')
+
+  def test_dict_batches_and_plain_module_model(self):
+
+    class Linear(tf.Module):
+
+      def __init__(self):
+        super().__init__(name='linear')
+        self.w = tf.Variable(tf.zeros([FEATURES, 1]), name='w')
+
+      def __call__(self, x):
+        return tf.matmul(x['x'], self.w)
+
+    ds = make_data(num_batches=4).map(lambda x, y: {'x': x, 'labels': y})
+    t = trainer_lib.Trainer(model=Linear(), optimizer=keras.optimizers.SGD(0.1),
+                            loss=keras.losses.MeanSquaredError(), model_dir=None)
+    summary = t.fit(ds, num_steps=4)
+    self.assertEqual(summary['applied_steps'], 4)
+    self.assertGreater(float(tf.reduce_sum(tf.abs(t.model.w))), 0.0)
+
+
+class ScaledLossTrainer(trainer_lib.Trainer):
+  """A subclass with its own loss: the default loss times `scale`."""
+
+  def __init__(self, *, scale=1.0, **kwargs):
+    super().__init__(**kwargs)
+    self.scale = scale
+
+  def compute_loss(self, batch, training):
+    return self.scale * super().compute_loss(batch, training)
+
+
+class SubclassTest(tf.test.TestCase):
+
+  def test_custom_compute_loss_is_used(self):
+    t = make_trainer(cls=ScaledLossTrainer, scale=0.0)
+    before = state(t) if t.model.built else None
+    summary = t.fit(make_data(num_batches=3), num_steps=3)
+    self.assertEqual(summary['final_loss'], 0.0)
+    # Zero loss: zero gradients, Adam moves nothing.
+    after = state(t)
+    reference = make_model()
+    for v in reference.trainable_variables:
+      self.assertAllEqual(after[v.path], v.numpy())
+    del before
+
+
+class CheckpointTest(tf.test.TestCase):
+
+  def test_resume_continues_at_the_right_step_with_the_right_batch(self):
+    data = make_data(num_batches=40)
+    straight = make_trainer(steps_per_loop=2)
+    straight.fit(data, num_steps=15)
+
+    model_dir = self.get_temp_dir()
+    first = make_trainer(model_dir=model_dir, steps_per_loop=2, checkpoint_every=4)
+    first.fit(data, num_steps=10)
+    second = make_trainer(model_dir=model_dir, steps_per_loop=2, checkpoint_every=4)
+    summary = second.fit(data, num_steps=15)
+    self.assertEqual(summary['global_step'], 15)
+    self.assertEqual(summary['steps_this_run'], 5)
+    expected_next = list(data.skip(15).take(1))[0][0]
+    self.assertAllEqual(next(second.iterator)[0], expected_next)
+    for k, v in state(straight).items():
+      self.assertAllClose(v, state(second)[k], rtol=1e-5, atol=1e-6)
+    log = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    resume = [e for e in log if e['event'] == 'resume']
+    self.assertEqual(len(resume), 1)
+    self.assertEqual(resume[0]['step'], 10)
+    # Running again with the same total does nothing more.
+    third = make_trainer(model_dir=model_dir)
+    self.assertEqual(third.fit(data, num_steps=15)['steps_this_run'], 0)
+
+  def test_no_checkpoint_with_a_non_finite_variable(self):
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir=model_dir, policies_=[], checkpoint_every=2)
+    t.fit(make_data(num_batches=4), num_steps=4)
+    keeper_dir = os.path.join(model_dir, 'checkpoints')
+    with open(os.path.join(keeper_dir, checkpointing.MANIFEST)) as f:
+      steps = [e['step'] for e in json.load(f)['checkpoints']]
+    self.assertEqual(steps, [2, 4])
+    files_before = sorted(os.listdir(keeper_dir))
+    # No skip policy: the NaN update is applied and poisons the weights.
+    t.fit(make_data(num_batches=2, poison=[0]), num_steps=6)
+    self.assertFalse(np.isfinite(state(t)['net/dense_0/kernel']).all())
+    self.assertEqual(sorted(os.listdir(keeper_dir)), files_before)
+    log = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    self.assertIn('checkpoint_refused', [e['event'] for e in log])
+    # What is on disk is still the finite step-4 state.
+    fresh = make_trainer(model_dir=model_dir, policies_=[])
+    summary = fresh.fit(make_data(num_batches=4), num_steps=4)
+    self.assertEqual(summary['steps_this_run'], 0)
+    self.assertTrue(all(np.isfinite(v).all() for v in state(fresh).values()))
+
+  def test_policy_state_is_checkpointed(self):
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir=model_dir)
+    t.fit(make_data(num_batches=4, poison=[1, 3]), num_steps=4)
+    fresh = make_trainer(model_dir=model_dir)
+    fresh.fit(make_data(num_batches=4), num_steps=4)
+    self.assertEqual(int(fresh.policies[2].total_skips.numpy()), 2)
+    self.assertEqual(int(fresh.skipped_steps.numpy()), 2)
+    self.assertEqual(int(fresh.optimizer.iterations.numpy()), 2)
+
+
+if __name__ == '__main__':
+  tf.test.main()
