@@ -138,7 +138,8 @@ class CheckpointKeeper:
       try:
         self.restore(entry)
         return entry
-      except (tf.errors.OpError, ValueError, AssertionError) as e:
+      except Exception as e:  # pylint: disable=broad-except
+        # A truncated file surfaces as IndexError, DataLossError, ValueError...: all mean corrupt.
         self._warn('checkpoint_corrupt', entry.step, checkpoint=entry.path,
                    error=str(e).splitlines()[0][:300])
     return None

@@ -16,24 +16,28 @@ def _validate(num_examples, num_features, batch_size):
 
 
 def _batched(features, labels, batch_size, repeat, poison_batches, poison_value):
-  """Batches (features, labels); batches listed in `poison_batches` get a non-finite feature."""
+  """Batches (features, labels); batches listed in `poison_batches` get a non-finite feature.
+
+  The pipeline has the same structure with or without poison, so a checkpointed iterator of a
+  clean run restores into a poisoned one (and back).
+  """
   ds = tf.data.Dataset.from_tensor_slices((features, labels))
   if repeat:
     ds = ds.repeat()
   ds = ds.batch(batch_size, drop_remainder=True)
-  if poison_batches:
-    bad = tf.constant(sorted(int(b) for b in poison_batches), tf.int64)
-    value = tf.constant(poison_value, tf.float32)
+  bad = tf.constant(sorted(int(b) for b in poison_batches), tf.int64, shape=[len(poison_batches)])
+  value = tf.constant(poison_value, tf.float32)
 
-    def poison(index, batch):
-      x, y = batch
-      hit = tf.reduce_any(tf.equal(bad, index))
-      x = tf.tensor_scatter_nd_update(
-          x, [[0, 0]], tf.where(hit, value, x[0, 0])[tf.newaxis])
-      return x, y
+  def poison(index, batch):
+    x, y = batch
 
-    ds = ds.enumerate().map(poison)
-  return ds.prefetch(2)
+    def poisoned():
+      return tf.tensor_scatter_nd_update(x, [[0, 0]], value[tf.newaxis])
+
+    x = tf.cond(tf.reduce_any(tf.equal(bad, index)), poisoned, lambda: x)
+    return x, y
+
+  return ds.enumerate().map(poison).prefetch(2)
 
 
 def synthetic_regression(*, num_examples: int = 1000, num_features: int = 1000,

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Measures what stable_train's guards cost, as ratios to a baseline run in the same process.
+
+  python scripts/benchmark.py [--steps=400] [--repeats=3] [--batch_size=32]
+
+Every variant trains the quickstart MLP (1000→256→128→1, Adam, MSE) on the same synthetic data;
+the figure is the best (min) ms/step over `repeats` timed runs after a warm-up (tracing excluded).
+The baseline is the Trainer with no policies at one step per loop; Keras `fit` with
+`global_clipnorm` + TerminateOnNaN is shown for comparison.
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags
+
+flags.DEFINE_integer('steps', 400, 'Timed steps per run.')
+flags.DEFINE_integer('repeats', 3, 'Timed runs per variant (the minimum is reported).')
+flags.DEFINE_integer('batch_size', 32, 'Batch size.')
+FLAGS = flags.FLAGS
+
+
+def _trainer(policies, steps_per_loop=1, jit=False):
+  import keras  # pylint: disable=g-import-not-at-top
+  import stable_train  # pylint: disable=g-import-not-at-top
+  from stable_train import models  # pylint: disable=g-import-not-at-top
+  return stable_train.Trainer(model=models.mlp(), optimizer=keras.optimizers.Adam(1e-3),
+                              loss=keras.losses.MeanSquaredError(), policies=policies,
+                              model_dir=None, steps_per_loop=steps_per_loop, jit_compile=jit,
+                              log_every=10**9, summary_every=10**9)
+
+
+def time_trainer(make, data):
+  trainer = make()
+  trainer.fit(data, num_steps=20)  # Warm-up: tracing and first-call costs.
+  best = float('inf')
+  for _ in range(FLAGS.repeats):
+    done = int(trainer.global_step.numpy())
+    start = time.perf_counter()
+    trainer.fit(data, num_steps=done + FLAGS.steps)
+    best = min(best, (time.perf_counter() - start) / FLAGS.steps)
+  return best * 1e3
+
+
+def time_keras_fit(data, steps_per_execution=1, jit=False):
+  import keras  # pylint: disable=g-import-not-at-top
+  from stable_train import models  # pylint: disable=g-import-not-at-top
+  model = models.mlp()
+  model.compile(optimizer=keras.optimizers.Adam(1e-3, global_clipnorm=1.0), loss='mse',
+                steps_per_execution=steps_per_execution, jit_compile=jit)
+  callbacks = [keras.callbacks.TerminateOnNaN()]
+  model.fit(data, steps_per_epoch=20, epochs=1, verbose=0, callbacks=callbacks)
+  best = float('inf')
+  for _ in range(FLAGS.repeats):
+    start = time.perf_counter()
+    model.fit(data, steps_per_epoch=FLAGS.steps, epochs=1, verbose=0, callbacks=callbacks)
+    best = min(best, (time.perf_counter() - start) / FLAGS.steps)
+  return best * 1e3
+
+
+def main(argv):
+  del argv
+  from stable_train import data as data_lib  # pylint: disable=g-import-not-at-top
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  data = data_lib.synthetic_regression(batch_size=FLAGS.batch_size)
+  guards = trainer_lib.default_policies
+  variants = [
+      ('bare step (no policies), 1 step/loop', lambda: _trainer([])),
+      ('default policies, 1 step/loop', lambda: _trainer(guards())),
+      ('bare step, 10 steps/loop', lambda: _trainer([], 10)),
+      ('default policies, 10 steps/loop', lambda: _trainer(guards(), 10)),
+      ('default policies, XLA, 1 step/loop', lambda: _trainer(guards(), 1, True)),
+      ('default policies, XLA, 10 steps/loop', lambda: _trainer(guards(), 10, True)),
+  ]
+  results = [(name, time_trainer(make, data)) for name, make in variants]
+  results.append(('keras fit, global_clipnorm + TerminateOnNaN', time_keras_fit(data)))
+  results.append(('keras fit, same, steps_per_execution=10', time_keras_fit(data, 10)))
+  base = results[0][1]
+  print(f'batch {FLAGS.batch_size}, {FLAGS.steps} steps x {FLAGS.repeats} runs (min):')
+  for name, ms in results:
+    print(f'  {name:48s} {ms:7.3f} ms/step  {ms / base:5.2f}x')
+
+
+if __name__ == '__main__':
+  app.run(main)

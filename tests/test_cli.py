@@ -1,0 +1,131 @@
+"""Tests for stable_train.cli: the gin entry point end to end, exit codes and one-line errors."""
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+from absl import flags
+from absl.testing import flagsaver
+import tensorflow as tf
+
+from stable_train import cli
+from stable_train import events
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICKSTART = os.path.join(REPO, 'configs', 'quickstart.gin')
+SMALL = ["mlp.hidden = (16,)", 'synthetic_regression.num_features = 32', 'mlp.input_dim = 32',
+         'train.num_steps = 30', 'Trainer.log_every = 10', 'Trainer.checkpoint_every = 10']
+
+
+def run_main(*argv):
+  """Runs cli.main in-process with the given flags; returns (exit code, stderr)."""
+  err = io.StringIO()
+  with flagsaver.flagsaver(), contextlib.redirect_stderr(err):
+    flags.FLAGS.unparse_flags()
+    remaining = flags.FLAGS(['train.py', *argv])
+    code = cli.main(remaining)
+  return code, err.getvalue()
+
+
+class CliTest(tf.test.TestCase):
+
+  def test_quickstart_end_to_end_in_a_subprocess(self):
+    model_dir = os.path.join(self.get_temp_dir(), 'run')
+    args = [sys.executable, os.path.join(REPO, 'scripts', 'train.py'), f'--gin_file={QUICKSTART}',
+            f'--model_dir={model_dir}'] + [f'--gin_param={p}' for p in SMALL]
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    self.assertIn('completed at step 30', proc.stdout)
+    self.assertIn('steps/s', proc.stderr)  # Progress lines.
+    for name in ('operative_config.gin', 'events.jsonl', 'summary.json'):
+      self.assertTrue(os.path.exists(os.path.join(model_dir, name)), name)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['global_step'], 30)
+    kinds = [e['event'] for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))]
+    self.assertEqual(kinds[0], 'start')
+    self.assertEqual(kinds[-1], 'done')
+    self.assertEqual(kinds.count('checkpoint'), 3)
+    tb = os.listdir(os.path.join(model_dir, 'tensorboard'))
+    self.assertTrue(any(n.startswith('events.out.tfevents') for n in tb))
+    with open(os.path.join(model_dir, 'operative_config.gin')) as f:
+      operative = f.read()
+    self.assertIn('train.num_steps = 30', operative)
+    self.assertIn('ClipByGlobalNorm.max_norm = 1.0', operative)
+
+  def test_scalars_are_readable(self):
+    model_dir = self.get_temp_dir()
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                         *[f'--gin_param={p}' for p in SMALL])
+    self.assertEqual(code, 0, err)
+    names = set()
+    tb = os.path.join(model_dir, 'tensorboard')
+    for name in os.listdir(tb):
+      for record in tf.compat.v1.train.summary_iterator(os.path.join(tb, name)):
+        for value in record.summary.value:
+          names.add(value.tag)
+    self.assertTrue({'loss', 'grad_norm', 'grad_norm_clipped', 'learning_rate',
+                     'skipped_steps'} <= names, names)
+
+  def test_bad_input_exits_2_with_one_line(self):
+    model_dir = self.get_temp_dir()
+    bad_gin = os.path.join(self.get_temp_dir(), 'bad.gin')
+    with open(bad_gin, 'w') as f:
+      f.write('train.num_steps = = 3\n')
+    cases = [
+        (['--gin_file=/nonexistent/x.gin'], 'gin file not found'),
+        ([f'--gin_file={bad_gin}'], 'bad gin configuration'),
+        ([f'--gin_file={QUICKSTART}', '--gin_param=NoSuchThing.x = 1'], 'NoSuchThing'),
+        ([f'--gin_file={QUICKSTART}', '--gin_param=Trainer.no_such_arg = 1'], 'no_such_arg'),
+        ([f'--gin_file={QUICKSTART}', '--gin_param=ClipByGlobalNorm.max_norm = -1.0'],
+         'max_norm=-1.0'),
+        ([f'--gin_file={QUICKSTART}', '--gin_param=Trainer.steps_per_loop = 0'], 'steps_per_loop'),
+        (['--gin_param=train.num_steps = 3'], 'dataset_fn'),
+    ]
+    for argv, text in cases:
+      code, err = run_main(*argv, f'--model_dir={model_dir}')
+      self.assertEqual(code, 2, (argv, err))
+      self.assertIn(text, err, argv)
+      self.assertEqual(len(err.strip().splitlines()), 1, err)
+      self.assertNotIn('Traceback', err)
+
+  def test_missing_model_dir_and_unknown_flag_in_a_subprocess(self):
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')
+    script = os.path.join(REPO, 'scripts', 'train.py')
+    for argv, text in (([f'--gin_file={QUICKSTART}'], '--model_dir'),
+                       (['--no_such_flag=1'], 'no_such_flag')):
+      proc = subprocess.run([sys.executable, script, *argv], capture_output=True, text=True,
+                            timeout=120, env=env)
+      self.assertEqual(proc.returncode, 2, proc.stderr)
+      lines = [l for l in proc.stderr.strip().splitlines() if l.startswith('stable_train:')]
+      self.assertEqual(len(lines), 1, proc.stderr)
+      self.assertIn(text, lines[0])
+
+  def test_abort_exits_1_and_keeps_checkpoints(self):
+    model_dir = self.get_temp_dir()
+    common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
+        f'--gin_param={p}' for p in SMALL]
+    code, err = run_main(*common)
+    self.assertEqual(code, 0, err)
+    manifest = os.path.join(model_dir, 'checkpoints', 'manifest.json')
+    with open(manifest) as f:
+      before = f.read()
+    code, err = run_main(*common, '--gin_param=train.num_steps = 60',
+                         f'--gin_param=synthetic_regression.poison_batches = {list(range(30, 60))}',
+                         '--gin_param=SkipNonFinite.max_consecutive = 3')
+    self.assertEqual(code, 1, err)
+    self.assertIn('aborted', err)
+    self.assertIn('consecutive', err)
+    with open(manifest) as f:
+      self.assertEqual(f.read(), before)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      self.assertEqual(json.load(f)['status'], 'aborted')
+
+
+if __name__ == '__main__':
+  tf.test.main()

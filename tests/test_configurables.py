@@ -1,0 +1,78 @@
+"""Tests for stable_train.configurables: gin bindings for Keras objects, policies and subclasses."""
+
+import gin
+import keras
+import tensorflow as tf
+
+from stable_train import configurables  # pylint: disable=unused-import
+from stable_train import losses
+from stable_train import policies
+from stable_train import trainer as trainer_lib
+
+BASE = """
+Trainer.model = @mlp()
+mlp.input_dim = 8
+mlp.hidden = (4,)
+Trainer.optimizer = @keras.optimizers.SGD()
+keras.optimizers.SGD.learning_rate = @keras.optimizers.schedules.ExponentialDecay()
+keras.optimizers.schedules.ExponentialDecay.initial_learning_rate = 0.1
+keras.optimizers.schedules.ExponentialDecay.decay_steps = 10
+keras.optimizers.schedules.ExponentialDecay.decay_rate = 0.5
+Trainer.loss = @keras.losses.MeanSquaredError()
+Trainer.policies = [@ClipByGlobalNorm(), @SkipNonFinite()]
+ClipByGlobalNorm.max_norm = 2.5
+SkipNonFinite.max_consecutive = 4
+Trainer.steps_per_loop = 3
+"""
+
+
+@gin.configurable
+class TaggedTrainer(trainer_lib.Trainer):
+  """A user's subclass with an argument of its own and a custom loss."""
+
+  def __init__(self, *, tag='none', **kwargs):
+    super().__init__(**kwargs)
+    self.tag = tag
+
+  def compute_loss(self, batch, training):
+    features, labels = self.split_batch(batch)
+    return losses.sparse_softmax_cross_entropy(labels, self.forward(features, training))
+
+
+class ConfigurablesTest(tf.test.TestCase):
+
+  def test_trainer_from_bindings(self):
+    gin.parse_config(BASE)
+    t = trainer_lib.Trainer(model_dir=None)
+    self.assertIsInstance(t.optimizer, keras.optimizers.SGD)
+    self.assertIsInstance(t.optimizer._learning_rate,  # pylint: disable=protected-access
+                          keras.optimizers.schedules.ExponentialDecay)
+    self.assertEqual([type(p) for p in t.policies],
+                     [policies.ClipByGlobalNorm, policies.SkipNonFinite])
+    self.assertAllClose(t.policies[0].max_norm, 2.5)
+    self.assertEqual(t.policies[1].max_consecutive, 4)
+    self.assertEqual(t.steps_per_loop, 3)
+
+  def test_base_class_bindings_reach_a_subclass(self):
+    gin.parse_config(BASE + "\nTaggedTrainer.tag = 'mine'\n")
+    t = TaggedTrainer(model_dir=None)
+    self.assertEqual(t.tag, 'mine')
+    self.assertEqual(t.steps_per_loop, 3)  # A Trainer.* binding, through super().__init__.
+    self.assertIsInstance(t.optimizer, keras.optimizers.SGD)
+
+  def test_initializers_and_regularizers(self):
+    gin.parse_config("""
+      mlp.input_dim = 3
+      mlp.hidden = (2,)
+      mlp.kernel_initializer = @keras.initializers.Ones()
+      mlp.kernel_regularizer = @keras.regularizers.L2()
+      keras.regularizers.L2.l2 = 0.5
+    """)
+    model = gin.get_configurable('mlp')()
+    self.assertAllEqual(model.layers[0].kernel, tf.ones([3, 2]))
+    # 0.5 * (6 ones in the 3x2 kernel + 2 in the 2x1 kernel); the Trainer adds model.losses.
+    self.assertAllClose(tf.add_n(model.losses), 4.0)
+
+
+if __name__ == '__main__':
+  tf.test.main()
