@@ -3,6 +3,7 @@
 from stable_train.errors import CheckpointError, ConfigError, NumericsError, StableTrainError
 from stable_train.interfaces import Decision, Policy, StepReports
 from stable_train.policies import CheckNumerics, ClipByGlobalNorm, SkipNonFinite
+from stable_train.recovery import LossSpike, Rollback
 from stable_train.trainer import Trainer, default_policies
 
 __version__ = '0.1.0'

@@ -1,7 +1,7 @@
 """The command-line entry point: parse gin files and bindings, build the root `train`, run it.
 
 Exit codes: 0 completed; 1 a policy stopped the run (checkpoints intact); 2 usage or
-configuration error. Every failure is one line on stderr, without a traceback.
+configuration error; 128+N stopped cleanly by signal N (SIGTERM: 143) after writing a checkpoint. Every failure is one line on stderr, without a traceback.
 """
 
 import logging
@@ -119,6 +119,10 @@ def main(argv) -> int:
   print(f"stable_train: {summary['status']} at step {summary['global_step']} "
         f"(applied {summary['applied_steps']}, skipped {summary['skipped_steps']}, "
         f"final loss {summary['final_loss']})", flush=True)
+  if summary['status'] == 'interrupted':
+    # A clean stop on SIGTERM/SIGINT, checkpoint written: the shell's code for that signal.
+    return _fail(f"interrupted by signal {summary['signal']}; checkpoint written, rerun the "
+                 'same command to continue.', 128 + summary['signal'])
   if summary['status'] != 'completed':
     return _fail(f"aborted: {summary.get('reason', summary['status'])}", EXIT_ABORTED)
   return EXIT_OK

@@ -162,9 +162,17 @@ class Policy(tf.Module):
     del decision, context
     return None
 
-  def execute(self, decision: Decision, trainer) -> bool:
-    """Carries out a decision this policy returned (e.g. a rollback); returns whether to go on."""
+  def execute(self, decision: Decision, trainer) -> Optional[str]:
+    """Carries out a decision this policy returned (e.g. a rollback).
+
+    Returns:
+      None to go on training, or the reason why the run must stop (it then ends "aborted").
+    """
     raise NotImplementedError(f'{type(self).__name__} cannot carry out {decision.action!r}')
+
+  def summary(self) -> Dict[str, Any]:
+    """Extra fields for summary.json (e.g. {'rollbacks': 2})."""
+    return {}
 
   def is_healthy(self) -> bool:
     """Whether a checkpoint written now may be marked as a known-good rollback target."""

@@ -14,6 +14,7 @@ from stable_train import checkpointing
 from stable_train import errors
 from stable_train import events as events_lib
 from stable_train import interfaces
+from stable_train import lr as lr_lib
 from stable_train import numerics
 from stable_train import policies as policies_lib
 
@@ -69,7 +70,8 @@ class Trainer:
   def __init__(self, *, model, optimizer, loss, policies: Optional[Sequence] = None,
                model_dir: Optional[str], steps_per_loop: int = 1, jit_compile: bool = False,
                checkpoint_every: int = 100, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
-               log_every: int = 10, summary_every: int = 10, strategy=None):
+               healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
+               strategy=None):
     """Initialises the Trainer.
 
     Args:
@@ -86,6 +88,8 @@ class Trainer:
       checkpoint_every: write a checkpoint every this many global steps (rounded to loop ends).
       max_checkpoints: how many of the newest checkpoints to keep.
       keep_good_checkpoints: how many known-good checkpoints to keep besides the newest.
+      healthy_window: a checkpoint is marked good (a rollback target) only if no fault (skip,
+        spike, rollback) happened in this many steps before it and every variable is finite.
       log_every: write a progress line every this many steps.
       summary_every: write TensorBoard scalars every this many steps (and on every fault).
       strategy: a `tf.distribute.Strategy`; None means the current one (the default strategy).
@@ -118,6 +122,10 @@ class Trainer:
     self.max_checkpoints = _check_positive_int('max_checkpoints', max_checkpoints)
     self.keep_good_checkpoints = _check_positive_int('keep_good_checkpoints', keep_good_checkpoints)
     self.log_every = _check_positive_int('log_every', log_every)
+    if isinstance(healthy_window, bool) or not isinstance(healthy_window, int) or healthy_window < 0:
+      raise errors.ConfigError(
+          f'Trainer: healthy_window={healthy_window!r} must be a non-negative integer.')
+    self.healthy_window = healthy_window
     self.summary_every = _check_positive_int('summary_every', summary_every)
 
     self.model = model
@@ -133,6 +141,12 @@ class Trainer:
       self.applied_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='applied_steps')
       self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='skipped_steps')
       self.input_faults = tf.Variable(0, dtype=tf.int64, trainable=False, name='input_faults')
+      # Batches skipped by rollbacks: the data position is global_step + data_offset.
+      self.data_offset = tf.Variable(0, dtype=tf.int64, trainable=False, name='data_offset')
+      self.last_fault_step = tf.Variable(-(2**62), dtype=tf.int64, trainable=False,
+                                         name='last_fault_step')
+      self.lr_scale = tf.Variable(1.0, dtype=tf.float32, trainable=False, name='lr_scale')
+    self.lr_control = lr_lib.LearningRateControl(optimizer, self.lr_scale)
     self._policy_state = tf.Module(name='policies')
     self._policy_state.by_name = {p.name: p for p in policies}
 
@@ -141,6 +155,8 @@ class Trainer:
     self._loop_fn = None
     self._step_fn = None
     self._variables_finite_fn = None
+    self._skip_fn = None
+    self._scalars = events_lib.Scalars(None)
     self._iterator = None
     self._keeper = None
     self._variable_paths: List[str] = []
@@ -339,6 +355,34 @@ class Trainer:
     self._loop_fn = tf.function(self._loop)
 
   @property
+  def checkpoints(self) -> Optional[checkpointing.CheckpointKeeper]:
+    """The run's checkpoint keeper (None without a model_dir or before `fit`)."""
+    return self._keeper
+
+  @property
+  def scalars(self) -> events_lib.Scalars:
+    return self._scalars
+
+  def data_position(self) -> int:
+    """Index (in the dataset's stream) of the next batch the iterator will yield."""
+    return int(self.global_step.numpy()) + int(self.data_offset.numpy())
+
+  def skip_batches(self, count: int):
+    """Drops `count` batches from the iterator; returns the [start, end) stream indices dropped."""
+    start = self.data_position()
+    if count > 0:
+      if self._skip_fn is None:
+        def skip(iterator, n):
+          for _ in tf.range(n):
+            optional = iterator.get_next_as_optional()
+            if not optional.has_value():
+              break
+        self._skip_fn = tf.function(skip)
+      self._skip_fn(self._iterator, tf.constant(count, tf.int64))
+      self.data_offset.assign_add(count)
+    return start, start + count
+
+  @property
   def iterator(self):
     """The iterator of the current (or last) `fit` call; restored with each checkpoint."""
     return self._iterator
@@ -374,16 +418,21 @@ class Trainer:
   def _checkpoint_objects(self) -> Dict[str, Any]:
     return dict(model=self.model, optimizer=self.optimizer, global_step=self.global_step,
                 applied_steps=self.applied_steps, skipped_steps=self.skipped_steps,
-                input_faults=self.input_faults, policies=self._policy_state)
+                input_faults=self.input_faults, data_offset=self.data_offset,
+                last_fault_step=self.last_fault_step, lr_scale=self.lr_scale,
+                policies=self._policy_state)
 
-  def _emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
+  def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
+    """Writes one record to events.jsonl (and passes it to `on_event`)."""
     step = int(self.global_step.numpy()) if step is None else step
     record = self.events.emit(event, step, **fields)
     self.on_event(record)
     return record
 
   def _healthy(self) -> bool:
-    return all(p.is_healthy() for p in self.policies)
+    step = int(self.global_step.numpy())
+    recent_fault = step - int(self.last_fault_step.numpy()) <= self.healthy_window
+    return not recent_fault and all(p.is_healthy() for p in self.policies)
 
   def save_checkpoint(self, reason: str = 'interval') -> Optional[checkpointing.Entry]:
     """Writes a checkpoint if every variable is finite; otherwise refuses and records why."""
@@ -391,11 +440,11 @@ class Trainer:
       return None
     step = int(self.global_step.numpy())
     if not self.variables_finite():
-      self._emit('checkpoint_refused', step, reason='non-finite variable')
+      self.emit('checkpoint_refused', step, reason='non-finite variable')
       log.warning('step %d: checkpoint refused, a variable is non-finite', step)
       return None
     entry = self._keeper.save(step, good=self._healthy())
-    self._emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
+    self.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
     return entry
 
   def _setup(self, dataset):
@@ -414,7 +463,7 @@ class Trainer:
     self._keeper = checkpointing.CheckpointKeeper(
         ckpt, os.path.join(self.model_dir, 'checkpoints'), max_to_keep=self.max_checkpoints,
         keep_good=self.keep_good_checkpoints,
-        warn=lambda event, step, **f: self._emit(event, step, **f))
+        warn=lambda event, step, **f: self.emit(event, step, **f))
     committed = self._keeper.committed()
     if not committed or self._fitted:
       # A later fit() in the same process continues from the in-memory state (which the last
@@ -437,11 +486,14 @@ class Trainer:
 
   def _record(self, reports: interfaces.StepReports, timer: Dict[str, float]) -> None:
     """Writes events, TensorBoard scalars and progress lines for one loop of reports."""
+    skipped = reports.step[~reports.applied.astype(bool)]
+    if skipped.size:
+      self.last_fault_step.assign(int(skipped[-1]))
     for i in range(reports.num_steps):
       step = int(reports.step[i])
       fault = reports.fault(i)
       if not reports.applied[i]:
-        self._emit('skip', step, fault=fault or 'policy', tensor=reports.offending_tensor(i),
+        self.emit('skip', step, fault=fault or 'policy', tensor=reports.offending_tensor(i),
                    loss=reports.loss[i], grad_norm=reports.grad_norm[i])
       if fault or step % self.summary_every == 0:
         self._scalars.write(step, {
@@ -475,10 +527,12 @@ class Trainer:
         return d
     return interfaces.Decision()
 
-  def _execute(self, decision: interfaces.Decision) -> bool:
-    """Carries out a non-abort decision through the policy that made it; True to go on."""
+  def _execute(self, decision: interfaces.Decision) -> Optional[str]:
+    """Carries out a non-abort decision through the policy that made it; returns an abort reason
+    or None to go on."""
     if decision.action == interfaces.CONTINUE:
-      return True
+      return None
+    self.last_fault_step.assign(max(decision.step, int(self.global_step.numpy())))
     return self._policy_state.by_name[decision.policy].execute(decision, self)
 
   def _install_signal_handlers(self):
@@ -516,11 +570,12 @@ class Trainer:
         os.path.join(self.model_dir, 'tensorboard') if self.model_dir else None)
     step = int(self.global_step.numpy())
     if restored is not None:
-      self._emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
+      self.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
     else:
-      self._emit('start', step, num_steps=num_steps)
+      self.emit('start', step, num_steps=num_steps)
     start_step = step
     status, reason = 'completed', ''
+    interrupted_by = None
     last_loss = None
     last_checkpoint_step = step
     timer = {'step': step, 'time': time.perf_counter()}
@@ -541,17 +596,21 @@ class Trainer:
         decision = self._decide(reports)
         if decision.action == interfaces.ABORT:
           status, reason = 'aborted', decision.reason
-          self._emit('abort', step, reason=reason, trigger=decision.trigger)
+          self.emit('abort', step, reason=reason, trigger=decision.trigger)
           break
-        if not self._execute(decision):
-          status, reason = 'aborted', decision.reason
+        stop_reason = self._execute(decision)
+        if stop_reason is not None:
+          status, reason = 'aborted', stop_reason
+          self.emit('abort', step, reason=reason, trigger=decision.trigger)
           break
         step = int(self.global_step.numpy())
+        last_checkpoint_step = min(last_checkpoint_step, step)  # A rollback moved the step back.
         if self._stop_signal is not None:
           self.save_checkpoint(reason=f'signal {self._stop_signal}')
           last_checkpoint_step = step
           status, reason = 'interrupted', f'stopped by signal {self._stop_signal}'
-          self._emit('interrupted', step, signal=self._stop_signal)
+          self.emit('interrupted', step, signal=self._stop_signal)
+          interrupted_by = self._stop_signal
           break
         if step - last_checkpoint_step >= self.checkpoint_every:
           self.save_checkpoint()
@@ -562,7 +621,7 @@ class Trainer:
     except errors.NumericsError as e:
       # CheckNumerics(mode='raise'): record the abort (checkpoints stay as they were), re-raise.
       status, reason = 'aborted', str(e)
-      self._emit('abort', int(self.global_step.numpy()), reason=reason, trigger='check_numerics')
+      self.emit('abort', int(self.global_step.numpy()), reason=reason, trigger='check_numerics')
       self._finish(status, reason, last_loss, start_step, start_time)
       raise
     finally:
@@ -573,8 +632,11 @@ class Trainer:
     if status == 'completed' and step != last_checkpoint_step:
       self.save_checkpoint(reason='end')
     if status == 'completed':
-      self._emit('done', step, reason=reason or 'num_steps reached')
-    return self._finish(status, reason, last_loss, start_step, start_time)
+      self.emit('done', step, reason=reason or 'num_steps reached')
+    summary = self._finish(status, reason, last_loss, start_step, start_time)
+    if interrupted_by is not None:
+      summary['signal'] = interrupted_by
+    return summary
 
   def _run_loop(self, n: int):
     """Runs one traced loop of `n` steps; turns in-graph check_numerics failures into errors."""
@@ -614,6 +676,8 @@ class Trainer:
         'steps_this_run': steps_run,
         'seconds': round(elapsed, 3),
     }
+    for p in self.policies:
+      summary.update(p.summary())
     if reason and status != 'completed':
       summary['reason'] = reason
     elif reason:

@@ -45,7 +45,8 @@ class ConfigurablesTest(tf.test.TestCase):
     gin.parse_config(BASE)
     t = trainer_lib.Trainer(model_dir=None)
     self.assertIsInstance(t.optimizer, keras.optimizers.SGD)
-    self.assertIsInstance(t.optimizer._learning_rate,  # pylint: disable=protected-access
+    # The Trainer wraps a schedule so that rollbacks can scale it.
+    self.assertIsInstance(t.optimizer._learning_rate.schedule,  # pylint: disable=protected-access
                           keras.optimizers.schedules.ExponentialDecay)
     self.assertEqual([type(p) for p in t.policies],
                      [policies.ClipByGlobalNorm, policies.SkipNonFinite])

@@ -1,0 +1,198 @@
+"""Recovery policies: the LossSpike detector and the Rollback ladder that brings a diverging run back."""
+
+import logging
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from stable_train import errors
+from stable_train import interfaces
+
+log = logging.getLogger('stable_train')
+
+
+def _check(name, value, ok, what):
+  if isinstance(value, bool) or not ok(value):
+    raise errors.ConfigError(f'{name}={value!r} must be {what}.')
+
+
+class LossSpike(interfaces.Policy):
+  """Flags a loss or grad-norm spike: a value more than `num_stds` standard deviations above the
+  mean of a rolling window of recent healthy values.
+
+  Only applied, finite, non-spike values enter the window (spikes and non-finite values would
+  otherwise widen it and hide the next spike). The window lives in checkpointed variables, so a
+  rollback or resume restores it with the model. A spike escalates: a Rollback policy takes it
+  over; without one the run stops.
+  """
+
+  def __init__(self, *, window: int = 128, num_stds: float = 6.0, warmup: int = 64,
+               metrics=('loss', 'grad_norm'), name: str = 'loss_spike'):
+    """Initialises the detector.
+
+    Args:
+      window: how many recent healthy values each metric's statistics use.
+      num_stds: how many standard deviations above the mean count as a spike.
+      warmup: how many values the window must hold before the detector is active.
+      metrics: which report fields to watch: 'loss' and/or 'grad_norm'.
+      name: policy name.
+    """
+    super().__init__(name=name)
+    _check('LossSpike: window', window, lambda v: isinstance(v, int) and v >= 2, 'an integer >= 2')
+    _check('LossSpike: num_stds', num_stds,
+           lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v > 0, 'a positive number')
+    _check('LossSpike: warmup', warmup, lambda v: isinstance(v, int) and 2 <= v <= window,
+           f'an integer in [2, window={window}]')
+    metrics = tuple(metrics)
+    _check('LossSpike: metrics', metrics,
+           lambda v: v and all(m in ('loss', 'grad_norm') for m in v), "a subset of ('loss', 'grad_norm')")
+    self.window, self.num_stds, self.warmup, self.metrics = window, float(num_stds), warmup, metrics
+    self.history = tf.Variable(tf.zeros([len(metrics), window], tf.float32), trainable=False,
+                               name='history')
+    self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name='count')
+    self.last_spike_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name='last_spike_step')
+
+  def decide(self, reports, context):
+    history = self.history.numpy()
+    count = int(self.count.numpy())
+    decision = None
+    for i in range(reports.num_steps):
+      if not reports.applied[i]:
+        continue  # Non-finite or skipped: never enters the window.
+      values = [float(getattr(reports, m)[i]) for m in self.metrics]
+      filled = min(count, self.window)
+      if filled >= self.warmup:
+        past = history[:, :filled]
+        mean, std = past.mean(axis=1), past.std(axis=1)
+        threshold = mean + self.num_stds * np.maximum(std, 1e-12 + 1e-6 * np.abs(mean))
+        over = [j for j, v in enumerate(values) if v > threshold[j]]
+        if over:
+          j = over[0]
+          step = int(reports.step[i])
+          self.last_spike_step.assign(step)
+          decision = interfaces.Decision(
+              action=interfaces.ESCALATE, trigger='loss_spike', step=step,
+              reason=(f'{self.metrics[j]} spike at step {step}: {values[j]:.4g} > '
+                      f'{threshold[j]:.4g} (mean {mean[j]:.4g} + {self.num_stds:g} std)'),
+              details={'metric': self.metrics[j], 'value': values[j],
+                       'threshold': float(threshold[j])})
+          break  # What follows a spike is judged after the recovery.
+      history[:, count % self.window] = values
+      count += 1
+    self.history.assign(history)
+    self.count.assign(count)
+    return decision
+
+
+class Rollback(interfaces.Policy):
+  """Restores the newest known-good checkpoint when a run diverges, backs off the learning rate
+  and skips the data that led there; gives up after `max_rollbacks`.
+
+  Triggers: another policy's escalation (SkipNonFinite's consecutive skips, a LossSpike) and any
+  model or optimizer variable found non-finite after a loop. A further trigger within
+  `retry_window` steps of the last rollback's target steps further back, to an older good
+  checkpoint. Rollback's own counters are not rolled back with the checkpoint.
+  """
+
+  def __init__(self, *, max_rollbacks: int = 5, lr_backoff: float = 0.5, skip_batches: int = 0,
+               retry_window: int = 500, restore_lr_after: Optional[int] = None,
+               name: str = 'rollback'):
+    """Initialises the policy.
+
+    Args:
+      max_rollbacks: rollbacks allowed in a run; one more trigger stops it ("aborted", exit 1).
+      lr_backoff: the learning rate is multiplied by this on each rollback; in (0, 1].
+      skip_batches: batches to skip from the restored data position, so the batches that led to the
+        divergence are not replayed; >= 0.
+      retry_window: a trigger within this many steps after the last rollback's target step counts
+        as the same divergence and goes to an older good checkpoint.
+      restore_lr_after: after this many steps without a trigger the learning rate returns to its
+        original scale; None keeps the backed-off rate.
+      name: policy name.
+    """
+    super().__init__(name=name)
+    _check('Rollback: max_rollbacks', max_rollbacks, lambda v: isinstance(v, int) and v >= 0,
+           'a non-negative integer')
+    _check('Rollback: lr_backoff', lr_backoff,
+           lambda v: isinstance(v, (int, float)) and 0 < v <= 1, 'a number in (0, 1]')
+    _check('Rollback: skip_batches', skip_batches, lambda v: isinstance(v, int) and v >= 0,
+           'a non-negative integer')
+    _check('Rollback: retry_window', retry_window, lambda v: isinstance(v, int) and v >= 0,
+           'a non-negative integer')
+    if restore_lr_after is not None:
+      _check('Rollback: restore_lr_after', restore_lr_after, lambda v: isinstance(v, int) and v > 0,
+             'a positive integer or None')
+    self.max_rollbacks = max_rollbacks
+    self.lr_backoff = float(lr_backoff)
+    self.skip_batches = skip_batches
+    self.retry_window = retry_window
+    self.restore_lr_after = restore_lr_after
+    self.num_rollbacks = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_rollbacks')
+    self.last_target_step = tf.Variable(-1, dtype=tf.int64, trainable=False,
+                                        name='last_target_step')
+    self.last_trigger_step = tf.Variable(-1, dtype=tf.int64, trainable=False,
+                                         name='last_trigger_step')
+
+  # -- when -----------------------------------------------------------------------------------
+  def decide(self, reports, context):
+    step = int(reports.step[-1])
+    if not context.variables_finite():
+      return interfaces.Decision(action=interfaces.ROLLBACK, policy=self.name,
+                                 trigger='non_finite_variable', step=step,
+                                 reason=f'a model or optimizer variable is non-finite at step {step}')
+    if (self.restore_lr_after is not None and context.lr_control.scale.numpy() < 1.0 and
+        step - int(self.last_trigger_step.numpy()) >= self.restore_lr_after):
+      context.lr_control.set_scale(1.0)
+      context.emit('lr_restored', step, learning_rate=context.lr_control.current())
+    return None
+
+  def handle_escalation(self, decision, context):
+    del context
+    return interfaces.Decision(action=interfaces.ROLLBACK, policy=self.name,
+                               trigger=decision.trigger, step=decision.step,
+                               reason=decision.reason, details=decision.details)
+
+  # -- what -----------------------------------------------------------------------------------
+  def execute(self, decision, trainer) -> Optional[str]:
+    keeper = trainer.checkpoints
+    from_step = int(trainer.global_step.numpy())
+    done = int(self.num_rollbacks.numpy())
+    if keeper is None:
+      return f'{decision.reason}; no model_dir, so no checkpoint to roll back to'
+    if done >= self.max_rollbacks:
+      return (f'rollback limit reached ({done} of {self.max_rollbacks}); last trigger: '
+              f'{decision.trigger}: {decision.reason}')
+    # The same divergence again (soon after the last rollback): step further back.
+    last_target = int(self.last_target_step.numpy())
+    repeat = last_target >= 0 and decision.step - last_target <= self.retry_window
+    before = last_target if repeat else decision.step
+    candidates = [e for e in keeper.good() if e.step < before]
+    if not candidates and repeat:
+      candidates = [e for e in keeper.good() if e.step <= last_target]
+    if not candidates:
+      return f'{decision.reason}; no known-good checkpoint before step {before} to roll back to'
+    scale = float(trainer.lr_control.scale.numpy()) * self.lr_backoff
+    entry = keeper.restore_latest(candidates)
+    if entry is None:
+      return f'{decision.reason}; every known-good checkpoint failed to restore'
+    # Everything after the target belongs to the abandoned timeline: never a target again.
+    keeper.mark_bad(after_step=entry.step)
+    # The restore brought back this policy's old counters too: set them past this rollback.
+    self.num_rollbacks.assign(done + 1)
+    self.last_target_step.assign(entry.step)
+    self.last_trigger_step.assign(decision.step)
+    trainer.lr_control.set_scale(scale)
+    skipped = trainer.skip_batches(self.skip_batches)
+    trainer.emit('rollback', from_step, to_step=entry.step, checkpoint=entry.path,
+                 trigger=decision.trigger, reason=decision.reason, rollback=done + 1,
+                 learning_rate=trainer.lr_control.current(), lr_scale=scale,
+                 skipped_batches=list(skipped))
+    trainer.scalars.write(from_step, {'rollbacks': done + 1,
+                                      'learning_rate': trainer.lr_control.current()})
+    log.warning('rollback %d: step %d -> %d (%s); learning rate x%g; skipped batches [%d, %d)',
+                done + 1, from_step, entry.step, decision.trigger, scale, *skipped)
+    return None
+
+  def summary(self):
+    return {'rollbacks': int(self.num_rollbacks.numpy())}
