@@ -96,8 +96,10 @@ def main(argv) -> int:
   from stable_train import errors  # pylint: disable=g-import-not-at-top
   gin.clear_config()
   for path in FLAGS.gin_file:
-    # `include 'x.gin'` inside a config resolves next to that config, wherever the run starts.
-    gin.add_config_file_search_path(os.path.dirname(os.path.abspath(path)))
+    # `include 'configs/x.gin'` resolves from the repo root and from next to the including config.
+    folder = os.path.dirname(os.path.abspath(path))
+    gin.add_config_file_search_path(folder)
+    gin.add_config_file_search_path(os.path.dirname(folder))
   try:
     gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param, skip_unknown=False)
   except Exception as e:  # pylint: disable=broad-except

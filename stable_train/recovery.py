@@ -28,13 +28,16 @@ class LossSpike(interfaces.Policy):
   """
 
   def __init__(self, *, window: int = 128, num_stds: float = 6.0, warmup: int = 64,
-               metrics=('loss', 'grad_norm'), name: str = 'loss_spike'):
+               min_ratio: float = 1.5, metrics=('loss', 'grad_norm'), name: str = 'loss_spike'):
     """Initialises the detector.
 
     Args:
       window: how many recent healthy values each metric's statistics use.
       num_stds: how many standard deviations above the mean count as a spike.
       warmup: how many values the window must hold before the detector is active.
+      min_ratio: a spike must also be at least this multiple of the window's mean. A loss that
+        converges towards zero has a tiny standard deviation, and without this floor its ordinary
+        noise would read as 6-sigma spikes. 1.0 disables it (pure z-score, as Levanter and OLMo).
       metrics: which report fields to watch: 'loss' and/or 'grad_norm'.
       name: policy name.
     """
@@ -44,6 +47,9 @@ class LossSpike(interfaces.Policy):
            lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v > 0, 'a positive number')
     _check('LossSpike: warmup', warmup, lambda v: isinstance(v, int) and 2 <= v <= window,
            f'an integer in [2, window={window}]')
+    _check('LossSpike: min_ratio', min_ratio,
+           lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, 'a number >= 1')
+    self.min_ratio = float(min_ratio)
     metrics = tuple(metrics)
     _check('LossSpike: metrics', metrics,
            lambda v: v and all(m in ('loss', 'grad_norm') for m in v), "a subset of ('loss', 'grad_norm')")
@@ -65,7 +71,7 @@ class LossSpike(interfaces.Policy):
       if filled >= self.warmup:
         past = history[:, :filled]
         mean, std = past.mean(axis=1), past.std(axis=1)
-        threshold = mean + self.num_stds * np.maximum(std, 1e-12 + 1e-6 * np.abs(mean))
+        threshold = np.maximum(mean + self.num_stds * std, self.min_ratio * mean)
         over = [j for j, v in enumerate(values) if v > threshold[j]]
         if over:
           j = over[0]
@@ -74,7 +80,7 @@ class LossSpike(interfaces.Policy):
           decision = interfaces.Decision(
               action=interfaces.ESCALATE, trigger='loss_spike', step=step,
               reason=(f'{self.metrics[j]} spike at step {step}: {values[j]:.4g} > '
-                      f'{threshold[j]:.4g} (mean {mean[j]:.4g} + {self.num_stds:g} std)'),
+                      f'{threshold[j]:.4g} (window mean {mean[j]:.4g}, std {std[j]:.3g})'),
               details={'metric': self.metrics[j], 'value': values[j],
                        'threshold': float(threshold[j])})
           break  # What follows a spike is judged after the recovery.
@@ -103,8 +109,9 @@ class Rollback(interfaces.Policy):
     Args:
       max_rollbacks: rollbacks allowed in a run; one more trigger stops it ("aborted", exit 1).
       lr_backoff: the learning rate is multiplied by this on each rollback; in (0, 1].
-      skip_batches: batches to skip from the restored data position, so the batches that led to the
-        divergence are not replayed; >= 0.
+      skip_batches: after a restore the data skips ahead from the restored position through the
+        batch that triggered (so none of the batches that led there is replayed), plus this many
+        more batches beyond it (PaLM skipped 200-500); >= 0.
       retry_window: a trigger within this many steps after the last rollback's target step counts
         as the same divergence and goes to an older good checkpoint.
       restore_lr_after: after this many steps without a trigger the learning rate returns to its
@@ -173,6 +180,8 @@ class Rollback(interfaces.Policy):
     if not candidates:
       return f'{decision.reason}; no known-good checkpoint before step {before} to roll back to'
     scale = float(trainer.lr_control.scale.numpy()) * self.lr_backoff
+    # Stream index of the batch that triggered: step s consumed batch s - 1 + data offset.
+    trigger_batch = max(decision.step, 1) - 1 + int(trainer.data_offset.numpy())
     entry = keeper.restore_latest(candidates)
     if entry is None:
       return f'{decision.reason}; every known-good checkpoint failed to restore'
@@ -183,7 +192,8 @@ class Rollback(interfaces.Policy):
     self.last_target_step.assign(entry.step)
     self.last_trigger_step.assign(decision.step)
     trainer.lr_control.set_scale(scale)
-    skipped = trainer.skip_batches(self.skip_batches)
+    skipped = trainer.skip_batches(
+        max(trigger_batch + 1 + self.skip_batches - trainer.data_position(), 0))
     trainer.emit('rollback', from_step, to_step=entry.step, checkpoint=entry.path,
                  trigger=decision.trigger, reason=decision.reason, rollback=done + 1,
                  learning_rate=trainer.lr_control.current(), lr_scale=scale,

@@ -502,10 +502,11 @@ class Trainer:
             'learning_rate': reports.learning_rate[i],
             'skipped_steps': float(self.skipped_steps.numpy()),
             'skipped': float(not reports.applied[i])})
+      timer['steps'] += 1
       if step % self.log_every == 0:
         now = time.perf_counter()
-        rate = (step - timer['step']) / max(now - timer['time'], 1e-9)
-        timer.update(step=step, time=now)
+        rate = timer['steps'] / max(now - timer['time'], 1e-9)
+        timer.update(steps=0, time=now)
         log.info('step %d  loss %.5g  grad_norm %.4g  %.1f steps/s  skips %d', step,
                  reports.loss[i], reports.grad_norm[i], rate, int(self.skipped_steps.numpy()))
 
@@ -578,7 +579,7 @@ class Trainer:
     interrupted_by = None
     last_loss = None
     last_checkpoint_step = step
-    timer = {'step': step, 'time': time.perf_counter()}
+    timer = {'steps': 0, 'time': time.perf_counter()}
     previous_handlers = self._install_signal_handlers()
     try:
       while step < num_steps:
@@ -659,7 +660,7 @@ class Trainer:
     elapsed = time.perf_counter() - start_time
     step = int(self.global_step.numpy())
     summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
-    self._scalars.close()
+    self._scalars.flush()
     if self.model_dir:
       events_lib.write_json_atomic(os.path.join(self.model_dir, 'summary.json'), summary)
     self.last_summary = summary

@@ -23,7 +23,7 @@ class ConfigsTest(tf.test.TestCase):
   def test_every_config_parses_and_builds(self):
     cwd = os.getcwd()
     os.chdir(self.get_temp_dir())  # Includes must resolve from anywhere, as in the CLI.
-    gin.add_config_file_search_path(os.path.join(REPO, 'configs'))
+    gin.add_config_file_search_path(REPO)
     try:
       for path in CONFIGS:
         with self.subTest(config=os.path.basename(path)):
