@@ -65,14 +65,16 @@ def mirrored_strategy(*, devices: Optional[Sequence[str]] = None,
       raise errors.ConfigError(
           f"mirrored_strategy: devices={devices!r} must be a non-empty list of device names, "
           "e.g. ['/cpu:0', '/cpu:1'].")
-    known = {d.name.lower() for d in tf.config.list_logical_devices()}
+    def key(name):
+      spec = tf.DeviceSpec.from_string(name)
+      return ((spec.device_type or '').upper(), spec.device_index)
+
+    known = {key(d.name): d.name for d in tf.config.list_logical_devices()}
     for d in devices:
-      spec = tf.DeviceSpec.from_string(d)
-      full = f'/job:localhost/replica:0/task:0/device:{(spec.device_type or "").upper()}:{spec.device_index}'
-      if full.lower() not in known:
+      if key(d) not in known:
         raise errors.ConfigError(
             f'mirrored_strategy: device {d!r} does not exist here; available: '
-            f'{sorted(known)}.')
+            f'{sorted(known.values())}.')
     devices = list(devices)
   return tf.distribute.MirroredStrategy(devices=devices)
 
@@ -244,25 +246,28 @@ class WorkerCheckpointKeeper(checkpointing.CheckpointKeeper):
 
   TensorFlow's multi-worker convention: every worker takes part in a save (a save may need
   collectives, e.g. to read sync-on-read variables), only the chief's files are kept. This keeper
-  writes to a local scratch directory and removes the files at once; it never writes in the
-  chief's directory. It reads the chief's manifest (a shared file system, as for any multi-worker
-  run) and then mirrors the chief's bookkeeping in memory (same numbers, same marks), so restores
-  and rollbacks pick the same checkpoint on every worker without waiting for the chief's writes.
+  writes each save into a fresh local temporary directory and removes it at once; it never writes
+  in the chief's directory. It reads the chief's manifest once (a shared file system, as for any
+  multi-worker run) and then mirrors the chief's bookkeeping in memory (same numbers, same marks),
+  so restores and rollbacks pick the same checkpoint on every worker without waiting on the
+  chief's file writes.
   """
 
   def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, **kwargs):
     super().__init__(checkpoint, directory, **kwargs)
-    self._scratch = tempfile.mkdtemp(prefix='stable_train_worker_ckpt_')
-    self._scratch_manager = tf.train.CheckpointManager(checkpoint, self._scratch, max_to_keep=None,
-                                                       checkpoint_name='ckpt')
+    # Numbers the chief's CheckpointManager has used (it never reuses one).
     self._numbers = [int(m.group(1)) for m in (re.search(r'ckpt-(\d+)$', p)
                                                for p in self.manager.checkpoints) if m]
 
   def save(self, step: int, good: bool) -> checkpointing.Entry:
     number = max([e.number for e in self.entries] + self._numbers, default=0) + 1
-    path = self._scratch_manager.save(checkpoint_number=number)
-    for f in tf.io.gfile.glob(path + '.*'):
-      tf.io.gfile.remove(f)
+    scratch = tempfile.mkdtemp(prefix='stable_train_worker_ckpt_')
+    try:
+      manager = tf.train.CheckpointManager(self.checkpoint, scratch, max_to_keep=None,
+                                           checkpoint_name='ckpt')
+      path = manager.save(checkpoint_number=number)  # The chief's code path, the chief's number.
+    finally:
+      shutil.rmtree(scratch, ignore_errors=True)
     self._numbers.append(number)
     entry = checkpointing.Entry(number=number, step=int(step), good=bool(good),
                                 path=os.path.basename(path))
@@ -277,9 +282,6 @@ class WorkerCheckpointKeeper(checkpointing.CheckpointKeeper):
 
   def _write_manifest(self) -> None:
     pass  # The chief's manifest is the only one.
-
-  def close(self) -> None:
-    shutil.rmtree(self._scratch, ignore_errors=True)
 
 
 def make_keeper(strategy: tf.distribute.Strategy, checkpoint: tf.train.Checkpoint, directory: str,
