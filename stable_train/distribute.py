@@ -8,11 +8,14 @@ import shutil
 import tempfile
 from typing import Optional, Sequence
 
+import keras
 import tensorflow as tf
 
 from stable_train import checkpointing
 from stable_train import errors
 
+# Reductions after which keras.losses.Loss scales by 1/num_replicas (keras/src/losses/loss.py).
+_KERAS_SCALED_REDUCTIONS = ('sum_over_batch_size', 'mean', 'mean_with_sample_weight')
 _MIRRORED_KINDS = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
@@ -190,6 +193,21 @@ def distributed_iterator(strategy: tf.distribute.Strategy, dataset: tf.data.Data
     return iter(strategy.experimental_distribute_dataset(dataset))
 
 
+def unscale_keras_loss(loss_fn, value):
+  """Undoes the 1/num_replicas scaling Keras 3 losses apply under a strategy. Traced.
+
+  A `keras.losses.Loss` with a mean reduction divides its value by the number of replicas in sync
+  when a strategy is active (Keras then SUMs the replicas' gradients). The Trainer's step averages
+  the replicas' losses and gradients itself, so it wants each replica's plain mean loss, as on one
+  device; without this the loss and the gradients would be num_replicas times too small.
+  """
+  n = tf.distribute.get_strategy().num_replicas_in_sync
+  if (n > 1 and isinstance(loss_fn, keras.losses.Loss)
+      and getattr(loss_fn, 'reduction', None) in _KERAS_SCALED_REDUCTIONS):
+    value = value * tf.cast(n, value.dtype)
+  return value
+
+
 # ----------------------------------------------------------------------------------------------
 # The agreed apply.
 # ----------------------------------------------------------------------------------------------
@@ -218,6 +236,11 @@ def check_optimizer(optimizer, strategy: tf.distribute.Strategy) -> None:
   """Rejects optimizer settings that cannot work on aggregated gradients under a strategy."""
   if strategy.num_replicas_in_sync <= 1 and not isinstance(strategy, _MIRRORED_KINDS):
     return
+  own = getattr(optimizer, '_distribution_strategy', strategy)  # Keras captures it when built.
+  if own is not strategy:
+    raise errors.ConfigError(
+        f'Trainer: the optimizer was created outside {type(strategy).__name__}.scope(); create '
+        'the model and the optimizer inside `with strategy.scope():`.')
   for name in ('clipnorm', 'clipvalue', 'global_clipnorm'):
     if getattr(optimizer, name, None):
       raise errors.ConfigError(

@@ -191,7 +191,7 @@ class Trainer:
     """Returns the scalar loss of a batch (per replica). Traced. Override for custom losses."""
     features, labels = self.split_batch(batch)
     predictions = self.forward(features, training)
-    loss = self.loss_fn(labels, predictions)
+    loss = distribute.unscale_keras_loss(self.loss_fn, self.loss_fn(labels, predictions))
     regularization = getattr(self.model, 'losses', None)
     if regularization:
       loss = loss + tf.add_n(regularization)
