@@ -55,9 +55,12 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
   dataset = dataset_fn()
   if not isinstance(dataset, tf.data.Dataset):
     raise errors.ConfigError(f'train.dataset_fn returned {type(dataset).__name__}, not a tf.data.Dataset.')
-  _write_operative_config(model_dir)
+  chief = getattr(trainer, 'is_chief', True)  # Only the chief writes files (multi-worker runs).
+  if chief:
+    _write_operative_config(model_dir)
   summary = trainer.fit(dataset, num_steps=num_steps)
-  _write_operative_config(model_dir)
+  if chief:
+    _write_operative_config(model_dir)
   return summary
 
 

@@ -5,6 +5,7 @@ import gin
 import keras
 
 from stable_train import data
+from stable_train import distribute
 from stable_train import losses
 from stable_train import models
 from stable_train import policies
@@ -40,6 +41,9 @@ def register() -> None:
   for fn in (data.synthetic_regression, data.synthetic_classification, models.mlp,
              losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy,
              trainer.default_policies):
+    gin.register(fn, module='stable_train')
+  for fn in (distribute.default_strategy, distribute.mirrored_strategy,
+             distribute.multi_worker_mirrored_strategy, distribute.tpu_strategy):
     gin.register(fn, module='stable_train')
   _register_keras_module(keras.optimizers, 'keras.optimizers')
   _register_keras_module(keras.optimizers.schedules, 'keras.optimizers.schedules')

@@ -182,7 +182,7 @@ class Rollback(interfaces.Policy):
     scale = float(trainer.lr_control.scale.numpy()) * self.lr_backoff
     # Stream index of the batch that triggered: step s consumed batch s - 1 + data offset.
     trigger_batch = max(decision.step, 1) - 1 + int(trainer.data_offset.numpy())
-    entry = keeper.restore_latest(candidates)
+    entry = trainer.restore_latest(candidates)
     if entry is None:
       return f'{decision.reason}; every known-good checkpoint failed to restore'
     # Everything after the target belongs to the abandoned timeline: never a target again.

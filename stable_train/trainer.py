@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import checkpointing
+from stable_train import distribute
 from stable_train import errors
 from stable_train import events as events_lib
 from stable_train import interfaces
@@ -135,6 +136,12 @@ class Trainer:
     self.model_dir = str(model_dir) if model_dir is not None else None
     self.jit_compile = jit_compile
     self.strategy = strategy or tf.distribute.get_strategy()
+    # Under a multi-worker strategy only the chief writes files (TF's convention); the others keep
+    # nothing on disk but take part in every save (see distribute.WorkerCheckpointKeeper).
+    self.is_chief = distribute.is_chief(self.strategy)
+    self._output_dir = self.model_dir if self.is_chief else None
+    self._distributed_input = distribute.uses_distributed_input(self.strategy)
+    distribute.check_jit(self.strategy, jit_compile)
 
     with self.strategy.scope():
       self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
@@ -151,7 +158,7 @@ class Trainer:
     self._policy_state.by_name = {p.name: p for p in policies}
 
     self.events = events_lib.EventLog(
-        os.path.join(self.model_dir, 'events.jsonl') if self.model_dir else None)
+        os.path.join(self._output_dir, 'events.jsonl') if self._output_dir else None)
     self._loop_fn = None
     self._step_fn = None
     self._variables_finite_fn = None
@@ -200,7 +207,7 @@ class Trainer:
     """Returns the scalar loss of a batch (per replica). Traced. Override for custom losses."""
     features, labels = self.split_batch(batch)
     predictions = self.forward(features, training)
-    loss = self.loss_fn(labels, predictions)
+    loss = distribute.unscale_keras_loss(self.loss_fn, self.loss_fn(labels, predictions))
     regularization = getattr(self.model, 'losses', None)
     if regularization:
       loss = loss + tf.add_n(regularization)
@@ -299,6 +306,14 @@ class Trainer:
 
   def _step(self, batch):
     """One train step: compute on every replica, then one agreed apply-or-skip. Traced."""
+    with self.strategy.scope():  # Cross-replica context, also when fit() is called outside it.
+      return self._step_in_scope(batch)
+
+  def _apply_aggregated(self, grads):
+    """Per replica, inside the agreed apply: applies the already aggregated gradients. Traced."""
+    self.apply_gradients(list(grads))
+
+  def _step_in_scope(self, batch):
     grads, report = self.strategy.run(self._replica_compute_fn, (batch,))
     # Every field is computed from aggregated values, so all replicas agree: take the first copy.
     report = {k: self.strategy.experimental_local_results(v)[0] for k, v in report.items()}
@@ -306,7 +321,15 @@ class Trainer:
     learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)
 
     def apply():
-      self.apply_gradients(grads)
+      if self._distributed_input:
+        # The cond is taken in cross-replica context on the one agreed flag; the apply itself must
+        # run in replica context (Keras's optimizer merge_calls from there), without a second
+        # all-reduce of the already aggregated gradients.
+        # (Switched off around strategy.run, not inside it: replicas are traced in threads.)
+        with distribute.gradients_already_aggregated(self.optimizer):
+          self.strategy.run(self._apply_aggregated, (grads,))
+      else:
+        self.apply_gradients(grads)
       return tf.constant(True)
 
     # Both branches leave every variable untouched but for the apply; the skip branch is a no-op,
@@ -340,17 +363,14 @@ class Trainer:
     return {k: a.stack() for k, a in arrays.items()}
 
   def _build_functions(self):
-    single = self.strategy.num_replicas_in_sync == 1 and not isinstance(
-        self.strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy))
-    if single:
-      # One device: the whole step (apply included) is one function, compiled with XLA if asked.
-      self._replica_compute_fn = self._replica_compute
-      self._step_fn = tf.function(self._step, jit_compile=self.jit_compile or None)
-    else:
-      # Under a strategy, XLA covers the per-replica computation; the agreed apply stays outside.
-      self._replica_compute_fn = tf.function(self._replica_compute,
-                                             jit_compile=self.jit_compile or None)
+    # Under a strategy the replica computation is traced inline in the loop: a nested tf.function
+    # around code that all-reduces breaks MirroredStrategy's merge_call (TF 2.21), and so jit_compile
+    # is refused there (distribute.check_jit). One device: the whole step is one function.
+    self._replica_compute_fn = self._replica_compute
+    if self._distributed_input:
       self._step_fn = self._step
+    else:
+      self._step_fn = tf.function(self._step, jit_compile=self.jit_compile or None)
     self._stop_loop_on_fault = any(p.stops_loop_on_fault() for p in self.policies)
     self._loop_fn = tf.function(self._loop)
 
@@ -370,7 +390,10 @@ class Trainer:
   def skip_batches(self, count: int):
     """Drops `count` batches from the iterator; returns the [start, end) stream indices dropped."""
     start = self.data_position()
-    if count > 0:
+    if count > 0 and self._distributed_input:
+      self.data_offset.assign_add(count)
+      self.reset_input()
+    elif count > 0:
       if self._skip_fn is None:
         def skip(iterator, n):
           for _ in tf.range(n):
@@ -399,6 +422,7 @@ class Trainer:
     variables = self._trainable_variables()
     if not variables:
       raise errors.ConfigError('Trainer: the model has no trainable variables to train.')
+    distribute.check_optimizer(self.optimizer, self.strategy)
     with self.strategy.scope():
       self.optimizer.build(variables)
     self._variable_paths = [_variable_path(v) for v in variables]
@@ -449,32 +473,55 @@ class Trainer:
 
   def _setup(self, dataset):
     self._build(dataset)
+    if self._fitted:
+      # A later fit() reads its dataset from the start: keep data_position() true to that.
+      self.data_offset.assign(-self.global_step.numpy())
     if self._loop_fn is None:
       self._build_functions()
-    with self.strategy.scope():
-      if isinstance(self.strategy, (tf.distribute.MirroredStrategy,
-                                    tf.distribute.MultiWorkerMirroredStrategy)):
-        self._iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
-      else:
-        self._iterator = iter(dataset)
+    self._dataset = dataset
+    if not self._distributed_input:
+      self._iterator = iter(dataset)
     if self.model_dir is None:
+      self.reset_input()
       return None
-    ckpt = tf.train.Checkpoint(iterator=self._iterator, **self._checkpoint_objects())
-    self._keeper = checkpointing.CheckpointKeeper(
-        ckpt, os.path.join(self.model_dir, 'checkpoints'), max_to_keep=self.max_checkpoints,
-        keep_good=self.keep_good_checkpoints,
+    objects = self._checkpoint_objects()
+    if not self._distributed_input:
+      objects['iterator'] = self._iterator  # A tf.data iterator is checkpointable; a distributed one is not.
+    ckpt = tf.train.Checkpoint(**objects)
+    self._keeper = distribute.make_keeper(
+        self.strategy, ckpt, os.path.join(self.model_dir, 'checkpoints'),
+        max_to_keep=self.max_checkpoints, keep_good=self.keep_good_checkpoints,
         warn=lambda event, step, **f: self.emit(event, step, **f))
     committed = self._keeper.committed()
-    if not committed or self._fitted:
-      # A later fit() in the same process continues from the in-memory state (which the last
-      # fit() saved) with the new dataset from its start; only a fresh Trainer resumes from disk.
-      return None
-    entry = self._keeper.restore_latest(committed)
-    if entry is None:
-      raise errors.CheckpointError(
-          f'no checkpoint in {self._keeper.directory} could be restored (all corrupt); '
-          'move that directory away to start afresh.')
+    entry = None
+    if committed and not self._fitted:
+      # Only a fresh Trainer resumes from disk; a later fit() in the same process continues from
+      # the in-memory state (which the last fit() saved) with the new dataset from its start.
+      entry = self._keeper.restore_latest(committed)
+      if entry is None:
+        raise errors.CheckpointError(
+            f'no checkpoint in {self._keeper.directory} could be restored (all corrupt); '
+            'move that directory away to start afresh.')
+    self.reset_input()
     return entry
+
+  def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
+    """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
+    the next older tried), then repositions the input. Returns the entry, or None."""
+    entry = self._keeper.restore_latest(candidates)
+    if entry is not None:
+      self.reset_input()
+    return entry
+
+  def reset_input(self) -> None:
+    """(Re)builds the distributed iterator at `data_position()`; called after every restore.
+
+    A no-op for single-device input, whose iterator is restored with the checkpoint itself (a
+    distributed iterator cannot be checkpointed, so the position is saved instead).
+    """
+    if self._distributed_input:
+      self._iterator = distribute.distributed_iterator(
+          self.strategy, self._dataset, self.data_position())
 
   # ------------------------------------------------------------------------------------------
   # The host loop.
@@ -568,7 +615,7 @@ class Trainer:
     restored = self._setup(dataset)
     self._fitted = True
     self._scalars = events_lib.Scalars(
-        os.path.join(self.model_dir, 'tensorboard') if self.model_dir else None)
+        os.path.join(self._output_dir, 'tensorboard') if self._output_dir else None)
     step = int(self.global_step.numpy())
     if restored is not None:
       self.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
@@ -661,8 +708,8 @@ class Trainer:
     step = int(self.global_step.numpy())
     summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
     self._scalars.flush()
-    if self.model_dir:
-      events_lib.write_json_atomic(os.path.join(self.model_dir, 'summary.json'), summary)
+    if self._output_dir:
+      events_lib.write_json_atomic(os.path.join(self._output_dir, 'summary.json'), summary)
     self.last_summary = summary
     return summary
 
