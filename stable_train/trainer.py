@@ -147,6 +147,8 @@ class Trainer:
     self._input_paths: List[str] = []
     self._traced_output_flags: List[tf.Tensor] = []
     self._stop_signal: Optional[int] = None
+    # Set by the loop when a policy's `end_step` ended it early (not a sign the data ran out).
+    self._loop_stopped = tf.Variable(False, trainable=False, name='loop_stopped')
     self.last_summary: Dict[str, Any] = {}
 
   # ------------------------------------------------------------------------------------------
@@ -273,6 +275,8 @@ class Trainer:
         'first_bad_grad': numerics.first_false(grad_flags),
         'first_bad_input': numerics.first_false(inputs_finite_flags),
         'applied': allow,
+        # Not stored per step by the loop; read by `update_state` and `end_step` hooks.
+        'grad_finite_flags': grad_flags,
     }
     return grads, report
 
@@ -304,14 +308,36 @@ class Trainer:
   def _loop(self, iterator, num_steps):
     """Runs up to `num_steps` steps in one graph (stops early when the data ends). Traced."""
     arrays = {k: tf.TensorArray(d, size=0, dynamic_size=True) for k, d in _REPORT_DTYPES.items()}
+    self._loop_stopped.assign(False)
     for i in tf.range(num_steps):
       optional = iterator.get_next_as_optional()
       if not optional.has_value():
         break
-      report = self._step_fn(optional.get_value())
+      batch = optional.get_value()
+      report = self._step_fn(batch)
       index = tf.cast(i, tf.int32)
       arrays = {k: arrays[k].write(index, tf.cast(report[k], _REPORT_DTYPES[k])) for k in arrays}
+      stop = self._end_step(batch, report)
+      if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
+        if stop:
+          self._loop_stopped.assign(True)
+          break
     return {k: a.stack() for k, a in arrays.items()}
+
+  def _end_step(self, batch, report) -> Optional[tf.Tensor]:
+    """Calls every policy's `end_step` hook; returns 'end the loop now' or None. Traced."""
+    local = tf.nest.map_structure(self._local_value, batch)
+    stop = None
+    for p in self.policies:
+      verdict = p.end_step(local, report)
+      if verdict is not None:
+        stop = verdict if stop is None else tf.logical_or(stop, verdict)
+    return stop
+
+  def _local_value(self, value):
+    """One tensor from a possibly per-replica value (replica parts concatenated on axis 0)."""
+    parts = self.strategy.experimental_local_results(value)
+    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
 
   def _build_functions(self):
     single = self.strategy.num_replicas_in_sync == 1 and not isinstance(
@@ -537,7 +563,7 @@ class Trainer:
         if step - last_checkpoint_step >= self.checkpoint_every:
           self.save_checkpoint()
           last_checkpoint_step = step
-        if reports.num_steps < n:
+        if reports.num_steps < n and not self._loop_stopped.numpy():
           reason = 'dataset exhausted'
           break
     finally:
