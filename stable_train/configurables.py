@@ -5,6 +5,7 @@ import gin
 import keras
 
 from stable_train import data
+from stable_train import forensics
 from stable_train import losses
 from stable_train import models
 from stable_train import policies
@@ -33,7 +34,8 @@ def register() -> None:
   # Trainer is made configurable in place (not through a subclass), so a user's subclass that
   # calls super().__init__(**kwargs) still receives the `Trainer.*` bindings.
   gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
-  for cls in (policies.CheckNumerics, policies.ClipByGlobalNorm, policies.SkipNonFinite):
+  for cls in (policies.CheckNumerics, policies.ClipByGlobalNorm, policies.SkipNonFinite,
+              forensics.ValidateInputs, forensics.Forensics):
     gin.register(cls, module='stable_train')
   for fn in (data.synthetic_regression, data.synthetic_classification, models.mlp,
              losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy,
