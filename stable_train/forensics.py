@@ -267,12 +267,12 @@ class Forensics(interfaces.Policy):
     return record
 
   def _deep_report(self, trainer, reports, i, batch, applied) -> Dict[str, Any]:
-    grad_flags = [bool(f) for f in self._stash.grad_flags.numpy()]
-    return build_report(
-        trainer, batch, step=int(reports.step[i]), fault=reports.fault(i),
-        offending_tensor=reports.offending_tensor(i), loss=float(reports.loss[i]),
-        loss_finite=bool(reports.loss_finite[i]), outputs_finite=bool(reports.outputs_finite[i]),
-        grad_flags=grad_flags, applied=applied)
+    observed = {
+        'fault': reports.fault(i), 'offending_tensor': reports.offending_tensor(i),
+        'loss': float(reports.loss[i]), 'loss_finite': bool(reports.loss_finite[i]),
+        'outputs_finite': bool(reports.outputs_finite[i]), 'applied': applied,
+        'grad_flags': [bool(f) for f in self._stash.grad_flags.numpy()]}
+    return build_report(trainer, batch, step=int(reports.step[i]), observed=observed)
 
 
 def _num_classes(trainer) -> Optional[int]:
@@ -282,28 +282,37 @@ def _num_classes(trainer) -> Optional[int]:
   return None
 
 
-def build_report(trainer, batch, *, step: int, fault: Optional[str], offending_tensor: str,
-                 loss: float, loss_finite: bool, outputs_finite: bool, grad_flags: List[bool],
-                 applied: bool) -> Dict[str, Any]:
-  """The deep provenance of one faulty step: variable level, op level (a re-run) and the batch."""
+def build_report(trainer, batch, *, step: int, observed: Dict[str, Any]) -> Dict[str, Any]:
+  """The deep provenance of one faulty step: variable level, op level (a re-run) and the batch.
+
+  Args:
+    trainer: the Trainer, holding the state the step started from.
+    batch: the step's dataset element.
+    step: its global step.
+    observed: what the step itself saw: 'fault', 'offending_tensor', 'loss', 'loss_finite',
+      'outputs_finite', 'grad_flags' (per variable, layer order), 'applied'.
+  """
   paths = [provenance.variable_path(v) for v in trainer.model.trainable_variables]
   features, labels = trainer.split_batch(batch)
   flat = [np.asarray(t) for t in interfaces.flatten_inputs(features, labels)]
   again = provenance.rerun(trainer, batch)
+  applied = observed['applied']
+  grad_flags = observed['grad_flags']
   return {
       'step': step,
-      'fault': fault,
-      'offending_tensor': offending_tensor,
-      'loss': loss,
-      'loss_finite': loss_finite,
-      'outputs_finite': outputs_finite,
+      'fault': observed['fault'],
+      'offending_tensor': observed['offending_tensor'],
+      'loss': observed['loss'],
+      'loss_finite': observed['loss_finite'],
+      'outputs_finite': observed['outputs_finite'],
       'applied': applied,
       'state': ('after the applied faulty update' if applied else
                 'before the faulty step (the skip left it bit-identical)'),
       'variable_paths': paths,
       'grad_finite_flags': grad_flags,
       'variable_level': provenance.variable_provenance(
-          grad_flags, paths, loss_finite=loss_finite, outputs_finite=outputs_finite),
+          grad_flags, paths, loss_finite=observed['loss_finite'],
+          outputs_finite=observed['outputs_finite']),
       'op_level': provenance.locate_op(trainer, batch),
       'inputs': provenance.input_summary(interfaces.input_paths(features, labels), flat,
                                          again.input_flags, _num_classes(trainer)),

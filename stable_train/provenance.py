@@ -142,12 +142,33 @@ def parse_check_numerics_error(text: str, known_layers: Sequence[str]) -> Option
                       source=source, message=op.group(1).strip())
 
 
+def observed_from_rerun(again: 'Rerun', variable_paths: Sequence[str],
+                        input_paths: Sequence[str]) -> Dict[str, Any]:
+  """The `observed` fields of a report (fault kind, offending tensor, ...) from a re-run."""
+  loss_finite = bool(np.isfinite(again.loss))
+  if not all(again.input_flags):
+    fault = 'input'
+    tensor = 'input ' + input_paths[again.input_flags.index(False)]
+  elif not loss_finite:
+    fault = 'loss'
+    tensor = 'loss' if again.outputs_finite else 'loss (model outputs already non-finite)'
+  elif not all(again.grad_flags):
+    fault = 'gradient'
+    tensor = 'gradient of ' + variable_paths[again.grad_flags.index(False)]
+  else:
+    fault, tensor = None, 'none'
+  return {'fault': fault, 'offending_tensor': tensor, 'loss': again.loss,
+          'loss_finite': loss_finite, 'outputs_finite': again.outputs_finite,
+          'grad_flags': list(again.grad_flags), 'applied': False}
+
+
 @dataclasses.dataclass(frozen=True)
 class Rerun:
   """The result of re-running one step's forward and backward pass (no update applied)."""
   loss: float
   grad_flags: List[bool]
   input_flags: List[bool]  # From the Trainer's policies' `check_batch`, per flattened input.
+  outputs_finite: bool
 
   @property
   def finite(self) -> bool:
@@ -181,12 +202,16 @@ def _compute_fn(trainer):
       flags = p.check_batch(features, labels)
       if flags is not None:
         input_ok = tf.logical_and(input_ok, flags)
+    # Trainer.forward records whether the model outputs were finite into this list while traced.
+    trainer._traced_output_flags = []  # pylint: disable=protected-access
     with tf.GradientTape() as tape:
       loss = tf.cast(trainer.compute_loss(batch, training=True), tf.float32)
     grads = tape.gradient(loss, variables)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
              for g, v in zip(grads, variables)]
-    return loss, numerics.finite_flags(grads), input_ok
+    output_flags = trainer._traced_output_flags  # pylint: disable=protected-access
+    outputs_ok = tf.reduce_all(output_flags) if output_flags else tf.constant(True)
+    return loss, numerics.finite_flags(grads), input_ok, outputs_ok
 
   return compute
 
@@ -208,9 +233,10 @@ def rerun(trainer, batch, *, jit_compile: bool = False) -> Rerun:
     fn = tf.function(_compute_fn(trainer), jit_compile=jit_compile or None, reduce_retracing=True)
     _RERUN_FNS.setdefault(trainer, {})[key] = fn
   with _RestoreModelState(trainer.model):
-    loss, grad_flags, input_flags = fn(batch)
+    loss, grad_flags, input_flags, outputs_ok = fn(batch)
   return Rerun(loss=float(loss.numpy()), grad_flags=[bool(f) for f in grad_flags.numpy()],
-               input_flags=[bool(f) for f in input_flags.numpy()])
+               input_flags=[bool(f) for f in input_flags.numpy()],
+               outputs_finite=bool(outputs_ok.numpy()))
 
 
 def locate_op(trainer, batch) -> Dict[str, Any]:
