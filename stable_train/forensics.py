@@ -87,6 +87,19 @@ class ValidateInputs(interfaces.Policy):
       ok = tf.logical_and(ok, tf.reduce_all(in_range))
     return ok
 
+  def sanitize_labels(self, labels):
+    if self.num_classes is None:
+      return labels
+
+    def clip(t):
+      # Identity on valid labels; an out-of-range one (its batch is skipped) must not crash the
+      # loss: TF 2.21's CPU sparse cross-entropy kernel raises on it instead of returning NaN.
+      if isinstance(t, tf.Tensor) and (t.dtype.is_integer or t.dtype.is_floating):
+        return tf.clip_by_value(t, tf.cast(0, t.dtype), tf.cast(self.num_classes - 1, t.dtype))
+      return t
+
+    return tf.nest.map_structure(clip, labels)
+
   def check_batch(self, features, labels):
     # Same order as interfaces.flatten_inputs: features first ('features' < 'labels'), then labels.
     flags = [self._tensor_ok(t, False) for t in tf.nest.flatten(features)]

@@ -115,7 +115,8 @@ class Policy(tf.Module):
   """Base class of stable_train policies. Override only the hooks a policy needs.
 
   In-graph hooks (traced into the train step; use tensor ops, no Python `if` on tensors):
-    `check_batch`, `transform_gradients`, `allow_update`, `update_state`; and `end_step`, traced
+    `check_batch`, `sanitize_labels`, `transform_gradients`, `allow_update`, `update_state`; and
+    `end_step`, traced
     into the loop around the step (never compiled with XLA).
   Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`.
   """
@@ -124,6 +125,14 @@ class Policy(tf.Module):
     """Returns a bool vector, one flag per tensor of `flatten_inputs` (True = fine), or None."""
     del features, labels
     return None
+
+  def sanitize_labels(self, labels):
+    """Returns labels that are safe to feed to the loss (traced, before the forward pass).
+
+    Only labels of a batch that fails `check_batch` may change: that batch is never applied, but
+    it must not crash the step (e.g. an out-of-range sparse label raises on CPU).
+    """
+    return labels
 
   def transform_gradients(self, grads, stats):
     """Returns transformed gradients.

@@ -197,6 +197,7 @@ def _compute_fn(trainer):
 
   def compute(batch):
     features, labels = trainer.split_batch(batch)
+    batch = trainer.sanitize_batch(batch)  # As the step did: a bad label must not crash the loss.
     input_ok = tf.ones([len(interfaces.flatten_inputs(features, labels))], tf.bool)
     for p in trainer.policies:
       flags = p.check_batch(features, labels)

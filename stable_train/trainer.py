@@ -219,10 +219,23 @@ class Trainer:
         ok = tf.logical_and(ok, flags)
     return ok
 
+  def sanitize_batch(self, batch):
+    """The batch with labels made safe for the loss by the policies (`sanitize_labels`). Traced."""
+    _, labels = self.split_batch(batch)
+    safe = labels
+    for p in self.policies:
+      safe = p.sanitize_labels(safe)
+    if safe is labels:
+      return batch
+    # split_batch hands out the batch's own label tensors: swap those leaves for the safe ones.
+    swap = {id(t): u for t, u in zip(tf.nest.flatten(labels), tf.nest.flatten(safe))}
+    return tf.nest.map_structure(lambda t: swap.get(id(t), t), batch)
+
   def _replica_compute(self, batch):
     """Per replica: loss, aggregated gradients, checks and policy transforms. Traced."""
     variables = self._trainable_variables()
     input_ok = self._input_checks(batch)
+    batch = self.sanitize_batch(batch)
     self._traced_output_flags = []
     with tf.GradientTape() as tape:
       loss = tf.cast(self.compute_loss(batch, training=True), tf.float32)
