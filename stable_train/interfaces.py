@@ -113,7 +113,9 @@ class Policy(tf.Module):
   """Base class of stable_train policies. Override only the hooks a policy needs.
 
   In-graph hooks (traced into the train step; use tensor ops, no Python `if` on tensors):
-    `check_batch`, `transform_gradients`, `allow_update`, `update_state`.
+    `check_batch`, `sanitize_labels`, `transform_gradients`, `allow_update`, `update_state`; and
+    `end_step`, traced
+    into the loop around the step (never compiled with XLA).
   Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`.
   """
 
@@ -121,6 +123,14 @@ class Policy(tf.Module):
     """Returns a bool vector, one flag per tensor of `flatten_inputs` (True = fine), or None."""
     del features, labels
     return None
+
+  def sanitize_labels(self, labels):
+    """Returns labels that are safe to feed to the loss (traced, before the forward pass).
+
+    Only labels of a batch that fails `check_batch` may change: that batch is never applied, but
+    it must not crash the step (e.g. an out-of-range sparse label raises on CPU).
+    """
+    return labels
 
   def transform_gradients(self, grads, stats):
     """Returns transformed gradients.
@@ -145,12 +155,22 @@ class Policy(tf.Module):
       report: dict of the step's report tensors (see `StepReports`), in cross-replica context.
       applied: scalar bool, whether the update was applied.
     """
-    del stats, applied
+    del report, applied
 
-  def stops_loop_on_fault(self) -> bool:
-    """Whether the in-graph loop must end right after a faulty step, so that the host sees the
-    state just after it (e.g. to raise, or to take evidence) before any later step runs."""
-    return False
+  def end_step(self, batch, report) -> Optional[tf.Tensor]:
+    """Runs in the in-graph loop after each step, outside XLA, in cross-replica context.
+
+    Args:
+      batch: the step's dataset element, as local tensors (per-replica parts concatenated).
+      report: dict of the step's report tensors, plus 'grad_finite_flags' (one bool per trainable
+        variable, in layer order).
+
+    Returns:
+      A scalar bool: end the loop right after this step (the host then sees the state the step
+      left), or None for no opinion.
+    """
+    del batch, report
+    return None
 
   def decide(self, reports: StepReports, context) -> Optional[Decision]:
     """Reads one loop of reports and returns a Decision (or None to continue)."""

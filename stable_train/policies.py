@@ -36,8 +36,14 @@ class CheckNumerics(interfaces.Policy):
           f"CheckNumerics: mode={mode!r} is not one of {self.MODES}; use 'flag' or 'raise'.")
     self.mode = mode
 
-  def stops_loop_on_fault(self) -> bool:
-    return self.mode == 'raise'
+  def end_step(self, batch, report):
+    if self.mode != 'raise':
+      return None
+    # End the loop at the faulty step, so the host raises before any later step runs (under XLA
+    # the in-graph check cannot raise).
+    del batch
+    return tf.logical_not(tf.logical_and(
+        tf.logical_and(report['loss_finite'], report['grads_finite']), report['inputs_finite']))
 
   def allow_update(self, stats):
     if self.mode != 'raise':

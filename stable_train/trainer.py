@@ -171,6 +171,8 @@ class Trainer:
     self._traced_output_flags: List[tf.Tensor] = []
     self._stop_signal: Optional[int] = None
     self._fitted = False
+    # Set by the loop when a policy's `end_step` ended it early (not a sign the data ran out).
+    self._loop_stopped = tf.Variable(False, trainable=False, name='loop_stopped')
     self.last_summary: Dict[str, Any] = {}
 
   # ------------------------------------------------------------------------------------------
@@ -241,10 +243,23 @@ class Trainer:
         ok = tf.logical_and(ok, flags)
     return ok
 
+  def sanitize_batch(self, batch):
+    """The batch with labels made safe for the loss by the policies (`sanitize_labels`). Traced."""
+    _, labels = self.split_batch(batch)
+    safe = labels
+    for p in self.policies:
+      safe = p.sanitize_labels(safe)
+    if safe is labels:
+      return batch
+    # split_batch hands out the batch's own label tensors: swap those leaves for the safe ones.
+    swap = {id(t): u for t, u in zip(tf.nest.flatten(labels), tf.nest.flatten(safe))}
+    return tf.nest.map_structure(lambda t: swap.get(id(t), t), batch)
+
   def _replica_compute(self, batch):
     """Per replica: loss, aggregated gradients, checks and policy transforms. Traced."""
     variables = self._trainable_variables()
     input_ok = self._input_checks(batch)
+    batch = self.sanitize_batch(batch)
     self._traced_output_flags = []
     with tf.GradientTape() as tape:
       loss = tf.cast(self.compute_loss(batch, training=True), tf.float32)
@@ -301,6 +316,8 @@ class Trainer:
         'first_bad_grad': numerics.first_false(grad_flags),
         'first_bad_input': numerics.first_false(inputs_finite_flags),
         'applied': allow,
+        # Not stored per step by the loop; read by `update_state` and `end_step` hooks.
+        'grad_finite_flags': grad_flags,
     }
     return grads, report
 
@@ -348,19 +365,36 @@ class Trainer:
   def _loop(self, iterator, num_steps):
     """Runs up to `num_steps` steps in one graph (stops early when the data ends). Traced."""
     arrays = {k: tf.TensorArray(d, size=0, dynamic_size=True) for k, d in _REPORT_DTYPES.items()}
+    self._loop_stopped.assign(False)
     for i in tf.range(num_steps):
       optional = iterator.get_next_as_optional()
       if not optional.has_value():
         break
-      report = self._step_fn(optional.get_value())
+      batch = optional.get_value()
+      report = self._step_fn(batch)
       index = tf.cast(i, tf.int32)
       arrays = {k: arrays[k].write(index, tf.cast(report[k], _REPORT_DTYPES[k])) for k in arrays}
-      if self._stop_loop_on_fault:
-        healthy = tf.logical_and(tf.logical_and(report['loss_finite'], report['grads_finite']),
-                                 report['inputs_finite'])
-        if not healthy:
+      stop = self._end_step(batch, report)
+      if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
+        if stop:
+          self._loop_stopped.assign(True)
           break
     return {k: a.stack() for k, a in arrays.items()}
+
+  def _end_step(self, batch, report) -> Optional[tf.Tensor]:
+    """Calls every policy's `end_step` hook; returns 'end the loop now' or None. Traced."""
+    local = tf.nest.map_structure(self._local_value, batch)
+    stop = None
+    for p in self.policies:
+      verdict = p.end_step(local, report)
+      if verdict is not None:
+        stop = verdict if stop is None else tf.logical_or(stop, verdict)
+    return stop
+
+  def _local_value(self, value):
+    """One tensor from a possibly per-replica value (replica parts concatenated on axis 0)."""
+    parts = self.strategy.experimental_local_results(value)
+    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
 
   def _build_functions(self):
     # Under a strategy the replica computation is traced inline in the loop: a nested tf.function
@@ -371,7 +405,6 @@ class Trainer:
       self._step_fn = self._step
     else:
       self._step_fn = tf.function(self._step, jit_compile=self.jit_compile or None)
-    self._stop_loop_on_fault = any(p.stops_loop_on_fault() for p in self.policies)
     self._loop_fn = tf.function(self._loop)
 
   @property
@@ -663,7 +696,7 @@ class Trainer:
         if step - last_checkpoint_step >= self.checkpoint_every:
           self.save_checkpoint()
           last_checkpoint_step = step
-        if reports.num_steps < n and reports.fault(reports.num_steps - 1) is None:
+        if reports.num_steps < n and not self._loop_stopped.numpy():
           reason = 'dataset exhausted'
           break
     except errors.NumericsError as e:

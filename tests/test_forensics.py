@@ -1,0 +1,285 @@
+"""Tests of stable_train.forensics: ValidateInputs, the Forensics policy and its records."""
+
+import json
+import os
+from unittest import mock
+
+from absl.testing import parameterized
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train import data
+from stable_train import errors
+from stable_train import events as events_lib
+from stable_train import forensics
+from stable_train import losses
+from stable_train import policies
+from stable_train import provenance
+from stable_train import trainer as trainer_lib
+
+NUM_FEATURES = 8
+
+
+class SafeLog(keras.layers.Layer):
+  """log(x * scale) where positive, else 0: finite forward, NaN gradient where x * scale == 0
+  (the tf.where trap: the masked branch's gradient is 0 * (1/0))."""
+
+  def build(self, input_shape):
+    self.scale = self.add_weight(shape=(input_shape[-1],), initializer='ones', name='scale')
+
+  def call(self, x):
+    z = x * self.scale
+    return tf.where(z > 0, tf.math.log(z), tf.zeros_like(z))
+
+
+class PlainLog(keras.layers.Layer):
+  """log(x): -inf in the forward pass wherever a ReLU before it outputs 0."""
+
+  def call(self, x):
+    return tf.math.log(x)
+
+
+class FlakyOnce(keras.layers.Layer):
+  """Adds NaN to its output on its first training call only (a fault that a re-run does not see)."""
+
+  def build(self, input_shape):
+    del input_shape
+    self.calls = self.add_weight(shape=(), initializer='zeros', trainable=False, name='calls')
+
+  def call(self, x, training=False):
+    if training:
+      self.calls.assign_add(1.0)
+    nan = tf.where(tf.equal(self.calls, 1.0), float('nan'), 0.0)
+    return x + nan
+
+
+def _model(middle=None, outputs=1):
+  keras.utils.set_random_seed(0)
+  layers = [keras.Input((NUM_FEATURES,)), keras.layers.Dense(4, activation='relu', name='dense_0')]
+  if middle is not None:
+    layers.append(middle)
+  layers.append(keras.layers.Dense(outputs, name='dense_1'))
+  return keras.Sequential(layers, name='mlp')
+
+
+def _regression(**kwargs):
+  return data.synthetic_regression(num_examples=64, num_features=NUM_FEATURES, batch_size=8,
+                                   **kwargs)
+
+
+def _trainer(model, model_dir, extra_policies, **kwargs):
+  kwargs.setdefault('steps_per_loop', 4)
+  return trainer_lib.Trainer(
+      model=model, optimizer=keras.optimizers.Adam(1e-3),
+      loss=kwargs.pop('loss', keras.losses.MeanSquaredError()),
+      policies=[policies.CheckNumerics(), policies.SkipNonFinite(max_consecutive=100)] +
+      list(extra_policies),
+      model_dir=model_dir, **kwargs)
+
+
+def _events(model_dir, name):
+  return [e for e in events_lib.read_events(os.path.join(model_dir, 'events.jsonl'))
+          if e['event'] == name]
+
+
+def _records(model_dir):
+  root = os.path.join(model_dir, 'forensics')
+  return sorted(os.listdir(root)) if os.path.isdir(root) else []
+
+
+class ValidateInputsTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(
+      dict(kwargs={'num_classes': 0}, needle='num_classes=0'),
+      dict(kwargs={'num_classes': True}, needle='num_classes=True'),
+      dict(kwargs={'num_classes': 2.5}, needle='num_classes=2.5'),
+      dict(kwargs={'value_range': (1.0, -1.0)}, needle='value_range=(1.0, -1.0)'),
+      dict(kwargs={'value_range': (0.0, float('nan'))}, needle='value_range=(0.0, nan)'),
+      dict(kwargs={'value_range': 'wide'}, needle="value_range='wide'"),
+  )
+  def test_rejects_bad_arguments(self, kwargs, needle):
+    with self.assertRaisesRegex(errors.ConfigError, 'ValidateInputs: ' + __import__('re').escape(needle)):
+      forensics.ValidateInputs(**kwargs)
+
+  def test_flags_one_per_input_tensor(self):
+    check = forensics.ValidateInputs(num_classes=3, value_range=(-5.0, 5.0))
+    features = {'a': tf.constant([[1.0, 2.0]]), 'b': tf.constant([[9.0]])}
+    flags = check.check_batch(features, tf.constant([3]))
+    # Order of flatten_inputs: features/a, features/b (out of range), labels (out of range).
+    self.assertAllEqual(flags, [True, False, False])
+    flags = check.check_batch({'a': tf.constant([[np.inf, 0.0]]), 'b': tf.constant([[0.0]])},
+                              tf.constant([2]))
+    self.assertAllEqual(flags, [False, True, True])
+
+  def test_nan_input_is_an_input_fault_not_applied_and_saved(self):
+    model_dir = self.get_temp_dir()
+    model = _model()
+    model(tf.zeros([1, NUM_FEATURES]))
+    before = [v.numpy().copy() for v in model.variables]
+    trainer = _trainer(model, model_dir, [forensics.ValidateInputs(), forensics.Forensics()])
+    summary = trainer.fit(_regression(poison_batches=[0]), num_steps=1)
+
+    self.assertEqual(summary['input_faults'], 1)
+    self.assertEqual(summary['skipped_steps'], 1)
+    self.assertEqual(summary['applied_steps'], 0)
+    for b, v in zip(before, model.variables):
+      self.assertAllEqual(b, v.numpy())  # Bit-identical: the bad batch was not applied.
+    self.assertEqual(int(trainer.optimizer.iterations.numpy()), 0)
+    skip, = _events(model_dir, 'skip')
+    self.assertEqual((skip['fault'], skip['tensor']), ('input', 'input features'))
+    event, = _events(model_dir, 'forensics')
+    self.assertEqual(event['fault'], 'input')
+
+    self.assertEqual(_records(model_dir), ['step_1'])
+    record_dir = event['dir']
+    report, batch = forensics.read_record(record_dir)
+    features, labels = batch
+    expected_x, expected_y = next(iter(_regression(poison_batches=[0])))
+    np.testing.assert_array_equal(features, expected_x.numpy())  # NaN compares equal here.
+    np.testing.assert_array_equal(labels, expected_y.numpy())
+    self.assertTrue(np.isnan(features[0, 0]))
+    self.assertEqual(report['fault'], 'input')
+    self.assertEqual(report['inputs'][0]['path'], 'features')
+    self.assertEqual(report['inputs'][0]['nan'], 1)
+    self.assertEqual(report['inputs'][0]['first_non_finite_index'], [0, 0])
+    self.assertFalse(report['inputs'][0]['passed_checks'])
+    self.assertTrue(report['inputs'][1]['passed_checks'])
+    # The op-level re-run names the first op fed by the NaN.
+    self.assertTrue(report['op_level']['found'])
+    self.assertEqual(report['op_level']['layer'], 'dense_0')
+    with open(os.path.join(record_dir, 'report.txt')) as f:
+      text = f.read()
+    self.assertIn('step 1, input fault', text)
+    with open(os.path.join(record_dir, forensics.RNG_JSON)) as f:
+      self.assertLen(json.load(f)['tf_global_generator'], 3)
+    # Written atomically: no temp folder left behind.
+    self.assertEqual(os.listdir(os.path.join(model_dir, 'forensics')), ['step_1'])
+
+  def test_out_of_range_sparse_label_is_caught(self):
+    labels_ds = tf.data.Dataset.from_tensor_slices(
+        (np.ones((16, NUM_FEATURES), np.float32), np.array([1] * 8 + [1, 4] + [0] * 6, np.int32)))
+    ds = labels_ds.batch(8, drop_remainder=True)
+
+    # Without the check, TF 2.21's CPU kernel raises on the out-of-range label: the run dies.
+    trainer = _trainer(_model(outputs=4), None, [], loss=losses.sparse_softmax_cross_entropy)
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, 'outside the valid range'):
+      trainer.fit(ds, num_steps=2)
+
+    model_dir = os.path.join(self.get_temp_dir(), 'checked')
+    trainer = _trainer(_model(outputs=4), model_dir,
+                       [forensics.ValidateInputs(num_classes=4), forensics.Forensics()],
+                       loss=losses.sparse_softmax_cross_entropy)
+    summary = trainer.fit(ds, num_steps=2)
+    self.assertEqual((summary['skipped_steps'], summary['input_faults']), (1, 1))
+    skip, = _events(model_dir, 'skip')
+    self.assertEqual((skip['step'], skip['fault'], skip['tensor']), (2, 'input', 'input labels'))
+    report, (_, labels) = forensics.read_record(os.path.join(model_dir, 'forensics', 'step_2'))
+    self.assertEqual(labels.tolist(), [1, 4, 0, 0, 0, 0, 0, 0])
+    self.assertEqual(report['inputs'][1]['labels_out_of_range'], 1)
+
+  def test_value_range(self):
+    model_dir = self.get_temp_dir()
+    trainer = _trainer(_model(), model_dir, [forensics.ValidateInputs(value_range=(-100., 100.))])
+    summary = trainer.fit(_regression(poison_batches=[1], poison_value=1e6), num_steps=3)
+    self.assertEqual((summary['input_faults'], summary['applied_steps']), (1, 2))
+
+
+class ForensicsTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_rejects_bad_arguments(self):
+    with self.assertRaisesRegex(errors.ConfigError, "Forensics: when='sometimes'"):
+      forensics.Forensics(when='sometimes')
+    with self.assertRaisesRegex(errors.ConfigError, "Forensics: recheck='yes'"):
+      forensics.Forensics(recheck='yes')
+
+  @parameterized.parameters(False, True)
+  def test_log_zero_named_at_variable_and_op_level(self, jit_compile):
+    model_dir = self.get_temp_dir()
+    trainer = _trainer(_model(SafeLog(name='safe_log')), model_dir, [forensics.Forensics()],
+                       jit_compile=jit_compile)
+    summary = trainer.fit(_regression(), num_steps=2)
+    self.assertEqual(summary['applied_steps'], 0)
+    event = _events(model_dir, 'forensics')[0]
+    self.assertEqual((event['step'], event['fault']), (1, 'gradient'))
+    self.assertEqual(event['variable'], 'mlp/safe_log/scale')
+    self.assertEqual(event['layer'], 'mlp/safe_log')
+    self.assertEqual((event['op_type'], event['op_layer']), ('Log', 'safe_log'))
+    report, _ = forensics.read_record(event['dir'])
+    var = report['variable_level']
+    self.assertEqual(var['origin_variable'], 'mlp/safe_log/scale')
+    # Later layers stay finite: the fault was born in the backward pass of safe_log.
+    self.assertNotIn('mlp/dense_1/kernel', var['bad_variables'])
+    op = report['op_level']
+    self.assertRegex(op['op_name'], r'^mlp(_\d+)?/safe_log(_\d+)?/Log$')
+    self.assertIn('test_forensics.py', op['source'])
+
+  def test_forward_log_zero_named_at_op_level(self):
+    model_dir = self.get_temp_dir()
+    trainer = _trainer(_model(PlainLog(name='plain_log')), model_dir, [forensics.Forensics()])
+    trainer.fit(_regression(), num_steps=1)
+    report, _ = forensics.read_record(os.path.join(model_dir, 'forensics', 'step_1'))
+    self.assertFalse(report['outputs_finite'])
+    self.assertIsNone(report['variable_level']['origin_variable'])
+    self.assertEqual(report['op_level']['op_type'], 'Log')
+    self.assertEqual(report['op_level']['layer'], 'plain_log')
+
+  @parameterized.parameters(('first', ['step_2']), ('every', ['step_2', 'step_4']), ('never', []))
+  def test_when(self, when, expected):
+    model_dir = self.get_temp_dir()
+    trainer = _trainer(_model(), model_dir, [forensics.ValidateInputs(),
+                                             forensics.Forensics(when=when)], steps_per_loop=8)
+    summary = trainer.fit(_regression(poison_batches=[1, 3]), num_steps=8)
+    # Ending a loop early at a fault is not mistaken for the end of the data.
+    self.assertEqual((summary['status'], summary['global_step']), ('completed', 8))
+    self.assertEqual(summary['input_faults'], 2)
+    self.assertEqual(_records(model_dir), expected)
+    self.assertLen(_events(model_dir, 'forensics'), len(expected))
+
+  def test_only_on_events(self):
+    model_dir = self.get_temp_dir()
+    trainer = _trainer(_model(), model_dir, [forensics.ValidateInputs(),
+                                             forensics.Forensics(when='every', recheck=True)])
+    with mock.patch.object(provenance, 'locate_op', wraps=provenance.locate_op) as locate, \
+        mock.patch.object(provenance, 'rerun', wraps=provenance.rerun) as rerun:
+      summary = trainer.fit(_regression(), num_steps=8)
+      self.assertEqual((summary['applied_steps'], summary['global_step']), (8, 8))
+      self.assertEqual((locate.call_count, rerun.call_count), (0, 0))
+      self.assertEqual(_records(model_dir), [])
+      self.assertEqual(_events(model_dir, 'forensics'), [])
+      # A bad batch does run the deep path: the mocks can see it.
+      other = _trainer(_model(), os.path.join(model_dir, 'bad'),
+                       [forensics.ValidateInputs(), forensics.Forensics(when='every', recheck=True)])
+      other.fit(_regression(poison_batches=[0]), num_steps=1)
+      self.assertEqual(locate.call_count, 1)
+      self.assertEqual(rerun.call_count, 2)  # The recheck and the report's re-run.
+
+  def test_recheck_transient_and_deterministic(self):
+    model_dir = self.get_temp_dir()
+    policy = forensics.Forensics(when='never', recheck=True)
+    trainer = _trainer(_model(FlakyOnce(name='flaky')), model_dir,
+                       [forensics.ValidateInputs(), policy])
+    summary = trainer.fit(_regression(poison_batches=[2]), num_steps=4)
+    self.assertEqual(summary['skipped_steps'], 2)
+    rechecks = [(e['step'], e['fault'], e['recheck']) for e in _events(model_dir, 'forensics')]
+    self.assertEqual(rechecks, [(1, 'loss', 'transient'), (3, 'input', 'deterministic')])
+    self.assertEqual(int(policy.transient_faults.numpy()), 1)
+    self.assertEqual(int(policy.deterministic_faults.numpy()), 1)
+    self.assertEqual(_records(model_dir), [])  # when='never': no deep record.
+
+  def test_stash_is_not_checkpointed(self):
+    model_dir = self.get_temp_dir()
+    trainer = _trainer(_model(), model_dir, [forensics.Forensics()])
+    trainer.fit(_regression(poison_batches=[0]), num_steps=2)
+    names = [n for n, _ in tf.train.list_variables(os.path.join(model_dir, 'checkpoints'))]
+    self.assertTrue(any('records_written' in n for n in names))  # Policy state is checkpointed,
+    self.assertFalse([n for n in names if 'stash' in n or 'holder' in n])  # the scratch is not.
+    # A fresh trainer (no stash yet) resumes from that checkpoint.
+    again = _trainer(_model(), model_dir, [forensics.Forensics()])
+    summary = again.fit(_regression(poison_batches=[0]), num_steps=3)
+    self.assertEqual(summary['global_step'], 3)
+    self.assertEqual(_events(model_dir, 'resume')[0]['step'], 2)
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,97 @@
+"""Tests of scripts/replay.py and stable_train.replay: a recorded fault is reproduced from disk."""
+
+import os
+import subprocess
+import sys
+
+import gin
+import numpy as np
+import tensorflow as tf
+
+from stable_train import cli
+from stable_train import configurables  # pylint: disable=unused-import
+from stable_train import forensics
+from stable_train import replay
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, 'scripts', 'replay.py')
+
+# A naive -log(softmax) on inputs of scale 30: exp overflows in the loss at the first step.
+CONFIG = '''
+train.num_steps = 3
+train.dataset_fn = @synthetic_classification
+synthetic_classification.num_examples = 64
+synthetic_classification.num_features = 16
+synthetic_classification.num_classes = 4
+synthetic_classification.batch_size = 8
+synthetic_classification.scale = 30.0
+mlp.input_dim = 16
+mlp.hidden = (8,)
+mlp.outputs = 4
+Trainer.model = @mlp()
+Trainer.optimizer = @keras.optimizers.SGD()
+keras.optimizers.SGD.learning_rate = 0.5
+Trainer.loss = @naive_softmax_cross_entropy
+Trainer.policies = [@ValidateInputs(), @SkipNonFinite(), @Forensics()]
+ValidateInputs.num_classes = 4
+Trainer.steps_per_loop = 3
+'''
+
+
+def _run_replay(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                        timeout=120, env=env, cwd=ROOT)
+
+
+class ReplayTest(tf.test.TestCase):
+
+  def _record(self):
+    model_dir = self.get_temp_dir()
+    gin.parse_config(CONFIG)
+    summary = cli.train(model_dir=model_dir)
+    self.assertEqual(summary['skipped_steps'], 3)
+    gin.clear_config()
+    return os.path.join(model_dir, 'forensics', 'step_1')
+
+  def test_replay_reproduces_and_reports(self):
+    record = self._record()
+    recorded, _ = forensics.read_record(record)
+    self.assertEqual((recorded['fault'], recorded['op_level']['op_type']), ('loss', 'Exp'))
+
+    # In-process: same op, same loss as the training step saw.
+    result = replay.replay(record)
+    self.assertTrue(result.reproduced)
+    self.assertTrue(result.same_op)
+    self.assertEqual(repr(result.report['loss']), recorded['loss'])  # JSON keeps inf as 'inf'.
+    self.assertEqual(result.report['op_level']['input_name'], recorded['op_level']['input_name'])
+
+    done = _run_replay(f'--forensics_dir={record}')
+    self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+    self.assertIn('op type: Exp', done.stdout)
+    self.assertIn('REPRODUCED', done.stdout)
+    self.assertIn('naive_softmax_cross_entropy', done.stdout)  # Where the op was created.
+
+    # A harmless batch in the same record: the fault does not come back, exit 1.
+    with np.load(os.path.join(record, forensics.BATCH_FILE)) as f:
+      arrays = {k: f[k] for k in f.files}
+    arrays['input_0'] = np.zeros_like(arrays['input_0'])
+    np.savez(os.path.join(record, forensics.BATCH_FILE), **arrays)
+    done = _run_replay(f'--forensics_dir={record}')
+    self.assertEqual(done.returncode, 1, done.stderr[-2000:])
+    self.assertIn('NOT REPRODUCED', done.stdout)
+
+  def test_usage_errors_exit_2_in_one_line(self):
+    missing = os.path.join(self.get_temp_dir(), 'nope')
+    for args, needle in (([], '--forensics_dir is required'),
+                         ([f'--forensics_dir={missing}'], 'is not a directory'),
+                         ([f'--forensics_dir={self.get_temp_dir()}'], 'not a forensics record')):
+      done = _run_replay(*args)
+      self.assertEqual(done.returncode, 2, done.stderr)
+      last = done.stderr.strip().splitlines()[-1]
+      self.assertIn(needle, last)
+      self.assertNotIn('Traceback', done.stderr)
+
+
+if __name__ == '__main__':
+  tf.test.main()
