@@ -1,0 +1,40 @@
+"""Tests for stable_train.lr: scaling a constant learning rate and a schedule."""
+
+import keras
+import tensorflow as tf
+
+from stable_train import lr
+
+
+class LearningRateControlTest(tf.test.TestCase):
+
+  def test_constant_rate(self):
+    opt = keras.optimizers.SGD(0.2)
+    control = lr.LearningRateControl(opt, tf.Variable(1.0))
+    self.assertAllClose(control.current(), 0.2)
+    control.set_scale(0.25)
+    self.assertAllClose(control.current(), 0.05)
+    self.assertAllClose(opt.learning_rate, 0.05)
+    control.set_scale(1.0)
+    self.assertAllClose(control.current(), 0.2)
+
+  def test_schedule(self):
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
+    opt = keras.optimizers.SGD(schedule)
+    opt.build([tf.Variable(1.0)])
+    scale = tf.Variable(1.0)
+    control = lr.LearningRateControl(opt, scale)
+    self.assertAllClose(control.current(), 0.1)
+    opt.iterations.assign(10)
+    self.assertAllClose(control.current(), 0.05)
+    control.set_scale(0.5)
+    self.assertAllClose(control.current(), 0.025)  # The schedule keeps going, scaled.
+    opt.iterations.assign(20)
+    self.assertAllClose(control.current(), 0.0125)
+    # Wrapping twice (a second Trainer on the same optimizer) does not scale twice.
+    lr.LearningRateControl(opt, scale)
+    self.assertAllClose(control.current(), 0.0125)
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,254 @@
+"""Tests for stable_train.recovery: the LossSpike detector and the Rollback ladder."""
+
+import hashlib
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train import checkpointing
+from stable_train import errors
+from stable_train import events
+from stable_train import interfaces
+from stable_train import policies
+from stable_train import recovery
+from stable_train import trainer as trainer_lib
+
+FEATURES = 8
+
+
+def make_data(num_batches=60, batch_size=8, poison=(), value=np.nan):
+  rng = np.random.RandomState(0)
+  x = rng.normal(size=(num_batches * batch_size, FEATURES)).astype(np.float32)
+  y = (x[:, :1] * 0.5).astype(np.float32)
+  for b in poison:
+    x[b * batch_size, 0] = value
+  return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+
+
+class Recorder(trainer_lib.Trainer):
+  """Snapshots the full state at every checkpoint and just after every rollback."""
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self.at_checkpoint, self.after_rollback, self.positions = {}, [], []
+
+  def snapshot(self):
+    values = {v.path: np.array(v.numpy()) for v in self.model.variables}
+    values.update({'optimizer/' + v.path.split('/', 1)[1]: np.array(v.numpy())
+                   for v in self.optimizer.variables})
+    for p in self.policies:
+      values.update({f'{p.name}/{v.name}': np.array(v.numpy()) for v in p.variables})
+    return values
+
+  def on_event(self, record):
+    if record['event'] == 'checkpoint':
+      self.at_checkpoint[record['step']] = self.snapshot()
+    if record['event'] == 'rollback':
+      self.after_rollback.append(self.snapshot())
+      self.positions.append((int(self.global_step.numpy()), self.data_position()))
+
+
+def make_trainer(model_dir, policies_, optimizer=None, **kwargs):
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, activation='relu'),
+                            keras.layers.Dense(1)], name='net')
+  kwargs.setdefault('checkpoint_every', 5)
+  kwargs.setdefault('healthy_window', 2)
+  return Recorder(model=model, optimizer=optimizer or keras.optimizers.Adam(0.01),
+                  loss=keras.losses.MeanSquaredError(), policies=policies_, model_dir=model_dir,
+                  **kwargs)
+
+
+def read(model_dir, kind):
+  return [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+          if e['event'] == kind]
+
+
+def assert_same_state(test, expected, actual, ignore=('learning_rate',)):
+  test.assertEqual(sorted(expected), sorted(actual))
+  for k in expected:
+    if any(i in k for i in ignore) or 'rollback/' in k:
+      continue  # The backed-off rate and Rollback's own counters are meant to differ.
+    test.assertTrue(np.array_equal(expected[k], actual[k]), f'{k} differs')
+
+
+class RollbackTest(tf.test.TestCase):
+
+  def test_escalation_rolls_back_to_the_newest_good_checkpoint(self):
+    model_dir = self.get_temp_dir()
+    rollback = recovery.Rollback()
+    t = make_trainer(model_dir, [policies.ClipByGlobalNorm(), policies.SkipNonFinite(2), rollback],
+                     max_checkpoints=20)
+    # Batch 8 (step 9) skips once, so the step-10 checkpoint is not good (a fault within
+    # healthy_window=2 steps); batches 12-14 (steps 13-15) escalate at the third skip in a row.
+    summary = t.fit(make_data(poison=[8, 12, 13, 14]), num_steps=30)
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['rollbacks'], 1)
+    first_ten = [e for e in read(model_dir, 'checkpoint') if e['step'] == 10][0]
+    self.assertFalse(first_ten['good'])
+    manifest = {e.path: e.good for e in checkpointing.CheckpointKeeper(
+        tf.train.Checkpoint(), os.path.join(model_dir, 'checkpoints')).entries}
+    self.assertIs(manifest[first_ten['checkpoint']], False)  # The mark is on disk.
+    [event] = read(model_dir, 'rollback')
+    self.assertEqual(event['trigger'], 'consecutive_skips')
+    self.assertEqual(event['step'], 15)
+    self.assertEqual(event['to_step'], 5)  # Not 10: that one was written too soon after a fault.
+    self.assertEqual(event['skipped_batches'], [5, 15])  # Through batch 14, the trigger's.
+    self.assertAllClose(event['learning_rate'], 0.005)
+    # Bit-identical model, optimizer slots, iterations and policy state of checkpoint 5.
+    assert_same_state(self, t.at_checkpoint[5], t.after_rollback[0])
+    self.assertEqual(t.positions[0], (5, 15))  # Step 5, next batch is stream index 15.
+    # None of the poisoned batches was replayed: after the restore nothing was skipped.
+    self.assertEqual(summary['skipped_steps'], 0)
+    self.assertEqual(summary['global_step'], 30)
+    self.assertAllClose(t.lr_control.current(), 0.005)
+    self.assertEqual(read(model_dir, 'abort'), [])
+
+  def test_non_finite_variable_triggers_a_rollback(self):
+    model_dir = self.get_temp_dir()
+    # No skip policy: the NaN update is applied and poisons the weights.
+    t = make_trainer(model_dir, [recovery.Rollback()], healthy_window=0)
+    summary = t.fit(make_data(poison=[7]), num_steps=15)
+    [event] = read(model_dir, 'rollback')
+    self.assertEqual(event['trigger'], 'non_finite_variable')
+    self.assertEqual((event['step'], event['to_step']), (8, 5))
+    self.assertEqual(summary['status'], 'completed')
+    self.assertTrue(t.variables_finite())
+    self.assertEqual(read(model_dir, 'checkpoint_refused'), [])  # Rolled back before any save.
+
+  def test_a_repeat_steps_further_back_and_backs_off_again(self):
+    model_dir = self.get_temp_dir()
+    spike = recovery.LossSpike(window=8, warmup=4, num_stds=3.0, min_ratio=3.0)
+    t = make_trainer(model_dir, [policies.ClipByGlobalNorm(), spike, recovery.Rollback()],
+                     healthy_window=0, checkpoint_every=4)
+    # Finite outliers: loss spikes, no NaN. Stream batches 20 and 24.
+    summary = t.fit(make_data(poison=[20, 24], value=1e3), num_steps=32)
+    rollbacks = read(model_dir, 'rollback')
+    self.assertEqual([e['trigger'] for e in rollbacks], ['loss_spike', 'loss_spike'])
+    self.assertEqual([e['to_step'] for e in rollbacks], [20, 16])  # The second goes further back.
+    self.assertEqual([e['skipped_batches'] for e in rollbacks], [[20, 21], [16, 25]])
+    self.assertAllClose([e['lr_scale'] for e in rollbacks], [0.5, 0.25])
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['rollbacks'], 2)
+    # The first target (step 20) belonged to the abandoned timeline: no longer a target.
+    keeper = checkpointing.CheckpointKeeper(tf.train.Checkpoint(),
+                                            os.path.join(model_dir, 'checkpoints'))
+    first_target = rollbacks[0]['checkpoint']
+    self.assertIn(first_target, [e.path for e in keeper.entries])
+    self.assertNotIn(first_target, [e.path for e in keeper.good()])
+    # The detector's history never took in the spikes.
+    self.assertLess(float(np.max(spike.history.numpy()[0])), 10.0)
+
+  def test_schedule_backoff_and_restore_after_a_healthy_stretch(self):
+    model_dir = self.get_temp_dir()
+    schedule = keras.optimizers.schedules.PolynomialDecay(0.02, decay_steps=100,
+                                                          end_learning_rate=0.01)
+    t = make_trainer(model_dir, [policies.SkipNonFinite(0), recovery.Rollback(restore_lr_after=6)],
+                     optimizer=keras.optimizers.Adam(schedule), healthy_window=0)
+    lrs = []
+    t.on_loop_end = lambda r: lrs.extend(zip(r.step.tolist(), r.learning_rate.tolist()))
+    t.fit(make_data(poison=[7]), num_steps=20)
+    [event] = read(model_dir, 'rollback')
+    iterations = 5  # Restored to checkpoint 5, no skip since.
+    self.assertAllClose(event['learning_rate'], 0.5 * float(schedule(iterations)))
+    by_step = dict(lrs[-15:])
+    self.assertAllClose(by_step[6], 0.5 * float(schedule(5)))  # First step after the restore.
+    [restored] = read(model_dir, 'lr_restored')
+    self.assertEqual(restored['step'], 14)  # 6 steps after the trigger at step 8.
+    self.assertAllClose(by_step[15], float(schedule(14)))
+    self.assertAllClose(t.lr_scale.numpy(), 1.0)
+
+  def test_bounded_rollbacks_then_a_clean_abort(self):
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir, [policies.SkipNonFinite(1), recovery.Rollback(max_rollbacks=2)],
+                     healthy_window=0)
+    ckpt_dir = os.path.join(model_dir, 'checkpoints')
+    digests = {}
+
+    def on_event(record, original=t.on_event):
+      original(record)
+      if record['event'] == 'checkpoint' and record['step'] == 5:
+        for name in os.listdir(ckpt_dir):
+          if name.startswith(record['checkpoint'] + '.'):
+            with open(os.path.join(ckpt_dir, name), 'rb') as f:
+              digests[name] = hashlib.sha256(f.read()).hexdigest()
+
+    t.on_event = on_event
+    summary = t.fit(make_data(poison=range(8, 60)), num_steps=50)
+    self.assertEqual(summary['status'], 'aborted')
+    self.assertEqual(summary['rollbacks'], 2)
+    self.assertIn('rollback limit reached (2 of 2)', summary['reason'])
+    self.assertEqual(len(read(model_dir, 'rollback')), 2)
+    self.assertLen(read(model_dir, 'abort'), 1)
+    self.assertNotEmpty(digests)
+    for name, digest in digests.items():  # The last good checkpoint is untouched.
+      with open(os.path.join(ckpt_dir, name), 'rb') as f:
+        self.assertEqual(hashlib.sha256(f.read()).hexdigest(), digest)
+
+  def test_without_model_dir_a_rollback_cannot_happen(self):
+    t = make_trainer(None, [policies.SkipNonFinite(0), recovery.Rollback()])
+    summary = t.fit(make_data(poison=[3]), num_steps=10)
+    self.assertEqual(summary['status'], 'aborted')
+    self.assertIn('no model_dir', summary['reason'])
+
+  def test_bad_arguments(self):
+    for kwargs, text in [({'max_rollbacks': -1}, 'max_rollbacks=-1'),
+                         ({'lr_backoff': 0.0}, 'lr_backoff=0.0'),
+                         ({'lr_backoff': 2}, 'lr_backoff=2'),
+                         ({'skip_batches': -3}, 'skip_batches=-3'),
+                         ({'restore_lr_after': 0}, 'restore_lr_after=0')]:
+      with self.assertRaisesRegex(errors.ConfigError, text):
+        recovery.Rollback(**kwargs)
+
+
+def _reports(losses, applied=None, step0=1):
+  n = len(losses)
+  applied = np.ones(n, bool) if applied is None else np.array(applied)
+  return interfaces.StepReports(
+      step=np.arange(step0, step0 + n), loss=np.array(losses, np.float32),
+      grad_norm=np.ones(n, np.float32), clipped_grad_norm=np.ones(n), loss_finite=applied,
+      grads_finite=applied, inputs_finite=np.ones(n, bool), outputs_finite=np.ones(n, bool),
+      first_bad_grad=-np.ones(n, int), first_bad_input=-np.ones(n, int), applied=applied,
+      learning_rate=np.ones(n))
+
+
+class LossSpikeTest(tf.test.TestCase):
+
+  def test_flags_a_spike_after_warmup_only(self):
+    detector = recovery.LossSpike(window=16, warmup=8, num_stds=6.0, metrics=('loss',))
+    noisy = list(1.0 + 0.01 * np.sin(np.arange(7)))
+    self.assertIsNone(detector.decide(_reports(noisy + [50.0]), None))  # Warm-up: 7 values.
+    detector = recovery.LossSpike(window=16, warmup=8, num_stds=6.0, metrics=('loss',))
+    calm = list(1.0 + 0.01 * np.sin(np.arange(12)))
+    decision = detector.decide(_reports(calm + [1.6, 1.0]), None)
+    self.assertEqual(decision.action, interfaces.ESCALATE)
+    self.assertEqual(decision.trigger, 'loss_spike')
+    self.assertEqual(decision.step, 13)
+    self.assertEqual(int(detector.last_spike_step.numpy()), 13)
+
+  def test_spikes_and_skipped_steps_never_enter_the_window(self):
+    detector = recovery.LossSpike(window=8, warmup=4, metrics=('loss',))
+    detector.decide(_reports([1.0, 1.1, 0.9, 1.0, 1e6, np.nan],
+                             applied=[True] * 5 + [False]), None)
+    self.assertEqual(int(detector.count.numpy()), 4)
+    self.assertLess(float(detector.history.numpy().max()), 2.0)
+
+  def test_min_ratio_ignores_tiny_wiggles_of_a_converged_loss(self):
+    calm = [1e-6 * (1 + 0.001 * np.sin(i)) for i in range(10)]
+    strict = recovery.LossSpike(window=16, warmup=8, min_ratio=1.0, metrics=('loss',))
+    self.assertIsNotNone(strict.decide(_reports(calm + [1.2e-6]), None))
+    floor = recovery.LossSpike(window=16, warmup=8, min_ratio=1.5, metrics=('loss',))
+    self.assertIsNone(floor.decide(_reports(calm + [1.2e-6]), None))
+
+  def test_bad_arguments(self):
+    for kwargs, text in [({'window': 1}, 'window=1'), ({'num_stds': -1.0}, 'num_stds=-1.0'),
+                         ({'warmup': 500}, 'warmup=500'), ({'metrics': ('acc',)}, 'metrics'),
+                         ({'min_ratio': 0.5}, 'min_ratio=0.5')]:
+      with self.assertRaisesRegex(errors.ConfigError, text):
+        recovery.LossSpike(**kwargs)
+
+
+if __name__ == '__main__':
+  tf.test.main()
