@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measures what stable_train's guards cost, as ratios to a baseline run in the same process.
 
-  python scripts/benchmark.py [--steps=400] [--repeats=3] [--batch_size=32]
+  python scripts/benchmark.py [--steps=400] [--repeats=3] [--batch_size=32] [--section=all]
 
 Every variant trains the quickstart MLP (1000→256→128→1, Adam, MSE) on the same synthetic data;
 the figure is the best (min) ms/step over `repeats` timed runs after a warm-up (tracing excluded).
@@ -18,10 +18,13 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
+import numpy as np
 
 flags.DEFINE_integer('steps', 400, 'Timed steps per run.')
 flags.DEFINE_integer('repeats', 3, 'Timed runs per variant (the minimum is reported).')
 flags.DEFINE_integer('batch_size', 32, 'Batch size.')
+flags.DEFINE_enum('section', 'all', ['all', 'guards', 'recovery'],
+                  'guards: step overhead; recovery: checkpoint and rollback costs.')
 FLAGS = flags.FLAGS
 
 
@@ -63,11 +66,73 @@ def time_keras_fit(data, steps_per_execution=1, jit=False):
   return best * 1e3
 
 
+def recovery_costs(data):
+  """Checkpoint write cost (per save, and per step at every 100 steps) and rollback latency."""
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  import stable_train  # pylint: disable=g-import-not-at-top
+  from stable_train import interfaces  # pylint: disable=g-import-not-at-top
+  from stable_train import models  # pylint: disable=g-import-not-at-top
+  from stable_train import recovery  # pylint: disable=g-import-not-at-top
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+
+  def make(model_dir, checkpoint_every, rollback=None):
+    policies = trainer_lib.default_policies() + ([rollback] if rollback else [])
+    return stable_train.Trainer(
+        model=models.mlp(), optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.MeanSquaredError(), policies=policies, model_dir=model_dir,
+        steps_per_loop=10, checkpoint_every=checkpoint_every, healthy_window=0,
+        log_every=10**9, summary_every=10**9)
+
+  steps = max(FLAGS.steps, 1000)
+  per_step = {}
+  for every in (10**9, 100):
+    best = float('inf')
+    for _ in range(FLAGS.repeats):
+      trainer = make(tempfile.mkdtemp(), every)
+      trainer.fit(data, num_steps=20)
+      start = time.perf_counter()
+      trainer.fit(data, num_steps=20 + steps)
+      best = min(best, (time.perf_counter() - start) / steps)
+    per_step[every] = best * 1e3
+  trainer = make(tempfile.mkdtemp(), 10**9)
+  trainer.fit(data, num_steps=20)
+  saves = []
+  for _ in range(5):
+    start = time.perf_counter()
+    trainer.save_checkpoint()
+    saves.append(time.perf_counter() - start)
+  rollback = recovery.Rollback(max_rollbacks=100)
+  trainer = make(tempfile.mkdtemp(), 100, rollback)
+  trainer.fit(data, num_steps=200)
+  latencies = []
+  for _ in range(5):
+    decision = interfaces.Decision(action=interfaces.ROLLBACK, policy=rollback.name,
+                                   trigger='benchmark', step=int(trainer.global_step.numpy()))
+    start = time.perf_counter()
+    rollback.execute(decision, trainer)
+    trainer._run_loop(1)  # pylint: disable=protected-access  (the first step after the restore)
+    latencies.append(time.perf_counter() - start)
+  print('recovery (quickstart MLP, 289k parameters, 10 steps/loop):')
+  print(f'  checkpoint save: {min(saves) * 1e3:.1f} ms (min of 5), {np.median(saves) * 1e3:.1f} ms median')
+  print(f'  training without checkpoints      {per_step[10**9]:7.3f} ms/step  1.00x')
+  print(f'  checkpoint every 100 steps        {per_step[100]:7.3f} ms/step  '
+        f'{per_step[100] / per_step[10**9]:5.2f}x')
+  print(f'  rollback, trigger to first step done: {min(latencies) * 1e3:.1f} ms (min of 5), '
+        f'{np.median(latencies) * 1e3:.1f} ms median')
+
+
 def main(argv):
   del argv
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  logging.set_verbosity(logging.WARNING)  # TF's checkpoint writer logs at INFO on every save.
   from stable_train import data as data_lib  # pylint: disable=g-import-not-at-top
   from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   data = data_lib.synthetic_regression(batch_size=FLAGS.batch_size)
+  if FLAGS.section in ('all', 'recovery'):
+    recovery_costs(data)
+  if FLAGS.section == 'recovery':
+    return
   guards = trainer_lib.default_policies
   variants = [
       ('bare step (no policies), 1 step/loop', lambda: _trainer([])),
