@@ -362,7 +362,7 @@ def write_record(trainer, report: Dict[str, Any], batch, structure) -> Optional[
     np.savez(os.path.join(tmp, BATCH_FILE), **{f'input_{j}': a for j, a in enumerate(flat)})
     tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer).write(
         os.path.join(tmp, CHECKPOINT_PREFIX))
-    keeper = getattr(trainer, '_keeper', None)
+    keeper = trainer.checkpoints
     good = keeper.last_good() if keeper is not None else None
     report = dict(report, batch_file=BATCH_FILE, batch_structure=structure,
                   checkpoint=CHECKPOINT_PREFIX, model_dir=os.path.abspath(trainer.model_dir),

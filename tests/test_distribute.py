@@ -309,3 +309,34 @@ class MultiWorkerTest(TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class MirroredRollbackTest(TestCase):
+
+  def test_rollback_under_the_strategy(self):
+    from stable_train import recovery  # pylint: disable=g-import-not-at-top
+    strategy = _mirrored()
+    x, y = _data(num_batches=40)
+    for b in (12, 13, 14):  # Three NaN batches in a row (one row each): escalation at step 15.
+      x[b * _BATCH + 5, 2] = np.nan  # Row 5: replica 1's half of the global batch only.
+    model_dir = self.get_temp_dir()
+    with strategy.scope():
+      model = models.mlp(input_dim=8, hidden=(4,), outputs=1, seed=0)
+      trainer = RecordingTrainer(
+          model=model, optimizer=keras.optimizers.Adam(0.01), loss=keras.losses.MeanSquaredError(),
+          policies=[policies.ClipByGlobalNorm(), policies.SkipNonFinite(2), recovery.Rollback()],
+          model_dir=model_dir, strategy=strategy, checkpoint_every=5, healthy_window=0)
+    summary = trainer.fit(_dataset(x, y), num_steps=25)
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['rollbacks'], 1)
+    events = [json.loads(l) for l in open(os.path.join(model_dir, 'events.jsonl'))]
+    [rollback] = [e for e in events if e['event'] == 'rollback']
+    self.assertEqual((rollback['step'], rollback['to_step']), (15, 10))
+    self.assertEqual(rollback['skipped_batches'], [10, 15])
+    # After the restore the data resumed at stream batch 15 on both replicas: no poisoned batch
+    # was replayed, so nothing was skipped after the rollback.
+    self.assertEqual(summary['skipped_steps'], 0)
+    self.assertEqual(trainer.data_position(), 30)
+    for replicas in _replica_values(strategy, trainer.model.variables + trainer.optimizer.variables):
+      np.testing.assert_array_equal(replicas[0], replicas[1])
+      self.assertTrue(np.isfinite(replicas[0]).all())
