@@ -331,7 +331,7 @@ class Trainer:
     self.apply_gradients(list(grads))
 
   def _step_in_scope(self, batch):
-    grads, report = self.strategy.run(self._replica_compute_fn, (batch,))
+    grads, report = self.strategy.run(self._replica_compute, (batch,))
     # Every field is computed from aggregated values, so all replicas agree: take the first copy.
     report = {k: self.strategy.experimental_local_results(v)[0] for k, v in report.items()}
     applied = report['applied']
@@ -400,7 +400,6 @@ class Trainer:
     # Under a strategy the replica computation is traced inline in the loop: a nested tf.function
     # around code that all-reduces breaks MirroredStrategy's merge_call (TF 2.21), and so jit_compile
     # is refused there (distribute.check_jit). One device: the whole step is one function.
-    self._replica_compute_fn = self._replica_compute
     if self._distributed_input:
       self._step_fn = self._step
     else:
