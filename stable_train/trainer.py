@@ -713,10 +713,8 @@ class Trainer:
       self.save_checkpoint(reason='end')
     if status == 'completed':
       self.emit('done', step, reason=reason or 'num_steps reached')
-    summary = self._finish(status, reason, last_loss, start_step, start_time)
-    if interrupted_by is not None:
-      summary['signal'] = interrupted_by
-    return summary
+    extra = {'signal': interrupted_by} if interrupted_by is not None else {}
+    return self._finish(status, reason, last_loss, start_step, start_time, **extra)
 
   def _run_loop(self, n: int):
     """Runs one traced loop of `n` steps; turns in-graph check_numerics failures into errors."""
@@ -734,11 +732,12 @@ class Trainer:
           f"non-finite value at step {step}: {message.strip()}; CheckNumerics(mode='raise') "
           "stops here; use mode='flag' with SkipNonFinite to skip it.") from None
 
-  def _finish(self, status, reason, last_loss, start_step, start_time) -> Dict[str, Any]:
-    """Writes summary.json and closes the summaries."""
+  def _finish(self, status, reason, last_loss, start_step, start_time, **extra) -> Dict[str, Any]:
+    """Writes summary.json and flushes the summaries."""
     elapsed = time.perf_counter() - start_time
     step = int(self.global_step.numpy())
     summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
+    summary.update(extra)
     self._scalars.flush()
     if self._output_dir:
       events_lib.write_json_atomic(os.path.join(self._output_dir, 'summary.json'), summary)

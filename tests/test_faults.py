@@ -130,7 +130,8 @@ class FaultTest(tf.test.TestCase):
 
   def _start(self, model_dir, params, *, runner=None):
     """Starts the CLI on `model_dir` (or the crash runner in mode `runner`); returns the Popen."""
-    head = [sys.executable, SCRIPT] if runner is None else [sys.executable, '-c', CRASH_RUNNER, runner]
+    head = [sys.executable, SCRIPT] if runner is None else [
+        sys.executable, '-c', CRASH_RUNNER, runner]
     args = head + [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
         f'--gin_param={p}' for p in params]
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')
@@ -157,7 +158,8 @@ class FaultTest(tf.test.TestCase):
     while len(_manifest(model_dir)) < count:
       if proc.poll() is not None:
         _, out, err = self._finish(proc)
-        self.fail(f'the run ended (exit {proc.returncode}) before {count} checkpoints:\n{err[-2000:]}')
+        self.fail(f'the run ended (exit {proc.returncode}) before {count} checkpoints:\n'
+                  f'{err[-2000:]}')
       self.assertLess(time.monotonic(), deadline, 'no checkpoint in time')
       time.sleep(0.01)
 
@@ -249,8 +251,9 @@ class FaultTest(tf.test.TestCase):
     self.assertBetween(step, 1, num_steps - 1)
     last = _manifest(model_dir)[-1]
     self.assertEqual(last['step'], step)
-    self.assertEqual(_events(model_dir, 'checkpoint')[-1]['step'], step)
-    self.assertEqual(_events(model_dir, 'checkpoint')[-1]['reason'], f'signal {int(signal.SIGTERM)}')
+    checkpoint = _events(model_dir, 'checkpoint')[-1]
+    self.assertEqual(checkpoint['step'], step)
+    self.assertEqual(checkpoint['reason'], f'signal {int(signal.SIGTERM)}')
     summary = _read_json(os.path.join(model_dir, 'summary.json'))
     self.assertEqual(summary['status'], 'interrupted')
     self.assertEqual(summary['global_step'], step)
@@ -362,8 +365,9 @@ class FaultTest(tf.test.TestCase):
     self.assertEqual([e['step'] for e in committed], [20])
     half_written = 'ckpt-2'
     self.assertNotEqual(committed[0]['path'], half_written)
-    self.assertTrue(tf.io.gfile.glob(os.path.join(model_dir, 'checkpoints', half_written) + '.data-*'))
-    self.assertTrue(os.path.exists(os.path.join(model_dir, 'checkpoints', half_written + '.index')))
+    prefix = os.path.join(model_dir, 'checkpoints', half_written)
+    self.assertTrue(tf.io.gfile.glob(prefix + '.data-*'))
+    self.assertTrue(os.path.exists(prefix + '.index'))
 
     code, out, err = self._run(model_dir, params)
     self.assertEqual(code, 0, err[-2000:])
