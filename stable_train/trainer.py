@@ -532,8 +532,9 @@ class Trainer:
       entry = self._keeper.restore_latest(committed)
       if entry is None:
         raise errors.CheckpointError(
-            f'no checkpoint in {self._keeper.directory} could be restored (all corrupt); '
-            'move that directory away to start afresh.')
+            f'no checkpoint in {self._keeper.directory} could be restored (corrupt, or written '
+            'for another model or policy set: see the checkpoint_corrupt events); use a new '
+            '--model_dir or move that one away to start afresh.')
     self.reset_input()
     return entry
 
