@@ -318,6 +318,19 @@ class CheckpointTest(tf.test.TestCase):
     self.assertEqual(summary['steps_this_run'], 0)
     self.assertTrue(all(np.isfinite(v).all() for v in state(fresh).values()))
 
+  def test_a_checkpoint_of_another_model_is_refused_clearly(self):
+    model_dir = self.get_temp_dir()
+    make_trainer(model_dir=model_dir).fit(make_data(num_batches=2), num_steps=2)
+    keras.utils.set_random_seed(0)
+    other = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(3, name='dense_0'),
+                              keras.layers.Dense(1, name='dense_1')], name='net')
+    t = trainer_lib.Trainer(model=other, optimizer=keras.optimizers.Adam(),
+                            loss=keras.losses.MeanSquaredError(), model_dir=model_dir)
+    with self.assertRaisesRegex(errors.CheckpointError, 'another model'):
+      t.fit(make_data(num_batches=2), num_steps=4)
+    log = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    self.assertEqual(log[-1]['event'], 'checkpoint_corrupt')
+
   def test_policy_state_is_checkpointed(self):
     model_dir = self.get_temp_dir()
     t = make_trainer(model_dir=model_dir)
