@@ -96,8 +96,10 @@ class CheckpointKeeper:
     path = self.manager.save(checkpoint_number=number)
     entry = Entry(number=number, step=int(step), good=bool(good), path=os.path.basename(path))
     self.entries.append(entry)
-    self._prune()
+    self._select_kept()
     self._write_manifest()  # The commit point.
+    # Only now delete files: a crash before the commit must still find the old ones.
+    self._delete_unlisted()
     return entry
 
   def mark_bad(self, after_step: int) -> List[Entry]:
@@ -109,17 +111,19 @@ class CheckpointKeeper:
       self._write_manifest()
     return changed
 
-  def _prune(self) -> None:
+  def _select_kept(self) -> None:
+    """Keeps the newest `max_to_keep` entries and the newest `keep_good` good ones."""
     keep = set(id(e) for e in self.entries[-self.max_to_keep:])
     keep.update(id(e) for e in [e for e in self.entries if e.good][-self.keep_good:])
-    kept = []
-    for e in self.entries:
-      if id(e) in keep:
-        kept.append(e)
-      else:
-        for f in tf.io.gfile.glob(os.path.join(self.directory, e.path) + '.*'):
-          tf.io.gfile.remove(f)
-    self.entries = kept
+    self.entries = [e for e in self.entries if id(e) in keep]
+
+  def _delete_unlisted(self) -> None:
+    """Deletes checkpoint files the manifest does not list: pruned ones and crashed saves."""
+    listed = {e.path for e in self.entries}
+    for name in os.listdir(self.directory):
+      match = re.match(r'(ckpt-\d+)\.(index|data-)', name)
+      if match and match.group(1) not in listed:
+        tf.io.gfile.remove(os.path.join(self.directory, name))
 
   # -- restoring ------------------------------------------------------------------------------
   def restore(self, entry: Entry) -> None:

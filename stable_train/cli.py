@@ -125,9 +125,11 @@ def main(argv) -> int:
         f"(applied {summary['applied_steps']}, skipped {summary['skipped_steps']}, "
         f"final loss {summary['final_loss']})", flush=True)
   if summary['status'] == 'interrupted':
-    # A clean stop on SIGTERM/SIGINT, checkpoint written: the shell's code for that signal.
-    return _fail(f"interrupted by signal {summary['signal']}; checkpoint written, rerun the "
-                 'same command to continue.', 128 + summary['signal'])
+    # A clean stop on SIGTERM/SIGINT: the shell's code for that signal.
+    saved = ('checkpoint written' if summary.get('checkpoint') else
+             'no checkpoint written (a variable is non-finite; the last good one is kept)')
+    return _fail(f"interrupted by signal {summary['signal']}; {saved}; rerun the same command "
+                 'to continue.', 128 + summary['signal'])
   if summary['status'] != 'completed':
     return _fail(f"aborted: {summary.get('reason', summary['status'])}", EXIT_ABORTED)
   return EXIT_OK

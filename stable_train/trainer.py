@@ -525,6 +525,11 @@ class Trainer:
         max_to_keep=self.max_checkpoints, keep_good=self.keep_good_checkpoints,
         warn=lambda event, step, **f: self.emit(event, step, **f))
     committed = self._keeper.committed()
+    if self._keeper.entries and not committed and not self._fitted:
+      raise errors.CheckpointError(
+          f'{self._keeper.directory}/manifest.json lists {len(self._keeper.entries)} '
+          'checkpoint(s) but none of their files is there; restore them, or use a new '
+          '--model_dir to start afresh.')
     entry = None
     if committed and not self._fitted:
       # Only a fresh Trainer resumes from disk; a later fit() in the same process continues from
@@ -656,7 +661,7 @@ class Trainer:
       self.emit('start', step, num_steps=num_steps)
     start_step = step
     status, reason = 'completed', ''
-    interrupted_by = None
+    interrupted_by = stop_checkpoint = None
     last_loss = None
     last_checkpoint_step = step
     timer = {'steps': 0, 'time': time.perf_counter()}
@@ -687,7 +692,8 @@ class Trainer:
         step = int(self.global_step.numpy())
         last_checkpoint_step = min(last_checkpoint_step, step)  # A rollback moved the step back.
         if self._stop_signal is not None:
-          self.save_checkpoint(reason=f'signal {self._stop_signal}')
+          saved = self.save_checkpoint(reason=f'signal {self._stop_signal}')
+          stop_checkpoint = saved.path if saved else None
           last_checkpoint_step = step
           status, reason = 'interrupted', f'stopped by signal {self._stop_signal}'
           self.emit('interrupted', step, signal=self._stop_signal)
@@ -714,7 +720,8 @@ class Trainer:
       self.save_checkpoint(reason='end')
     if status == 'completed':
       self.emit('done', step, reason=reason or 'num_steps reached')
-    extra = {'signal': interrupted_by} if interrupted_by is not None else {}
+    extra = ({'signal': interrupted_by, 'checkpoint': stop_checkpoint}
+             if interrupted_by is not None else {})
     return self._finish(status, reason, last_loss, start_step, start_time, **extra)
 
   def _run_loop(self, n: int):

@@ -50,6 +50,16 @@ class KeeperTest(tf.test.TestCase):
     self.assertEqual(entry.step, 10)
     self.assertEqual(float(self.var), 1.0)
 
+  def test_files_of_a_crashed_save_are_deleted_after_the_next_commit(self):
+    self._save(self.keeper, 1.0, 10)
+    self.keeper.manager.save(checkpoint_number=7)  # Written, never committed (a crash).
+    self.assertTrue(any(f.startswith('ckpt-7.') for f in os.listdir(self.dir)))
+    keeper = self._keeper()
+    self._save(keeper, 2.0, 20)
+    names = os.listdir(self.dir)
+    self.assertFalse(any(f.startswith('ckpt-7.') for f in names), names)
+    self.assertEqual([e.step for e in keeper.committed()], [10, 20])
+
   def test_retention_keeps_good_checkpoints_for_rollback(self):
     keeper = self._keeper(max_to_keep=2, keep_good=2)
     self._save(keeper, 1.0, 10, good=True)

@@ -353,8 +353,8 @@ class FaultTest(tf.test.TestCase):
     # No checkpoint was written from NaN state during the bad stretch.
     self.assertEqual([e['path'] for e in after], [e['path'] for e in before])
 
-  def _crash_while_saving(self, mode):
-    params = POISONED + ['train.num_steps = 200']
+  def _crash_while_saving(self, mode, extra=()):
+    params = POISONED + ['train.num_steps = 200'] + list(extra)
     model_dir = os.path.join(self.get_temp_dir(), mode)
     reference_dir = os.path.join(self.get_temp_dir(), mode + '_reference')
     reference = self._start(reference_dir, params)
@@ -387,6 +387,11 @@ class FaultTest(tf.test.TestCase):
 
   def test_crash_mid_write_leaves_no_loadable_checkpoint(self):
     self._crash_while_saving('die_mid_write')
+
+  def test_crash_before_the_commit_keeps_the_only_checkpoint(self):
+    # With room for one checkpoint, the old one's files must outlive the new one's commit.
+    self._crash_while_saving('die_before_commit', ['Trainer.max_checkpoints = 1',
+                                                   'Trainer.keep_good_checkpoints = 1'])
 
 
 if __name__ == '__main__':

@@ -331,6 +331,16 @@ class CheckpointTest(tf.test.TestCase):
     log = events.read_events(os.path.join(model_dir, 'events.jsonl'))
     self.assertEqual(log[-1]['event'], 'checkpoint_corrupt')
 
+  def test_a_manifest_without_its_files_is_an_error_not_a_fresh_start(self):
+    model_dir = self.get_temp_dir()
+    make_trainer(model_dir=model_dir).fit(make_data(num_batches=2), num_steps=2)
+    ckpt_dir = os.path.join(model_dir, 'checkpoints')
+    for name in os.listdir(ckpt_dir):
+      if name.startswith('ckpt-'):
+        os.remove(os.path.join(ckpt_dir, name))
+    with self.assertRaisesRegex(errors.CheckpointError, 'none of their files'):
+      make_trainer(model_dir=model_dir).fit(make_data(num_batches=2), num_steps=4)
+
   def test_policy_state_is_checkpointed(self):
     model_dir = self.get_temp_dir()
     t = make_trainer(model_dir=model_dir)
