@@ -18,25 +18,9 @@ from stable_train import interfaces
 from stable_train import lr as lr_lib
 from stable_train import numerics
 from stable_train import policies as policies_lib
+from stable_train import step as step_lib
 
 log = logging.getLogger('stable_train')
-
-# Report fields produced by the traced step, with their dtypes.
-_REPORT_DTYPES = {
-    'step': tf.int64,
-    'loss': tf.float32,
-    'grad_norm': tf.float32,
-    'clipped_grad_norm': tf.float32,
-    'loss_finite': tf.bool,
-    'grads_finite': tf.bool,
-    'inputs_finite': tf.bool,
-    'outputs_finite': tf.bool,
-    'first_bad_grad': tf.int32,
-    'first_bad_input': tf.int32,
-    'applied': tf.bool,
-    'learning_rate': tf.float32,
-}
-
 
 def default_policies() -> List[interfaces.Policy]:
   """The default stack: CheckNumerics('flag'), ClipByGlobalNorm(1.0), SkipNonFinite(10)."""
@@ -270,55 +254,10 @@ class Trainer:
                   else tf.constant(True))
     inputs_bad = tf.cast(tf.logical_not(input_ok), tf.float32)
     outputs_bad = tf.cast(tf.logical_not(outputs_ok), tf.float32)
-
-    n = self.strategy.num_replicas_in_sync
-    if n > 1:
-      # Aggregate before any check: every replica then sees the same gradients, norm and flags.
-      ctx = tf.distribute.get_replica_context()
-      grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [g / n for g in grads])
-      # The one scalar all-reduce beyond the gradients: loss, input and output fault counts.
-      packed = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                              tf.concat([[loss / n, outputs_bad], inputs_bad], axis=0))
-      loss, outputs_bad, inputs_bad = packed[0], packed[1], packed[2:]
-    inputs_finite_flags = tf.equal(inputs_bad, 0.0)
-    grad_flags = numerics.finite_flags(grads)
-    stats = {
-        'loss': loss,
-        'loss_finite': tf.math.is_finite(loss),
-        'grads_finite': tf.reduce_all(grad_flags),
-        'grad_finite_flags': grad_flags,
-        'inputs_finite': tf.reduce_all(inputs_finite_flags),
-        'outputs_finite': tf.equal(outputs_bad, 0.0),
-        'grad_norm': numerics.global_norm(grads),
-        'variable_paths': self._variable_paths,
-        'xla': self.jit_compile,
-    }
-    stats['clipped_grad_norm'] = stats['grad_norm']
-    for p in self.policies:
-      grads = p.transform_gradients(grads, stats)
-    allow = stats['inputs_finite']
-    for p in self.policies:
-      verdict = p.allow_update(stats)
-      if verdict is not None:
-        allow = tf.logical_and(allow, verdict)
-    # The decision (and so every counter update after it) waits for the transformed gradients,
-    # so an in-graph check that raises stops the step before anything is counted.
-    with tf.control_dependencies(grads):
-      allow = tf.identity(allow)
-    report = {
-        'loss': stats['loss'],
-        'grad_norm': stats['grad_norm'],
-        'clipped_grad_norm': stats['clipped_grad_norm'],
-        'loss_finite': stats['loss_finite'],
-        'grads_finite': stats['grads_finite'],
-        'inputs_finite': stats['inputs_finite'],
-        'outputs_finite': stats['outputs_finite'],
-        'first_bad_grad': numerics.first_false(grad_flags),
-        'first_bad_input': numerics.first_false(inputs_finite_flags),
-        'applied': allow,
-        # Not stored per step by the loop; read by `update_state` and `end_step` hooks.
-        'grad_finite_flags': grad_flags,
-    }
+    grads, loss, inputs_bad, outputs_bad = step_lib.aggregate(
+        grads, loss, inputs_bad, outputs_bad, self.strategy.num_replicas_in_sync)
+    grads, report = step_lib.guard(grads, loss, inputs_bad, outputs_bad, self.policies,
+                                   self._variable_paths, self.jit_compile)
     return grads, report
 
   def _step(self, batch):
@@ -364,7 +303,7 @@ class Trainer:
 
   def _loop(self, iterator, num_steps):
     """Runs up to `num_steps` steps in one graph (stops early when the data ends). Traced."""
-    arrays = {k: tf.TensorArray(d, size=0, dynamic_size=True) for k, d in _REPORT_DTYPES.items()}
+    arrays = {k: tf.TensorArray(d, size=0, dynamic_size=True) for k, d in step_lib.REPORT_DTYPES.items()}
     self._loop_stopped.assign(False)
     for i in tf.range(num_steps):
       optional = iterator.get_next_as_optional()
@@ -373,7 +312,7 @@ class Trainer:
       batch = optional.get_value()
       report = self._step_fn(batch)
       index = tf.cast(i, tf.int32)
-      arrays = {k: arrays[k].write(index, tf.cast(report[k], _REPORT_DTYPES[k])) for k in arrays}
+      arrays = {k: arrays[k].write(index, tf.cast(report[k], step_lib.REPORT_DTYPES[k])) for k in arrays}
       stop = self._end_step(batch, report)
       if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
         if stop:
