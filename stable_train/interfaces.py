@@ -63,6 +63,7 @@ class StepReports:
   learning_rate: np.ndarray
   variable_paths: Sequence[str] = ()
   input_paths: Sequence[str] = ()
+  variables_finite: Optional[bool] = None  # After the loop; computed if a policy reads it.
 
   @property
   def num_steps(self) -> int:
@@ -118,6 +119,10 @@ class Policy(tf.Module):
     into the loop around the step (never compiled with XLA).
   Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`.
   """
+
+  # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
+  # checks every model and optimizer variable once, in the same graph, at its end.
+  reads_variables_finite = False
 
   def check_batch(self, features, labels) -> Optional[tf.Tensor]:
     """Returns a bool vector, one flag per tensor of `flatten_inputs` (True = fine), or None."""

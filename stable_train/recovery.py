@@ -101,6 +101,8 @@ class Rollback(interfaces.Policy):
   checkpoint. Rollback's own counters are not rolled back with the checkpoint.
   """
 
+  reads_variables_finite = True
+
   def __init__(self, *, max_rollbacks: int = 5, lr_backoff: float = 0.5, skip_batches: int = 0,
                retry_window: int = 500, restore_lr_after: Optional[int] = None,
                name: str = 'rollback'):
@@ -144,7 +146,8 @@ class Rollback(interfaces.Policy):
   # -- when -----------------------------------------------------------------------------------
   def decide(self, reports, context):
     step = int(reports.step[-1])
-    if not context.variables_finite():
+    finite = reports.variables_finite
+    if not (context.variables_finite() if finite is None else finite):
       return interfaces.Decision(action=interfaces.ROLLBACK, policy=self.name,
                                  trigger='non_finite_variable', step=step,
                                  reason=f'a model or optimizer variable is non-finite at step {step}')

@@ -318,7 +318,10 @@ class Trainer:
         if stop:
           self._loop_stopped.assign(True)
           break
-    return {k: a.stack() for k, a in arrays.items()}
+    outputs = {k: a.stack() for k, a in arrays.items()}
+    if self._loop_checks_variables:
+      outputs['variables_finite'] = tf.reduce_all(numerics.finite_flags(self._all_variables()))
+    return outputs
 
   def _end_step(self, batch, report) -> Optional[tf.Tensor]:
     """Calls every policy's `end_step` hook; returns 'end the loop now' or None. Traced."""
@@ -343,6 +346,7 @@ class Trainer:
       self._step_fn = self._step
     else:
       self._step_fn = tf.function(self._step, jit_compile=self.jit_compile or None)
+    self._loop_checks_variables = any(p.reads_variables_finite for p in self.policies)
     self._loop_fn = tf.function(self._loop)
 
   @property
@@ -505,6 +509,8 @@ class Trainer:
   # ------------------------------------------------------------------------------------------
   def _read_reports(self, tensors) -> interfaces.StepReports:
     values = {k: v.numpy() for k, v in tensors.items()}
+    if 'variables_finite' in values:
+      values['variables_finite'] = bool(values['variables_finite'])
     return interfaces.StepReports(variable_paths=self._variable_paths,
                                   input_paths=self._input_paths, **values)
 
