@@ -15,7 +15,8 @@ class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
     return self.schedule(step) * tf.cast(self.scale, tf.float32)
 
   def get_config(self):
-    return {'schedule': keras.optimizers.schedules.serialize(self.schedule)}
+    return {'schedule': keras.optimizers.schedules.serialize(self.schedule),
+            'scale': float(self.scale.numpy())}
 
 
 class LearningRateControl:
@@ -31,8 +32,9 @@ class LearningRateControl:
     self.scale = scale
     current = optimizer._learning_rate  # pylint: disable=protected-access  (no public getter)
     if isinstance(current, keras.optimizers.schedules.LearningRateSchedule):
-      if not isinstance(current, ScaledSchedule):
-        optimizer.learning_rate = ScaledSchedule(current, scale)
+      if isinstance(current, ScaledSchedule):  # A Trainer built on this optimizer before.
+        current = current.schedule
+      optimizer.learning_rate = ScaledSchedule(current, scale)
       self.base = None
     elif callable(current):
       self.base = None

@@ -79,7 +79,7 @@ class CheckNumerics(interfaces.Policy):
 class ClipByGlobalNorm(interfaces.Policy):
   """Clips the aggregated gradients by their global norm (overflow-safe for huge finite values)."""
 
-  def __init__(self, max_norm: float = 1.0, *, name: str = 'clip_by_global_norm'):
+  def __init__(self, *, max_norm: float = 1.0, name: str = 'clip_by_global_norm'):
     """Initialises the policy.
 
     Args:
@@ -94,7 +94,8 @@ class ClipByGlobalNorm(interfaces.Policy):
     if not value > 0 or value == float('inf'):
       raise errors.ConfigError(
           f'ClipByGlobalNorm: max_norm={max_norm!r} must be a positive finite number, e.g. 1.0.')
-    self.max_norm = tf.Variable(value, trainable=False, dtype=tf.float32, name='max_norm')
+    # Configuration, not state: a plain float, so a resumed run uses the value configured now.
+    self.max_norm = value
 
   def transform_gradients(self, grads, stats):
     clipped, _, after = numerics.clip_by_global_norm(
@@ -109,7 +110,7 @@ class SkipNonFinite(interfaces.Policy):
   A skipped step leaves every model and optimizer variable (slots, iteration count) bit-identical.
   """
 
-  def __init__(self, max_consecutive: int = 10, *, name: str = 'skip_non_finite'):
+  def __init__(self, *, max_consecutive: int = 10, name: str = 'skip_non_finite'):
     """Initialises the policy.
 
     Args:

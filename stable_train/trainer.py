@@ -23,8 +23,8 @@ from stable_train import step as step_lib
 log = logging.getLogger('stable_train')
 
 def default_policies() -> List[interfaces.Policy]:
-  """The default stack: CheckNumerics('flag'), ClipByGlobalNorm(1.0), SkipNonFinite(10)."""
-  return [policies_lib.CheckNumerics(), policies_lib.ClipByGlobalNorm(1.0),
+  """The default stack: CheckNumerics('flag'), ClipByGlobalNorm(max_norm=1.0), SkipNonFinite(max_consecutive=10)."""
+  return [policies_lib.CheckNumerics(), policies_lib.ClipByGlobalNorm(max_norm=1.0),
           policies_lib.SkipNonFinite()]
 
 
@@ -63,7 +63,7 @@ class Trainer:
       model: a Keras 3 model, or any callable `tf.Module` with `trainable_variables`.
       optimizer: a Keras 3 optimizer.
       loss: callable `(labels, predictions) -> scalar` (Keras losses included).
-      policies: list of `Policy` objects; None means CheckNumerics, ClipByGlobalNorm(1.0),
+      policies: list of `Policy` objects; None means CheckNumerics, ClipByGlobalNorm(max_norm=1.0),
         SkipNonFinite. `[]` means none (a bare train step).
       model_dir: directory for checkpoints, events.jsonl, summary.json and TensorBoard files;
         None keeps nothing on disk (library use, tests).
@@ -477,13 +477,14 @@ class Trainer:
     if committed and not self._fitted:
       # Only a fresh Trainer resumes from disk; a later fit() in the same process continues from
       # the in-memory state (which the last fit() saved) with the new dataset from its start.
-      entry = self._keeper.restore_latest(committed)
+      entry = self.restore_latest(committed)
       if entry is None:
         raise errors.CheckpointError(
             f'no checkpoint in {self._keeper.directory} could be restored (corrupt, or written '
             'for another model or policy set: see the checkpoint_corrupt events); use a new '
             '--model_dir or move that one away to start afresh.')
-    self.reset_input()
+    else:
+      self.reset_input()
     return entry
 
   def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
@@ -491,6 +492,9 @@ class Trainer:
     the next older tried), then repositions the input. Returns the entry, or None."""
     entry = self._keeper.restore_latest(candidates)
     if entry is not None:
+      # The optimizer's learning-rate variable came back from the checkpoint; the rate is the
+      # configured base times the restored scale, so a changed config takes effect on resume.
+      self.lr_control.set_scale(float(self.lr_scale.numpy()))
       self.reset_input()
     return entry
 

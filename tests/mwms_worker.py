@@ -49,7 +49,7 @@ def make_trainer(strategy, model_dir):
     model = models.mlp(input_dim=8, hidden=(4,), outputs=1, seed=0)
     return trainer_lib.Trainer(
         model=model, optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.MeanSquaredError(),
-        policies=[policies.CheckNumerics(), policies.ClipByGlobalNorm(1.0),
+        policies=[policies.CheckNumerics(), policies.ClipByGlobalNorm(max_norm=1.0),
                   policies.SkipNonFinite()],
         model_dir=model_dir, steps_per_loop=2, checkpoint_every=2, strategy=strategy)
 

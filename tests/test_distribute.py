@@ -37,7 +37,7 @@ def _dataset(x, y, repeat=False):
 
 
 def _policies(max_norm=1.0):
-  return [policies.CheckNumerics(), policies.ClipByGlobalNorm(max_norm), policies.SkipNonFinite()]
+  return [policies.CheckNumerics(), policies.ClipByGlobalNorm(max_norm=max_norm), policies.SkipNonFinite()]
 
 
 class RecordingTrainer(trainer_lib.Trainer):
@@ -324,7 +324,7 @@ class MirroredRollbackTest(TestCase):
       model = models.mlp(input_dim=8, hidden=(4,), outputs=1, seed=0)
       trainer = RecordingTrainer(
           model=model, optimizer=keras.optimizers.Adam(0.01), loss=keras.losses.MeanSquaredError(),
-          policies=[policies.ClipByGlobalNorm(), policies.SkipNonFinite(2), recovery.Rollback()],
+          policies=[policies.ClipByGlobalNorm(), policies.SkipNonFinite(max_consecutive=2), recovery.Rollback()],
           model_dir=model_dir, strategy=strategy, checkpoint_every=5, healthy_window=0)
     summary = trainer.fit(_dataset(x, y), num_steps=25)
     self.assertEqual(summary['status'], 'completed')

@@ -31,9 +31,11 @@ class LearningRateControlTest(tf.test.TestCase):
     self.assertAllClose(control.current(), 0.025)  # The schedule keeps going, scaled.
     opt.iterations.assign(20)
     self.assertAllClose(control.current(), 0.0125)
-    # Wrapping twice (a second Trainer on the same optimizer) does not scale twice.
-    lr.LearningRateControl(opt, scale)
-    self.assertAllClose(control.current(), 0.0125)
+    # A second Trainer on the same optimizer: its own scale governs, without scaling twice.
+    second = lr.LearningRateControl(opt, tf.Variable(1.0))
+    self.assertAllClose(second.current(), 0.025)
+    second.set_scale(0.25)
+    self.assertAllClose(second.current(), 0.00625)
 
 
 if __name__ == '__main__':

@@ -12,12 +12,12 @@ class ValidationTest(tf.test.TestCase):
 
   def test_bad_arguments_name_the_argument_and_value(self):
     cases = [
-        (lambda: policies.ClipByGlobalNorm(-1.0), 'max_norm=-1.0'),
-        (lambda: policies.ClipByGlobalNorm(0), 'max_norm=0'),
-        (lambda: policies.ClipByGlobalNorm(float('nan')), 'max_norm=nan'),
-        (lambda: policies.ClipByGlobalNorm('big'), "max_norm='big'"),
-        (lambda: policies.SkipNonFinite(-2), 'max_consecutive=-2'),
-        (lambda: policies.SkipNonFinite(1.5), 'max_consecutive=1.5'),
+        (lambda: policies.ClipByGlobalNorm(max_norm=-1.0), 'max_norm=-1.0'),
+        (lambda: policies.ClipByGlobalNorm(max_norm=0), 'max_norm=0'),
+        (lambda: policies.ClipByGlobalNorm(max_norm=float('nan')), 'max_norm=nan'),
+        (lambda: policies.ClipByGlobalNorm(max_norm='big'), "max_norm='big'"),
+        (lambda: policies.SkipNonFinite(max_consecutive=-2), 'max_consecutive=-2'),
+        (lambda: policies.SkipNonFinite(max_consecutive=1.5), 'max_consecutive=1.5'),
         (lambda: policies.CheckNumerics(mode='loud'), "mode='loud'"),
     ]
     for make, text in cases:
@@ -29,6 +29,10 @@ class ValidationTest(tf.test.TestCase):
   def test_keyword_only(self):
     with self.assertRaises(TypeError):
       policies.CheckNumerics('raise')  # pylint: disable=too-many-function-args
+    with self.assertRaises(TypeError):
+      policies.ClipByGlobalNorm(1.0)  # pylint: disable=too-many-function-args
+    with self.assertRaises(TypeError):
+      policies.SkipNonFinite(3)  # pylint: disable=too-many-function-args
 
 
 def _reports(applied, step0=1):
@@ -49,7 +53,7 @@ class SkipNonFiniteTest(tf.test.TestCase):
       policy.update_state({}, tf.constant(a))
 
   def test_counters(self):
-    p = policies.SkipNonFinite(2)
+    p = policies.SkipNonFinite(max_consecutive=2)
     self._run(p, [True, False, False, True, False])
     self.assertEqual(int(p.total_skips.numpy()), 3)
     self.assertEqual(int(p.consecutive_skips.numpy()), 1)
@@ -63,14 +67,14 @@ class SkipNonFiniteTest(tf.test.TestCase):
       self.assertEqual(bool(verdict), loss_ok and grads_ok)
 
   def test_escalates_past_the_limit_even_inside_one_loop(self):
-    p = policies.SkipNonFinite(2)
+    p = policies.SkipNonFinite(max_consecutive=2)
     applied = [False, False, False, True]  # A run of 3 > 2 that ends inside the loop.
     self._run(p, applied)
     decision = p.decide(_reports(applied), None)
     self.assertEqual(decision.action, interfaces.ESCALATE)
     self.assertIn('3 consecutive', decision.reason)
     # Within the limit: no escalation.
-    q = policies.SkipNonFinite(2)
+    q = policies.SkipNonFinite(max_consecutive=2)
     self._run(q, [False, False, True])
     self.assertIsNone(q.decide(_reports([False, False, True]), None))
 

@@ -16,7 +16,7 @@ def _guard(grads, loss=1.0, inputs_bad=(0.0, 0.0), outputs_bad=0.0, policies_=()
 class GuardTest(tf.test.TestCase):
 
   def test_healthy_step_is_applied_and_clipped(self):
-    grads, report = _guard([[3.0], [4.0]], policies_=[policies.ClipByGlobalNorm(1.0),
+    grads, report = _guard([[3.0], [4.0]], policies_=[policies.ClipByGlobalNorm(max_norm=1.0),
                                                       policies.SkipNonFinite()])
     self.assertTrue(bool(report['applied']))
     self.assertAllClose(report['grad_norm'], 5.0)

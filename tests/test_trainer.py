@@ -160,7 +160,7 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
   def test_consecutive_skips_escalate_to_abort(self):
     model_dir = self.get_temp_dir()
     t = make_trainer(model_dir=model_dir, steps_per_loop=2,
-                     policies_=[policies.ClipByGlobalNorm(1.0), policies.SkipNonFinite(3)])
+                     policies_=[policies.ClipByGlobalNorm(max_norm=1.0), policies.SkipNonFinite(max_consecutive=3)])
     summary = t.fit(make_data(num_batches=10, poison=range(10)), num_steps=10)
     self.assertEqual(summary['status'], 'aborted')
     self.assertIn('4 consecutive non-finite steps (limit 3)', summary['reason'])
@@ -340,6 +340,27 @@ class CheckpointTest(tf.test.TestCase):
         os.remove(os.path.join(ckpt_dir, name))
     with self.assertRaisesRegex(errors.CheckpointError, 'none of their files'):
       make_trainer(model_dir=model_dir).fit(make_data(num_batches=2), num_steps=4)
+
+  def test_a_resume_takes_changed_clip_norm_and_learning_rate(self):
+    model_dir = self.get_temp_dir()
+    first = trainer_lib.Trainer(
+        model=make_model(), optimizer=keras.optimizers.SGD(0.1),
+        loss=keras.losses.MeanSquaredError(), model_dir=model_dir,
+        policies=[policies.ClipByGlobalNorm(max_norm=100.0), policies.SkipNonFinite()])
+    first.fit(make_data(num_batches=8, scale=10.0), num_steps=3)
+    norms = []
+    second = trainer_lib.Trainer(
+        model=make_model(), optimizer=keras.optimizers.SGD(0.01),
+        loss=keras.losses.MeanSquaredError(), model_dir=model_dir,
+        policies=[policies.ClipByGlobalNorm(max_norm=0.5), policies.SkipNonFinite()])
+    second.on_loop_end = lambda r: norms.extend(zip(r.grad_norm, r.clipped_grad_norm,
+                                                    r.learning_rate))
+    summary = second.fit(make_data(num_batches=8, scale=10.0), num_steps=6)
+    self.assertEqual(summary['steps_this_run'], 3)
+    for before, after, rate in norms:
+      self.assertGreater(before, 0.5)  # The new, tighter norm is in effect...
+      self.assertAllClose(after, 0.5)
+      self.assertAllClose(rate, 0.01)  # ...and the new learning rate.
 
   def test_policy_state_is_checkpointed(self):
     model_dir = self.get_temp_dir()
