@@ -1,12 +1,14 @@
 """The command-line entry point: parse gin files and bindings, build the root `train`, run it.
 
-Exit codes: 0 completed; 1 a policy stopped the run (checkpoints intact); 2 usage or
-configuration error; 128+N stopped cleanly by signal N (SIGTERM: 143) after writing a checkpoint. Every failure is one line on stderr, without a traceback.
+Exit codes: 0 completed; 1 a policy stopped the run (checkpoints intact), no checkpoint could be
+restored, or TensorFlow failed at run time; 2 usage or configuration error; 128+N stopped cleanly by signal N (SIGTERM: 143) after writing a checkpoint. Every failure is one line on stderr, without a traceback.
 """
 
 import logging
 import os
+import re
 import sys
+import traceback
 from typing import Callable, Optional
 
 from absl import app
@@ -46,6 +48,8 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
     raise errors.ConfigError(
         'train.num_steps is not set; add `train.num_steps = 1000` to a gin file or '
         "--gin_param='train.num_steps=1000'.")
+  if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
+    raise errors.ConfigError(f'train.num_steps={num_steps!r} must be a positive integer.')
   if dataset_fn is None:
     raise errors.ConfigError(
         'train.dataset_fn is not set; bind it, e.g. `train.dataset_fn = @synthetic_regression`.')
@@ -76,8 +80,40 @@ def _fail(message: str, code: int) -> int:
 
 
 def _one_line(error: BaseException) -> str:
-  text = str(error).strip() or type(error).__name__
-  return text.splitlines()[0]
+  """The line of an error message that says what went wrong.
+
+  gin appends "In call to configurable ..." lines; errors raised in traced code come wrapped in
+  "in user code:", File/source lines and generic headers ("Exception encountered when calling
+  Sequential.call().", "Graph execution error:") around the one line that matters.
+  """
+  text = re.sub(r'\x1b\[[0-9;]*m', '', str(error))  # Keras bolds its message with ANSI codes.
+  noise = ('In call to configurable', 'in user code', 'Traceback', 'Arguments received', '•',
+           '^', '[[{{node', 'Detected at node', 'Graph execution error',
+           'Exception encountered when calling')
+  lines, under_file = [], False
+  for line in text.splitlines():
+    line = line.strip()
+    if under_file:  # The source line printed under a File line.
+      under_file = False
+      continue
+    if line.startswith('File "'):
+      under_file = True
+      continue
+    line = re.sub(r'^[A-Za-z_.]*(Error|Exception): ', '', line)
+    if line and not line.startswith(noise):
+      lines.append(line)
+  return (lines[0] if lines else type(error).__name__)[:300]
+
+
+def _log_traceback(model_dir: str) -> str:
+  """Keeps the full traceback of an unexpected error in <model_dir>/error.log; returns its path."""
+  path = os.path.join(model_dir, 'error.log')
+  try:
+    with open(path, 'a') as f:
+      traceback.print_exc(file=f)
+  except OSError:
+    return '(could not write error.log)'
+  return path
 
 
 def main(argv) -> int:
@@ -90,7 +126,6 @@ def main(argv) -> int:
   for path in FLAGS.gin_file:
     if not os.path.isfile(path):
       return _fail(f'gin file not found: {path!r}; check the --gin_file path.', EXIT_USAGE)
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   logging.getLogger('stable_train').setLevel(logging.INFO)
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
   absl_logging.set_verbosity(absl_logging.WARNING)
@@ -107,7 +142,10 @@ def main(argv) -> int:
     gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param, skip_unknown=False)
   except Exception as e:  # pylint: disable=broad-except
     return _fail(f'bad gin configuration: {_one_line(e)}', EXIT_USAGE)
-  os.makedirs(FLAGS.model_dir, exist_ok=True)
+  try:
+    os.makedirs(FLAGS.model_dir, exist_ok=True)
+  except OSError as e:
+    return _fail(f'cannot use --model_dir={FLAGS.model_dir!r}: {e.strerror or e}.', EXIT_USAGE)
   try:
     summary = train(model_dir=FLAGS.model_dir)
   except errors.ConfigError as e:
@@ -117,10 +155,13 @@ def main(argv) -> int:
   except errors.CheckpointError as e:
     return _fail(f'checkpoint error: {_one_line(e)}', EXIT_ABORTED)
   except (TypeError, ValueError) as e:
-    if 'configurable' in str(e) or 'gin' in str(e).lower():
-      return _fail(f'configuration error: {_one_line(e)}', EXIT_USAGE)
-    raise
-  del tf
+    # Raised while building or tracing from the bindings (a wrong type, a shape that does not
+    # fit the data): a configuration problem. The traceback is kept for a real bug.
+    path = _log_traceback(FLAGS.model_dir)
+    return _fail(f'configuration error: {_one_line(e)} (traceback in {path})', EXIT_USAGE)
+  except tf.errors.OpError as e:
+    path = _log_traceback(FLAGS.model_dir)
+    return _fail(f'TensorFlow error: {_one_line(e)} (traceback in {path})', EXIT_ABORTED)
   print(f"stable_train: {summary['status']} at step {summary['global_step']} "
         f"(applied {summary['applied_steps']}, skipped {summary['skipped_steps']}, "
         f"final loss {summary['final_loss']})", flush=True)

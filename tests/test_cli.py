@@ -86,6 +86,9 @@ class CliTest(tf.test.TestCase):
          'max_norm=-1.0'),
         ([f'--gin_file={QUICKSTART}', '--gin_param=Trainer.steps_per_loop = 0'], 'steps_per_loop'),
         (['--gin_param=train.num_steps = 3'], 'dataset_fn'),
+        ([f'--gin_file={QUICKSTART}', '--gin_param=train.num_steps = 0'], 'train.num_steps=0'),
+        # A model that does not fit the data: Keras raises while the step is traced.
+        ([f'--gin_file={QUICKSTART}', '--gin_param=mlp.input_dim = 10'], 'incompatible'),
     ]
     for argv, text in cases:
       code, err = run_main(*argv, f'--model_dir={model_dir}')
@@ -93,6 +96,15 @@ class CliTest(tf.test.TestCase):
       self.assertIn(text, err, argv)
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertNotIn('Traceback', err)
+
+  def test_model_dir_that_is_a_file(self):
+    path = os.path.join(self.get_temp_dir(), 'a_file')
+    with open(path, 'w') as f:
+      f.write('x')
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={path}')
+    self.assertEqual(code, 2, err)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertIn('cannot use --model_dir', err)
 
   def test_missing_model_dir_and_unknown_flag_in_a_subprocess(self):
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')
