@@ -88,12 +88,22 @@ class CheckpointKeeper:
     return cands[-1] if cands else None
 
   # -- writing --------------------------------------------------------------------------------
+  def _numbers_on_disk(self) -> List[int]:
+    return [int(m.group(1)) for m in (re.match(r'ckpt-(\d+)\.', n)
+                                      for n in os.listdir(self.directory)) if m]
+
+  def _next_number(self) -> int:
+    """One more than any number in the manifest or on disk: a checkpoint is never overwritten."""
+    return max([e.number for e in self.entries] + self._numbers_on_disk(), default=0) + 1
+
+  def _write_files(self, number: int) -> str:
+    """Writes the checkpoint files; returns their prefix."""
+    return self.manager.save(checkpoint_number=number)
+
   def save(self, step: int, good: bool) -> Entry:
     """Writes a checkpoint; the caller has verified that every variable is finite."""
-    used = [e.number for e in self.entries] + [
-        int(m.group(1)) for m in (re.search(r'ckpt-(\d+)$', p) for p in self.manager.checkpoints) if m]
-    number = max(used, default=0) + 1  # Never reuse a number: never overwrite a checkpoint.
-    path = self.manager.save(checkpoint_number=number)
+    number = self._next_number()
+    path = self._write_files(number)
     entry = Entry(number=number, step=int(step), good=bool(good), path=os.path.basename(path))
     self.entries.append(entry)
     self._select_kept()
@@ -124,6 +134,13 @@ class CheckpointKeeper:
       match = re.match(r'(ckpt-\d+)\.(index|data-)', name)
       if match and match.group(1) not in listed:
         tf.io.gfile.remove(os.path.join(self.directory, name))
+    # Keep TF's own `checkpoint` state file to the listed checkpoints: the manager rewrites it
+    # from this private record on every save, which would otherwise grow with every save ever made.
+    record = getattr(self.manager, '_maybe_delete', None)
+    if record is not None:
+      for prefix in list(record):
+        if os.path.basename(prefix) not in listed:
+          del record[prefix]
 
   # -- restoring ------------------------------------------------------------------------------
   def restore(self, entry: Entry) -> None:

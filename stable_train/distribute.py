@@ -276,14 +276,17 @@ class WorkerCheckpointKeeper(checkpointing.CheckpointKeeper):
   chief's file writes.
   """
 
-  def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, **kwargs):
-    super().__init__(checkpoint, directory, **kwargs)
-    # Numbers the chief's CheckpointManager has used (it never reuses one).
-    self._numbers = [int(m.group(1)) for m in (re.search(r'ckpt-(\d+)$', p)
-                                               for p in self.manager.checkpoints) if m]
+  def _next_number(self) -> int:
+    # The chief's numbering, without reading the chief's directory while it writes there.
+    return max([e.number for e in self.entries] + self._numbers, default=0) + 1
 
-  def save(self, step: int, good: bool) -> checkpointing.Entry:
-    number = max([e.number for e in self.entries] + self._numbers, default=0) + 1
+  def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, **kwargs):
+    self._numbers = []
+    super().__init__(checkpoint, directory, **kwargs)
+    # What the chief's keeper sees at start-up (its manifest and its files), then its own saves.
+    self._numbers = [e.number for e in self.entries] + self._numbers_on_disk()
+
+  def _write_files(self, number: int) -> str:
     scratch = tempfile.mkdtemp(prefix='stable_train_worker_ckpt_')
     try:
       manager = tf.train.CheckpointManager(self.checkpoint, scratch, max_to_keep=None,
@@ -292,16 +295,10 @@ class WorkerCheckpointKeeper(checkpointing.CheckpointKeeper):
     finally:
       shutil.rmtree(scratch, ignore_errors=True)
     self._numbers.append(number)
-    entry = checkpointing.Entry(number=number, step=int(step), good=bool(good),
-                                path=os.path.basename(path))
-    self.entries.append(entry)
-    self._prune()
-    return entry
+    return path
 
-  def _prune(self) -> None:
-    keep = set(id(e) for e in self.entries[-self.max_to_keep:])
-    keep.update(id(e) for e in [e for e in self.entries if e.good][-self.keep_good:])
-    self.entries = [e for e in self.entries if id(e) in keep]  # The chief deletes the files.
+  def _delete_unlisted(self) -> None:
+    pass  # The chief deletes the files.
 
   def _write_manifest(self) -> None:
     pass  # The chief's manifest is the only one.

@@ -92,6 +92,16 @@ class KeeperTest(tf.test.TestCase):
     self.assertEqual(self.warnings[0][0], 'checkpoint_corrupt')
     self.assertEqual(self.warnings[0][1], 20)
 
+  def test_tf_state_file_lists_only_kept_checkpoints(self):
+    keeper = self._keeper(max_to_keep=2, keep_good=1)
+    for step in range(1, 9):
+      self._save(keeper, float(step), step)
+    state = tf.train.get_checkpoint_state(self.dir)
+    kept = [os.path.join(self.dir, e.path) for e in keeper.committed()]
+    self.assertEqual(list(state.all_model_checkpoint_paths)[-2:], kept[-2:])
+    self.assertLessEqual(len(state.all_model_checkpoint_paths), 3)
+    self.assertEqual(tf.train.latest_checkpoint(self.dir), kept[-1])
+
   def test_manifest_is_strict_json(self):
     self._save(self.keeper, 1.0, 10)
     with open(os.path.join(self.dir, checkpointing.MANIFEST)) as f:
