@@ -101,3 +101,4 @@ class Scalars:
   def close(self) -> None:
     if self._writer is not None:
       self._writer.close()
+      self._writer = None  # Later writes (after a run) are dropped, not an error.

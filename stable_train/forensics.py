@@ -347,9 +347,9 @@ def _rng_state() -> Dict[str, Any]:
 
 def write_record(trainer, report: Dict[str, Any], batch, structure) -> Optional[str]:
   """Writes `<model_dir>/forensics/step_<N>/` atomically (temp folder, then rename); returns it."""
-  if not trainer.model_dir:
+  if not trainer.output_dir:  # No model_dir, or not the chief: only the chief writes files.
     return None
-  root = os.path.join(trainer.model_dir, 'forensics')
+  root = os.path.join(trainer.output_dir, 'forensics')
   os.makedirs(root, exist_ok=True)
   final = os.path.join(root, f"step_{report['step']}")
   n = 1

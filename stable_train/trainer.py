@@ -120,10 +120,11 @@ class Trainer:
     self.model_dir = str(model_dir) if model_dir is not None else None
     self.jit_compile = jit_compile
     self.strategy = strategy or tf.distribute.get_strategy()
-    # Under a multi-worker strategy only the chief writes files (TF's convention); the others keep
+    # Where this process writes files: model_dir on the chief (TF's convention), None on other
+    # workers. Under a multi-worker strategy only the chief writes files; the others keep
     # nothing on disk but take part in every save (see distribute.WorkerCheckpointKeeper).
     self.is_chief = distribute.is_chief(self.strategy)
-    self._output_dir = self.model_dir if self.is_chief else None
+    self.output_dir = self.model_dir if self.is_chief else None
     self._distributed_input = distribute.uses_distributed_input(self.strategy)
     distribute.check_jit(self.strategy, jit_compile)
 
@@ -142,7 +143,7 @@ class Trainer:
     self._policy_state.by_name = {p.name: p for p in policies}
 
     self.events = events_lib.EventLog(
-        os.path.join(self._output_dir, 'events.jsonl') if self._output_dir else None)
+        os.path.join(self.output_dir, 'events.jsonl') if self.output_dir else None)
     self._loop_fn = None
     self._step_fn = None
     self._variables_finite_fn = None
@@ -523,6 +524,10 @@ class Trainer:
     skipped = reports.step[~reports.applied.astype(bool)]
     if skipped.size:
       self.last_fault_step.assign(int(skipped[-1]))
+    # The skip counter after each step of the loop, from one read of the counter at its end.
+    skipped_after = (int(self.skipped_steps.numpy()) -
+                     np.cumsum((~reports.applied.astype(bool))[::-1])[::-1] +
+                     (~reports.applied.astype(bool)))
     for i in range(reports.num_steps):
       step = int(reports.step[i])
       fault = reports.fault(i)
@@ -534,7 +539,7 @@ class Trainer:
             'loss': reports.loss[i], 'grad_norm': reports.grad_norm[i],
             'grad_norm_clipped': reports.clipped_grad_norm[i],
             'learning_rate': reports.learning_rate[i],
-            'skipped_steps': float(self.skipped_steps.numpy()),
+            'skipped_steps': float(skipped_after[i]),
             'skipped': float(not reports.applied[i])})
       timer['steps'] += 1
       if step % self.log_every == 0:
@@ -542,7 +547,7 @@ class Trainer:
         rate = timer['steps'] / max(now - timer['time'], 1e-9)
         timer.update(steps=0, time=now)
         log.info('step %d  loss %.5g  grad_norm %.4g  %.1f steps/s  skips %d', step,
-                 reports.loss[i], reports.grad_norm[i], rate, int(self.skipped_steps.numpy()))
+                 reports.loss[i], reports.grad_norm[i], rate, int(skipped_after[i]))
 
   def _decide(self, reports: interfaces.StepReports) -> interfaces.Decision:
     decisions = [d for d in (p.decide(reports, self) for p in self.policies) if d is not None]
@@ -602,7 +607,7 @@ class Trainer:
     restored = self._setup(dataset)
     self._fitted = True
     self._scalars = events_lib.Scalars(
-        os.path.join(self._output_dir, 'tensorboard') if self._output_dir else None)
+        os.path.join(self.output_dir, 'tensorboard') if self.output_dir else None)
     step = int(self.global_step.numpy())
     if restored is not None:
       self.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
@@ -695,9 +700,9 @@ class Trainer:
     step = int(self.global_step.numpy())
     summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
     summary.update(extra)
-    self._scalars.flush()
-    if self._output_dir:
-      events_lib.write_json_atomic(os.path.join(self._output_dir, 'summary.json'), summary)
+    self._scalars.close()
+    if self.output_dir:
+      events_lib.write_json_atomic(os.path.join(self.output_dir, 'summary.json'), summary)
     self.last_summary = summary
     return summary
 

@@ -79,7 +79,8 @@ class RollbackTest(tf.test.TestCase):
   def test_escalation_rolls_back_to_the_newest_good_checkpoint(self):
     model_dir = self.get_temp_dir()
     rollback = recovery.Rollback()
-    t = make_trainer(model_dir, [policies.ClipByGlobalNorm(), policies.SkipNonFinite(max_consecutive=2), rollback],
+    t = make_trainer(model_dir, [policies.ClipByGlobalNorm(),
+                                 policies.SkipNonFinite(max_consecutive=2), rollback],
                      max_checkpoints=20)
     # Batch 8 (step 9) skips once, so the step-10 checkpoint is not good (a fault within
     # healthy_window=2 steps); batches 12-14 (steps 13-15) escalate at the third skip in a row.
@@ -145,7 +146,8 @@ class RollbackTest(tf.test.TestCase):
     model_dir = self.get_temp_dir()
     schedule = keras.optimizers.schedules.PolynomialDecay(0.02, decay_steps=100,
                                                           end_learning_rate=0.01)
-    t = make_trainer(model_dir, [policies.SkipNonFinite(max_consecutive=0), recovery.Rollback(restore_lr_after=6)],
+    t = make_trainer(model_dir, [policies.SkipNonFinite(max_consecutive=0),
+                                 recovery.Rollback(restore_lr_after=6)],
                      optimizer=keras.optimizers.Adam(schedule), healthy_window=0)
     lrs = []
     t.on_loop_end = lambda r: lrs.extend(zip(r.step.tolist(), r.learning_rate.tolist()))
@@ -162,7 +164,8 @@ class RollbackTest(tf.test.TestCase):
 
   def test_bounded_rollbacks_then_a_clean_abort(self):
     model_dir = self.get_temp_dir()
-    t = make_trainer(model_dir, [policies.SkipNonFinite(max_consecutive=1), recovery.Rollback(max_rollbacks=2)],
+    t = make_trainer(model_dir, [policies.SkipNonFinite(max_consecutive=1),
+                                 recovery.Rollback(max_rollbacks=2)],
                      healthy_window=0)
     ckpt_dir = os.path.join(model_dir, 'checkpoints')
     digests = {}

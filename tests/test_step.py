@@ -46,7 +46,10 @@ class GuardTest(tf.test.TestCase):
     self.assertIs(out[0], grads)
 
   def test_aggregate_averages_over_replicas(self):
-    strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+    # ReductionToOneDevice: no collective instance keys that could collide with the collectives
+    # of other MirroredStrategy objects earlier in this test process.
+    strategy = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
 
     def replica():
       r = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
