@@ -17,7 +17,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import interfaces
 from stable_train import numerics
 
 
@@ -193,25 +192,8 @@ class _RestoreModelState:
 
 
 def _compute_fn(trainer):
-  variables = list(trainer.model.trainable_variables)
-
   def compute(batch):
-    features, labels = trainer.split_batch(batch)
-    batch = trainer.sanitize_batch(batch)  # As the step did: a bad label must not crash the loss.
-    input_ok = tf.ones([len(interfaces.flatten_inputs(features, labels))], tf.bool)
-    for p in trainer.policies:
-      flags = p.check_batch(features, labels)
-      if flags is not None:
-        input_ok = tf.logical_and(input_ok, flags)
-    # Trainer.forward records whether the model outputs were finite into this list while traced.
-    trainer._traced_output_flags = []  # pylint: disable=protected-access
-    with tf.GradientTape() as tape:
-      loss = tf.cast(trainer.compute_loss(batch, training=True), tf.float32)
-    grads = tape.gradient(loss, variables)
-    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-             for g, v in zip(grads, variables)]
-    output_flags = trainer._traced_output_flags  # pylint: disable=protected-access
-    outputs_ok = tf.reduce_all(output_flags) if output_flags else tf.constant(True)
+    loss, grads, input_ok, outputs_ok = trainer.loss_and_gradients(batch)
     return loss, numerics.finite_flags(grads), input_ok, outputs_ok
 
   return compute

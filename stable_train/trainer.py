@@ -18,6 +18,7 @@ from stable_train import interfaces
 from stable_train import lr as lr_lib
 from stable_train import numerics
 from stable_train import policies as policies_lib
+from stable_train import provenance
 from stable_train import step as step_lib
 
 log = logging.getLogger('stable_train')
@@ -32,11 +33,6 @@ def _check_positive_int(name: str, value: Any) -> int:
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
     raise errors.ConfigError(f'Trainer: {name}={value!r} must be a positive integer.')
   return int(value)
-
-
-def _variable_path(v) -> str:
-  path = getattr(v, 'path', None) or v.name
-  return path[:-2] if path.endswith(':0') else path
 
 
 class Trainer:
@@ -240,8 +236,9 @@ class Trainer:
     swap = {id(t): u for t, u in zip(tf.nest.flatten(labels), tf.nest.flatten(safe))}
     return tf.nest.map_structure(lambda t: swap.get(id(t), t), batch)
 
-  def _replica_compute(self, batch):
-    """Per replica: loss, aggregated gradients, checks and policy transforms. Traced."""
+  def loss_and_gradients(self, batch):
+    """One replica's loss, gradients (None → zeros), input-check flags and whether the model
+    outputs were finite, before any aggregation. Traced; also what forensics re-runs."""
     variables = self._trainable_variables()
     input_ok = self._input_checks(batch)
     batch = self.sanitize_batch(batch)
@@ -253,6 +250,11 @@ class Trainer:
              for g, v in zip(grads, variables)]
     outputs_ok = (tf.reduce_all(self._traced_output_flags) if self._traced_output_flags
                   else tf.constant(True))
+    return loss, grads, input_ok, outputs_ok
+
+  def _replica_compute(self, batch):
+    """Per replica: loss, aggregated gradients, checks and policy transforms. Traced."""
+    loss, grads, input_ok, outputs_ok = self.loss_and_gradients(batch)
     inputs_bad = tf.cast(tf.logical_not(input_ok), tf.float32)
     outputs_bad = tf.cast(tf.logical_not(outputs_ok), tf.float32)
     grads, loss, inputs_bad, outputs_bad = step_lib.aggregate(
@@ -401,7 +403,7 @@ class Trainer:
     distribute.check_optimizer(self.optimizer, self.strategy)
     with self.strategy.scope():
       self.optimizer.build(variables)
-    self._variable_paths = [_variable_path(v) for v in variables]
+    self._variable_paths = [provenance.variable_path(v) for v in variables]
     self._input_paths = interfaces.input_paths(*self.split_batch(dataset.element_spec))
 
   def _all_variables(self):

@@ -78,6 +78,12 @@ class ProvenanceTest(tf.test.TestCase):
         del training
         return tf.reduce_sum(self.model(batch[0]))
 
+      def loss_and_gradients(self, batch):
+        with tf.GradientTape() as tape:
+          loss = self.compute_loss(batch, training=True)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        return loss, grads, tf.ones([2], tf.bool), tf.constant(True)
+
     found = provenance.locate_op(FakeTrainer(), (tf.ones([2]), tf.zeros([2])))
     self.assertTrue(found['found'])
     self.assertEqual(found['op_type'], 'Log')
