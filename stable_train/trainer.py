@@ -2,7 +2,6 @@
 
 import logging
 import os
-import signal
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -14,6 +13,7 @@ from stable_train import checkpointing
 from stable_train import distribute
 from stable_train import errors
 from stable_train import events as events_lib
+from stable_train import host
 from stable_train import interfaces
 from stable_train import lr as lr_lib
 from stable_train import numerics
@@ -150,7 +150,6 @@ class Trainer:
     self._variable_paths: List[str] = []
     self._input_paths: List[str] = []
     self._traced_output_flags: List[tf.Tensor] = []
-    self._stop_signal: Optional[int] = None
     self._fitted = False
     # Set by the loop when a policy's `end_step` ended it early (not a sign the data ran out).
     self._loop_stopped = tf.Variable(False, trainable=False, name='loop_stopped')
@@ -521,54 +520,6 @@ class Trainer:
     return interfaces.StepReports(variable_paths=self._variable_paths,
                                   input_paths=self._input_paths, **values)
 
-  def _record(self, reports: interfaces.StepReports, timer: Dict[str, float]) -> None:
-    """Writes events, TensorBoard scalars and progress lines for one loop of reports."""
-    skipped = reports.step[~reports.applied.astype(bool)]
-    if skipped.size:
-      self.last_fault_step.assign(int(skipped[-1]))
-    # The skip counter after each step of the loop, from one read of the counter at its end.
-    skipped_after = (int(self.skipped_steps.numpy()) -
-                     np.cumsum((~reports.applied.astype(bool))[::-1])[::-1] +
-                     (~reports.applied.astype(bool)))
-    for i in range(reports.num_steps):
-      step = int(reports.step[i])
-      fault = reports.fault(i)
-      if not reports.applied[i]:
-        self.emit('skip', step, fault=fault or 'policy', tensor=reports.offending_tensor(i),
-                   loss=reports.loss[i], grad_norm=reports.grad_norm[i])
-      if fault or step % self.summary_every == 0:
-        self._scalars.write(step, {
-            'loss': reports.loss[i], 'grad_norm': reports.grad_norm[i],
-            'grad_norm_clipped': reports.clipped_grad_norm[i],
-            'learning_rate': reports.learning_rate[i],
-            'skipped_steps': float(skipped_after[i]),
-            'skipped': float(not reports.applied[i])})
-      timer['steps'] += 1
-      if step % self.log_every == 0:
-        now = time.perf_counter()
-        rate = timer['steps'] / max(now - timer['time'], 1e-9)
-        timer.update(steps=0, time=now)
-        log.info('step %d  loss %.5g  grad_norm %.4g  %.1f steps/s  skips %d', step,
-                 reports.loss[i], reports.grad_norm[i], rate, int(skipped_after[i]))
-
-  def _decide(self, reports: interfaces.StepReports) -> interfaces.Decision:
-    decisions = [d for d in (p.decide(reports, self) for p in self.policies) if d is not None]
-    for d in decisions:
-      if d.action == interfaces.ABORT:
-        return d
-    for d in decisions:
-      if d.action == interfaces.ESCALATE:
-        for p in self.policies:
-          handled = p.handle_escalation(d, self)
-          if handled is not None:
-            return handled
-        return interfaces.Decision(action=interfaces.ABORT, reason=d.reason, trigger=d.trigger,
-                                   step=d.step)
-    for d in decisions:
-      if d.action == interfaces.ROLLBACK:
-        return d
-    return interfaces.Decision()
-
   def _execute(self, decision: interfaces.Decision) -> Optional[str]:
     """Carries out a non-abort decision through the policy that made it; returns an abort reason
     or None to go on."""
@@ -576,20 +527,6 @@ class Trainer:
       return None
     self.last_fault_step.assign(max(decision.step, int(self.global_step.numpy())))
     return self._policy_state.by_name[decision.policy].execute(decision, self)
-
-  def _install_signal_handlers(self):
-    previous = {}
-
-    def handler(signum, frame):
-      del frame
-      self._stop_signal = signum
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-      try:
-        previous[sig] = signal.signal(sig, handler)
-      except ValueError:  # Not the main thread: leave signals alone.
-        pass
-    return previous
 
   def fit(self, dataset: tf.data.Dataset, *, num_steps: int) -> Dict[str, Any]:
     """Trains until the global step reaches `num_steps` (a total, so a resumed run stops at the same
@@ -615,13 +552,19 @@ class Trainer:
       self.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
     else:
       self.emit('start', step, num_steps=num_steps)
-    start_step = step
+    recorder = host.LoopRecorder(emit=self.emit, scalars=self._scalars,
+                                 summary_every=self.summary_every, log_every=self.log_every)
+    signals = host.StopSignals()
+    with signals.catching():
+      return self._host_loop(num_steps, step, start_time, recorder, signals)
+
+  def _host_loop(self, num_steps, start_step, start_time, recorder, signals):
+    """The eager outer loop of `fit`: run a loop of steps, record, decide, act, checkpoint."""
+    step = start_step
     status, reason = 'completed', ''
     interrupted_by = stop_checkpoint = None
     last_loss = None
     last_checkpoint_step = step
-    timer = {'steps': 0, 'time': time.perf_counter()}
-    previous_handlers = self._install_signal_handlers()
     try:
       while step < num_steps:
         n = min(self.steps_per_loop, num_steps - step)
@@ -633,9 +576,13 @@ class Trainer:
         applied_losses = reports.loss[reports.applied.astype(bool)]
         if applied_losses.size:
           last_loss = float(applied_losses[-1])
-        self._record(reports, timer)
+        faulty_steps = reports.step[~reports.applied.astype(bool)]
+        if faulty_steps.size:
+          self.last_fault_step.assign(int(faulty_steps[-1]))
+        recorder.record(reports, int(self.skipped_steps.numpy()))
         self.on_loop_end(reports)
-        decision = self._decide(reports)
+        decisions = [d for d in (p.decide(reports, self) for p in self.policies) if d is not None]
+        decision = host.resolve(decisions, self.policies, self)
         if decision.action == interfaces.ABORT:
           status, reason = 'aborted', decision.reason
           self.emit('abort', step, reason=reason, trigger=decision.trigger)
@@ -647,13 +594,13 @@ class Trainer:
           break
         step = int(self.global_step.numpy())
         last_checkpoint_step = min(last_checkpoint_step, step)  # A rollback moved the step back.
-        if self._stop_signal is not None:
-          saved = self.save_checkpoint(reason=f'signal {self._stop_signal}')
+        if signals.received is not None:
+          interrupted_by = signals.received
+          saved = self.save_checkpoint(reason=f'signal {interrupted_by}')
           stop_checkpoint = saved.path if saved else None
           last_checkpoint_step = step
-          status, reason = 'interrupted', f'stopped by signal {self._stop_signal}'
-          self.emit('interrupted', step, signal=self._stop_signal)
-          interrupted_by = self._stop_signal
+          status, reason = 'interrupted', f'stopped by signal {interrupted_by}'
+          self.emit('interrupted', step, signal=interrupted_by)
           break
         if step - last_checkpoint_step >= self.checkpoint_every:
           self.save_checkpoint()
@@ -667,10 +614,6 @@ class Trainer:
       self.emit('abort', int(self.global_step.numpy()), reason=reason, trigger='check_numerics')
       self._finish(status, reason, last_loss, start_step, start_time)
       raise
-    finally:
-      for sig, h in previous_handlers.items():
-        signal.signal(sig, h)
-      self._stop_signal = None
     step = int(self.global_step.numpy())
     if status == 'completed' and step != last_checkpoint_step:
       self.save_checkpoint(reason='end')
