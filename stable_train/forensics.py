@@ -254,6 +254,7 @@ class Forensics(interfaces.Policy):
     step = int(reports.step[i])
     applied = bool(stash.applied.numpy())
     record: Dict[str, Any] = {'fault': reports.fault(i), 'tensor': reports.offending_tensor(i)}
+    again = None
     if self.recheck:
       again = provenance.rerun(trainer, batch, jit_compile=trainer.jit_compile)
       verdict = 'deterministic' if not again.finite else 'transient'
@@ -263,7 +264,8 @@ class Forensics(interfaces.Policy):
       if applied:
         record['recheck_note'] = 'the faulty update was applied; the re-run saw the state after it'
     if self._deep_due():
-      report = self._deep_report(trainer, reports, i, batch, applied)
+      report = self._deep_report(trainer, reports, i, batch, applied,
+                                 None if trainer.jit_compile else again)
       if 'recheck' in record:
         report['recheck'] = record['recheck']
       record['dir'] = write_record(trainer, report, batch, stash.structure)
@@ -279,13 +281,14 @@ class Forensics(interfaces.Policy):
     trainer.emit('forensics', step, **record)
     return record
 
-  def _deep_report(self, trainer, reports, i, batch, applied) -> Dict[str, Any]:
+  def _deep_report(self, trainer, reports, i, batch, applied, again) -> Dict[str, Any]:
     observed = {
         'fault': reports.fault(i), 'offending_tensor': reports.offending_tensor(i),
         'loss': float(reports.loss[i]), 'loss_finite': bool(reports.loss_finite[i]),
         'outputs_finite': bool(reports.outputs_finite[i]), 'applied': applied,
         'grad_flags': [bool(f) for f in self._stash.grad_flags.numpy()]}
-    return build_report(trainer, batch, step=int(reports.step[i]), observed=observed)
+    return build_report(trainer, batch, step=int(reports.step[i]), observed=observed,
+                        again=again)
 
 
 def _num_classes(trainer) -> Optional[int]:
@@ -295,7 +298,8 @@ def _num_classes(trainer) -> Optional[int]:
   return None
 
 
-def build_report(trainer, batch, *, step: int, observed: Dict[str, Any]) -> Dict[str, Any]:
+def build_report(trainer, batch, *, step: int, observed: Dict[str, Any],
+                 again: Optional[provenance.Rerun] = None) -> Dict[str, Any]:
   """The deep provenance of one faulty step: variable level, op level (a re-run) and the batch.
 
   Args:
@@ -304,11 +308,13 @@ def build_report(trainer, batch, *, step: int, observed: Dict[str, Any]) -> Dict
     step: its global step.
     observed: what the step itself saw: 'fault', 'offending_tensor', 'loss', 'loss_finite',
       'outputs_finite', 'grad_flags' (per variable, layer order), 'applied'.
+    again: a non-XLA re-run of the step on this state and batch, if the caller has one already.
   """
   paths = [provenance.variable_path(v) for v in trainer.model.trainable_variables]
   features, labels = trainer.split_batch(batch)
   flat = [np.asarray(t) for t in interfaces.flatten_inputs(features, labels)]
-  again = provenance.rerun(trainer, batch)
+  if again is None:
+    again = provenance.rerun(trainer, batch)
   applied = observed['applied']
   grad_flags = observed['grad_flags']
   return {

@@ -123,7 +123,8 @@ def replay(forensics_dir: str, *, trainer=None, gin_files: Sequence[str] = (),
   features, labels = trainer.split_batch(batch)
   paths = [provenance.variable_path(v) for v in trainer.model.trainable_variables]
   observed = provenance.observed_from_rerun(again, paths, interfaces.input_paths(features, labels))
-  report = forensics.build_report(trainer, batch, step=recorded['step'], observed=observed)
+  report = forensics.build_report(trainer, batch, step=recorded['step'], observed=observed,
+                                  again=again)
   report.update(state='restored from the record', checkpoint=recorded.get('checkpoint'),
                 last_good_checkpoint=recorded.get('last_good_checkpoint'))
   rec_op, new_op = recorded.get('op_level') or {}, report['op_level']
