@@ -119,10 +119,7 @@ class SkipNonFinite(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    if isinstance(max_consecutive, bool) or not isinstance(max_consecutive, int) or max_consecutive < 0:
-      raise errors.ConfigError(
-          f'SkipNonFinite: max_consecutive={max_consecutive!r} must be a non-negative integer.')
-    self.max_consecutive = max_consecutive
+    self.max_consecutive = errors.check_int('SkipNonFinite', 'max_consecutive', max_consecutive)
     self.total_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name='total_skips')
     self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False,
                                          name='consecutive_skips')

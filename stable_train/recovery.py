@@ -42,11 +42,10 @@ class LossSpike(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    _check('LossSpike: window', window, lambda v: isinstance(v, int) and v >= 2, 'an integer >= 2')
+    window = errors.check_int('LossSpike', 'window', window, minimum=2)
     _check('LossSpike: num_stds', num_stds,
            lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v > 0, 'a positive number')
-    _check('LossSpike: warmup', warmup, lambda v: isinstance(v, int) and 2 <= v <= window,
-           f'an integer in [2, window={window}]')
+    warmup = errors.check_int('LossSpike', 'warmup', warmup, minimum=2, maximum=window)
     _check('LossSpike: min_ratio', min_ratio,
            lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, 'a number >= 1')
     self.min_ratio = float(min_ratio)
@@ -121,17 +120,14 @@ class Rollback(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    _check('Rollback: max_rollbacks', max_rollbacks, lambda v: isinstance(v, int) and v >= 0,
-           'a non-negative integer')
+    max_rollbacks = errors.check_int('Rollback', 'max_rollbacks', max_rollbacks)
     _check('Rollback: lr_backoff', lr_backoff,
            lambda v: isinstance(v, (int, float)) and 0 < v <= 1, 'a number in (0, 1]')
-    _check('Rollback: skip_batches', skip_batches, lambda v: isinstance(v, int) and v >= 0,
-           'a non-negative integer')
-    _check('Rollback: retry_window', retry_window, lambda v: isinstance(v, int) and v >= 0,
-           'a non-negative integer')
+    skip_batches = errors.check_int('Rollback', 'skip_batches', skip_batches)
+    retry_window = errors.check_int('Rollback', 'retry_window', retry_window)
     if restore_lr_after is not None:
-      _check('Rollback: restore_lr_after', restore_lr_after, lambda v: isinstance(v, int) and v > 0,
-             'a positive integer or None')
+      restore_lr_after = errors.check_int('Rollback', 'restore_lr_after', restore_lr_after,
+                                          minimum=1)
     self.max_rollbacks = max_rollbacks
     self.lr_backoff = float(lr_backoff)
     self.skip_batches = skip_batches

@@ -29,12 +29,6 @@ def default_policies() -> List[interfaces.Policy]:
           policies_lib.SkipNonFinite()]
 
 
-def _check_positive_int(name: str, value: Any) -> int:
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-    raise errors.ConfigError(f'Trainer: {name}={value!r} must be a positive integer.')
-  return int(value)
-
-
 class Trainer:
   """Trains a model with a traced GradientTape step guarded by policies; keeps going past NaN.
 
@@ -98,16 +92,14 @@ class Trainer:
       raise errors.ConfigError(f'Trainer: model_dir={model_dir!r} must be a directory path or None.')
     if not isinstance(jit_compile, bool):
       raise errors.ConfigError(f'Trainer: jit_compile={jit_compile!r} must be True or False.')
-    self.steps_per_loop = _check_positive_int('steps_per_loop', steps_per_loop)
-    self.checkpoint_every = _check_positive_int('checkpoint_every', checkpoint_every)
-    self.max_checkpoints = _check_positive_int('max_checkpoints', max_checkpoints)
-    self.keep_good_checkpoints = _check_positive_int('keep_good_checkpoints', keep_good_checkpoints)
-    self.log_every = _check_positive_int('log_every', log_every)
-    if isinstance(healthy_window, bool) or not isinstance(healthy_window, int) or healthy_window < 0:
-      raise errors.ConfigError(
-          f'Trainer: healthy_window={healthy_window!r} must be a non-negative integer.')
-    self.healthy_window = healthy_window
-    self.summary_every = _check_positive_int('summary_every', summary_every)
+    positive = lambda name, value: errors.check_int('Trainer', name, value, minimum=1)
+    self.steps_per_loop = positive('steps_per_loop', steps_per_loop)
+    self.checkpoint_every = positive('checkpoint_every', checkpoint_every)
+    self.max_checkpoints = positive('max_checkpoints', max_checkpoints)
+    self.keep_good_checkpoints = positive('keep_good_checkpoints', keep_good_checkpoints)
+    self.log_every = positive('log_every', log_every)
+    self.summary_every = positive('summary_every', summary_every)
+    self.healthy_window = errors.check_int('Trainer', 'healthy_window', healthy_window)
 
     self.model = model
     self.optimizer = optimizer
@@ -541,7 +533,7 @@ class Trainer:
     """
     if not isinstance(dataset, tf.data.Dataset):
       raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
-    num_steps = _check_positive_int('num_steps', num_steps)
+    num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
     start_time = time.perf_counter()
     restored = self._setup(dataset)
     self._fitted = True
