@@ -115,9 +115,9 @@ class Policy(tf.Module):
 
   In-graph hooks (traced into the train step; use tensor ops, no Python `if` on tensors):
     `check_batch`, `sanitize_labels`, `transform_gradients`, `allow_update`, `update_state`; and
-    `end_step`, traced
-    into the loop around the step (never compiled with XLA).
-  Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`.
+    `end_step`, traced into the loop around the step (never compiled with XLA).
+  Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`,
+    `summary`.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
