@@ -143,8 +143,6 @@ class Trainer:
     self._input_paths: List[str] = []
     self._traced_output_flags: List[tf.Tensor] = []
     self._fitted = False
-    # Set by the loop when a policy's `end_step` ended it early (not a sign the data ran out).
-    self._loop_stopped = tf.Variable(False, trainable=False, name='loop_stopped')
     self.last_summary: Dict[str, Any] = {}
 
   # ------------------------------------------------------------------------------------------
@@ -298,10 +296,11 @@ class Trainer:
   def _loop(self, iterator, num_steps):
     """Runs up to `num_steps` steps in one graph (stops early when the data ends). Traced."""
     arrays = {k: tf.TensorArray(d, size=0, dynamic_size=True) for k, d in step_lib.REPORT_DTYPES.items()}
-    self._loop_stopped.assign(False)
+    data_ended = tf.constant(False)
     for i in tf.range(num_steps):
       optional = iterator.get_next_as_optional()
       if not optional.has_value():
+        data_ended = tf.constant(True)
         break
       batch = optional.get_value()
       report = self._step_fn(batch)
@@ -310,9 +309,9 @@ class Trainer:
       stop = self._end_step(batch, report)
       if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
         if stop:
-          self._loop_stopped.assign(True)
           break
     outputs = {k: a.stack() for k, a in arrays.items()}
+    outputs['data_ended'] = data_ended  # Not a policy's `end_step`: the data ran out.
     if self._loop_checks_variables:
       outputs['variables_finite'] = tf.reduce_all(numerics.finite_flags(self._all_variables()))
     return outputs
@@ -560,7 +559,9 @@ class Trainer:
     try:
       while step < num_steps:
         n = min(self.steps_per_loop, num_steps - step)
-        reports = self._read_reports(self._run_loop(n))
+        outputs = self._run_loop(n)
+        data_ended = bool(outputs.pop('data_ended').numpy())
+        reports = self._read_reports(outputs)
         if reports.num_steps == 0:
           reason = 'dataset exhausted'
           break
@@ -597,7 +598,7 @@ class Trainer:
         if step - last_checkpoint_step >= self.checkpoint_every:
           self.save_checkpoint()
           last_checkpoint_step = step
-        if reports.num_steps < n and not self._loop_stopped.numpy():
+        if data_ended:
           reason = 'dataset exhausted'
           break
     except errors.NumericsError as e:
