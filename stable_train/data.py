@@ -32,7 +32,8 @@ def _batched(features, labels, batch_size, repeat, poison_batches, poison_value)
     x, y = batch
 
     def poisoned():
-      return tf.tensor_scatter_nd_update(x, [[0, 0]], value[tf.newaxis])
+      corner = tf.zeros([1, len(x.shape)], tf.int32)  # The first element of the batch.
+      return tf.tensor_scatter_nd_update(x, corner, tf.cast(value, x.dtype)[tf.newaxis])
 
     x = tf.cond(tf.reduce_any(tf.equal(bad, index)), poisoned, lambda: x)
     return x, y
@@ -91,3 +92,55 @@ def synthetic_classification(*, num_examples: int = 1000, num_features: int = 64
   labels = rng.randint(0, num_classes, size=num_examples).astype(np.int32)
   x = (centers[labels] + rng.normal(size=(num_examples, num_features))) * scale
   return _batched(x.astype(np.float32), labels, batch_size, repeat, poison_batches, poison_value)
+
+
+def synthetic_images(*, num_examples: int = 512, image_shape: Sequence[int] = (16, 16, 3),
+                     num_classes: int = 10, batch_size: int = 32, seed: int = 0,
+                     repeat: bool = True, poison_batches: Sequence[int] = (),
+                     poison_value: float = float('nan')) -> tf.data.Dataset:
+  """Images of class-dependent patterns plus noise; int32 labels (for a convnet on logits).
+
+  Args:
+    num_examples: images generated.
+    image_shape: (height, width, channels).
+    num_classes: number of classes.
+    batch_size: images per batch.
+    seed: generator seed.
+    repeat: cycle forever.
+    poison_batches: batch indices whose first pixel becomes `poison_value`.
+    poison_value: the value injected (NaN by default).
+  """
+  _validate(num_examples, int(np.prod(image_shape)), batch_size)
+  rng = np.random.RandomState(seed)
+  patterns = rng.normal(size=(num_classes,) + tuple(image_shape)).astype(np.float32)
+  labels = rng.randint(0, num_classes, size=num_examples).astype(np.int32)
+  x = patterns[labels] + rng.normal(size=(num_examples,) + tuple(image_shape))
+  return _batched(x.astype(np.float32), labels, batch_size, repeat, poison_batches, poison_value)
+
+
+def synthetic_sequences(*, num_examples: int = 512, seq_len: int = 16, vocab_size: int = 64,
+                        num_classes: int = 10, batch_size: int = 32, seed: int = 0,
+                        repeat: bool = True) -> tf.data.Dataset:
+  """Token-id sequences whose class is the most frequent token bucket; int32 ids and labels.
+
+  Args:
+    num_examples: sequences generated.
+    seq_len: tokens per sequence.
+    vocab_size: number of token ids (at least `num_classes`).
+    num_classes: number of classes.
+    batch_size: sequences per batch.
+    seed: generator seed.
+    repeat: cycle forever.
+  """
+  _validate(num_examples, seq_len, batch_size)
+  rng = np.random.RandomState(seed)
+  labels = rng.randint(0, num_classes, size=num_examples).astype(np.int32)
+  tokens = rng.randint(0, vocab_size, size=(num_examples, seq_len))
+  # Half the tokens come from the label's bucket, so the class is learnable.
+  bucket = vocab_size // num_classes
+  marked = rng.rand(num_examples, seq_len) < 0.5
+  tokens = np.where(marked, labels[:, None] * bucket + rng.randint(0, bucket, tokens.shape), tokens)
+  ds = tf.data.Dataset.from_tensor_slices((tokens.astype(np.int32), labels))
+  if repeat:
+    ds = ds.repeat()
+  return ds.batch(batch_size, drop_remainder=True).prefetch(2)
