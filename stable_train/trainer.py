@@ -516,8 +516,12 @@ class Trainer:
     or None to go on."""
     if decision.action == interfaces.CONTINUE:
       return None
-    self.last_fault_step.assign(max(decision.step, int(self.global_step.numpy())))
-    return self._policy_state.by_name[decision.policy].execute(decision, self)
+    mark = max(decision.step, int(self.global_step.numpy()))
+    stop = self._policy_state.by_name[decision.policy].execute(decision, self)
+    # Marked after executing: a rollback restores last_fault_step with the checkpoint (from
+    # before the fault), which would otherwise let the next checkpoints be marked good.
+    self.last_fault_step.assign(max(mark, int(self.last_fault_step.numpy())))
+    return stop
 
   def fit(self, dataset: tf.data.Dataset, *, num_steps: int) -> Dict[str, Any]:
     """Trains until the global step reaches `num_steps` (a total, so a resumed run stops at the same

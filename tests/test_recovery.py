@@ -107,6 +107,22 @@ class RollbackTest(tf.test.TestCase):
     self.assertAllClose(t.lr_control.current(), 0.005)
     self.assertEqual(read(model_dir, 'abort'), [])
 
+  def test_checkpoints_soon_after_a_rollback_are_not_good(self):
+    # The restore brings back last_fault_step from the checkpoint (where it predates the fault):
+    # the fault mark must survive it, or the next checkpoint is a "good" rollback target.
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir, [policies.SkipNonFinite(max_consecutive=0), recovery.Rollback()],
+                     healthy_window=50, max_checkpoints=30)
+    summary = t.fit(make_data(num_batches=90, poison=[12]), num_steps=70)
+    self.assertEqual(summary['rollbacks'], 1)
+    [event] = read(model_dir, 'rollback')
+    self.assertEqual((event['step'], event['to_step']), (13, 10))
+    after = {e['step']: e['good'] for e in read(model_dir, 'checkpoint')
+             if e['step'] > event['to_step']}
+    self.assertEqual(sorted(after), list(range(15, 71, 5)))
+    # Within healthy_window steps of the fault at step 13: not good; past it: good again.
+    self.assertEqual({s for s, good in after.items() if good}, {65, 70})
+
   def test_non_finite_variable_triggers_a_rollback(self):
     model_dir = self.get_temp_dir()
     # No skip policy: the NaN update is applied and poisons the weights.
