@@ -17,6 +17,10 @@ ESCALATE = 'escalate'  # "something is wrong that this policy cannot fix": a rec
 ROLLBACK = 'rollback'
 ABORT = 'abort'
 
+# The gradient statistics in the `stats` of `Policy.transform_gradients` / `allow_update`; they
+# always describe the gradients currently being passed (see `Policy.transform_gradients`).
+MEASURED_STATS = ('grad_norm', 'grads_finite', 'grad_finite_flags')
+
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
@@ -138,18 +142,32 @@ class Policy(tf.Module):
     return labels
 
   def transform_gradients(self, grads, stats):
-    """Returns transformed gradients.
+    """Returns transformed gradients (`grads` itself, or a new list).
+
+    The stats contract: `stats['grad_norm']`, `stats['grads_finite']` and
+    `stats['grad_finite_flags']` (`MEASURED_STATS`) always describe the gradients currently being
+    passed, i.e. `grads` here, the final gradients in `allow_update`. A transform that returns a
+    new list may set any of those keys itself to exact values for its output (ClipByGlobalNorm
+    sets all three); keys it does not set are measured again by the guard, lazily, when a later
+    policy or the report reads them. Returning `grads` itself keeps the stats as they are. The
+    report's 'grad_norm' stays the norm before any transform; its 'clipped_grad_norm' is the
+    final `stats['grad_norm']`.
 
     Args:
       grads: list of aggregated gradients (one per trainable variable, in layer order).
-      stats: dict of the step's tensors: 'loss', 'grad_norm', 'loss_finite', 'grads_finite',
-        'grad_finite_flags', plus the Python values 'variable_paths' and 'xla' (compiled with XLA).
+      stats: dict of the step's tensors: 'loss', 'loss_finite', 'inputs_finite',
+        'outputs_finite', the `MEASURED_STATS` ('grad_norm': global norm, 'grads_finite': scalar
+        bool, 'grad_finite_flags': one bool per gradient), plus the Python values
+        'variable_paths' and 'xla' (compiled with XLA).
     """
     del stats
     return grads
 
   def allow_update(self, stats) -> Optional[tf.Tensor]:
-    """Returns a scalar bool: may this step's update be applied? None means no opinion."""
+    """Returns a scalar bool: may this step's update be applied? None means no opinion.
+
+    `stats` is the dict of `transform_gradients`, describing the final (transformed) gradients.
+    """
     del stats
     return None
 

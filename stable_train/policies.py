@@ -56,10 +56,13 @@ class CheckNumerics(interfaces.Policy):
       return grads
     # check_numerics aborts the whole tf.function call, so the update is never applied.
     tf.debugging.check_numerics(stats['loss'], 'non-finite loss')
-    return [
+    checked = [
         tf.debugging.check_numerics(g, f'non-finite gradient of {path}')
         for g, path in zip(grads, stats['variable_paths'])
     ]
+    for key in interfaces.MEASURED_STATS:  # An identity on values: the stats still hold.
+      stats[key] = stats[key]
+    return checked
 
   def decide(self, reports, context):
     for i in range(reports.num_steps):
@@ -98,9 +101,15 @@ class ClipByGlobalNorm(interfaces.Policy):
     self.max_norm = value
 
   def transform_gradients(self, grads, stats):
-    clipped, _, after = numerics.clip_by_global_norm(
-        grads, self.max_norm, norm=stats['grad_norm'], all_finite=stats['grads_finite'])
-    stats['clipped_grad_norm'] = after
+    norm, finite = stats['grad_norm'], stats['grads_finite']
+    clipped, _, after = numerics.clip_by_global_norm(grads, self.max_norm, norm=norm,
+                                                     all_finite=finite)
+    # Exact stats of the output, so the guard measures nothing again: the norm is clipped; a NaN
+    # norm (some gradient is NaN) makes every gradient NaN, otherwise finiteness is unchanged.
+    stats['grad_norm'] = after
+    stats['grads_finite'] = finite
+    stats['grad_finite_flags'] = tf.logical_and(stats['grad_finite_flags'],
+                                                tf.logical_not(tf.math.is_nan(norm)))
     return clipped
 
 
