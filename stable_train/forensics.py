@@ -217,9 +217,7 @@ class Forensics(interfaces.Policy):
     if self._stash is None:
       self._holder.stash = _Stash(batch)
     stash = self._stash
-    healthy = tf.logical_and(report['inputs_finite'],
-                             tf.logical_and(report['loss_finite'], report['grads_finite']))
-    capture = tf.logical_and(tf.logical_not(healthy), stash.armed)
+    capture = tf.logical_and(interfaces.step_faulty(report), stash.armed)
 
     def save():
       for v, t in zip(stash.inputs, tf.nest.flatten(batch)):

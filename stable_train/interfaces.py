@@ -74,26 +74,70 @@ class StepReports:
     return int(self.step.shape[0])
 
   def fault(self, i: int) -> Optional[str]:
-    """The kind of fault of step `i` ('input', 'loss', 'gradient') or None when it was finite."""
-    if not self.inputs_finite[i]:
-      return 'input'
-    if not self.loss_finite[i]:
-      return 'loss'
-    if not self.grads_finite[i]:
-      return 'gradient'
-    return None
+    """The kind of fault of step `i` ('input', 'loss', 'gradient') or None (see `fault_kind`)."""
+    return fault_kind(inputs_finite=self.inputs_finite[i], loss_finite=self.loss_finite[i],
+                      grads_finite=self.grads_finite[i])
 
   def offending_tensor(self, i: int) -> str:
-    """Names the first offending tensor of step `i`, e.g. 'gradient of sequential/dense_1/kernel'."""
-    if not self.inputs_finite[i]:
-      j = int(self.first_bad_input[i])
-      return 'input ' + (self.input_paths[j] if 0 <= j < len(self.input_paths) else '?')
-    j = int(self.first_bad_grad[i])
-    gradient = ('gradient of ' + self.variable_paths[j]) if 0 <= j < len(self.variable_paths) else ''
-    if not self.loss_finite[i]:
-      name = 'loss (model outputs already non-finite)' if not self.outputs_finite[i] else 'loss'
-      return f'{name}; first non-finite {gradient}' if gradient else name
-    return gradient or 'none'
+    """Names the first offending tensor of step `i` (see `offending_tensor`)."""
+    return offending_tensor(
+        inputs_finite=self.inputs_finite[i], loss_finite=self.loss_finite[i],
+        outputs_finite=self.outputs_finite[i], first_bad_input=int(self.first_bad_input[i]),
+        first_bad_grad=int(self.first_bad_grad[i]), input_paths=self.input_paths,
+        variable_paths=self.variable_paths)
+
+
+# The one description of a faulty step, used by every consumer (CheckNumerics, SkipNonFinite,
+# Forensics, the loop recorder, provenance and replay): a step is faulty when its inputs, its
+# loss or its gradients are non-finite, and the fault kind is the first of those that failed.
+def fault_kind(*, inputs_finite, loss_finite, grads_finite) -> Optional[str]:
+  """'input', 'loss' or 'gradient': the first check a step failed, or None when it was finite."""
+  if not inputs_finite:
+    return 'input'
+  if not loss_finite:
+    return 'loss'
+  if not grads_finite:
+    return 'gradient'
+  return None
+
+
+def step_faulty(report) -> tf.Tensor:
+  """In-graph form of `fault_kind(...) is not None`, from a step's report tensors."""
+  return tf.logical_not(tf.reduce_all(tf.stack(
+      [report['inputs_finite'], report['loss_finite'], report['grads_finite']])))
+
+
+def offending_tensor(*, inputs_finite, loss_finite, outputs_finite, first_bad_input: int,
+                     first_bad_grad: int, input_paths: Sequence[str],
+                     variable_paths: Sequence[str]) -> str:
+  """Names a faulty step's first offending tensor.
+
+  E.g. 'input features/image', 'loss; first non-finite gradient of net/dense_0/kernel',
+  'gradient of net/dense_1/kernel', or 'none' for a finite step.
+
+  Args:
+    inputs_finite, loss_finite, outputs_finite: the step's flags.
+    first_bad_input: index into `input_paths` of the first bad input tensor, or -1.
+    first_bad_grad: index into `variable_paths` of the first non-finite gradient, or -1.
+    input_paths, variable_paths: names of the flattened inputs and of the trainable variables.
+  """
+  if not inputs_finite:
+    j = first_bad_input
+    return 'input ' + (input_paths[j] if 0 <= j < len(input_paths) else '?')
+  j = first_bad_grad
+  gradient = ('gradient of ' + variable_paths[j]) if 0 <= j < len(variable_paths) else ''
+  if not loss_finite:
+    name = 'loss (model outputs already non-finite)' if not outputs_finite else 'loss'
+    return f'{name}; first non-finite {gradient}' if gradient else name
+  return gradient or 'none'
+
+
+def first_false(flags: Sequence[bool]) -> int:
+  """Host-side twin of `numerics.first_false`: index of the first False, or -1."""
+  for i, flag in enumerate(flags):
+    if not flag:
+      return i
+  return -1
 
 
 def flatten_inputs(features, labels):

@@ -42,8 +42,7 @@ class CheckNumerics(interfaces.Policy):
     # End the loop at the faulty step, so the host raises before any later step runs (under XLA
     # the in-graph check cannot raise).
     del batch
-    return tf.logical_not(tf.logical_and(
-        tf.logical_and(report['loss_finite'], report['grads_finite']), report['inputs_finite']))
+    return interfaces.step_faulty(report)
 
   def allow_update(self, stats):
     if self.mode != 'raise':
