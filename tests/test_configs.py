@@ -6,9 +6,8 @@ import os
 import gin
 import tensorflow as tf
 
-from stable_train import cli  # pylint: disable=unused-import  (registers `train`)
+from stable_train import cli
 from stable_train import configurables  # pylint: disable=unused-import
-from stable_train import trainer as trainer_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(REPO, 'configs', '*.gin')))
@@ -20,22 +19,27 @@ class ConfigsTest(tf.test.TestCase):
     names = {os.path.basename(c) for c in CONFIGS}
     self.assertTrue({'quickstart.gin', 'unstable_lr.gin', 'classification.gin'} <= names, names)
 
-  def test_every_config_parses_and_builds(self):
+  def test_every_config_parses_builds_and_trains_two_steps(self):
+    self.assertIn('distributed_mirrored.gin', {os.path.basename(c) for c in CONFIGS})
     cwd = os.getcwd()
     os.chdir(self.get_temp_dir())  # Includes must resolve from anywhere, as in the CLI.
     gin.add_config_file_search_path(REPO)
     try:
       for path in CONFIGS:
-        with self.subTest(config=os.path.basename(path)):
+        name = os.path.basename(path)
+        with self.subTest(config=name):
           gin.clear_config()
-          gin.parse_config_files_and_bindings([path], [], skip_unknown=False)
-          self.assertGreater(gin.query_parameter('train.num_steps'), 0)
-          dataset = gin.query_parameter('train.dataset_fn').scoped_configurable_fn()
-          self.assertIsInstance(dataset, tf.data.Dataset)
-          if 'distributed' in path:
-            continue  # Its strategy splits the CPU; building it is its own test's job.
-          trainer = trainer_lib.Trainer(model_dir=None)
-          self.assertTrue(trainer.policies)
+          gin.parse_config_files_and_bindings([path], ['train.num_steps = 2'],
+                                              skip_unknown=False)
+          model_dir = os.path.join(self.get_temp_dir(), name)
+          summary = cli.train(model_dir=model_dir)  # Strategy, Trainer and dataset, built.
+          self.assertEqual(summary['global_step'], 2)
+          self.assertEqual(summary['status'], 'completed')
+          self.assertTrue(os.path.isfile(os.path.join(model_dir, 'operative_config.gin')))
+          self.assertTrue(os.path.isfile(os.path.join(model_dir, 'checkpoints', 'manifest.json')))
+          strategy = gin.query_parameter('train.strategy_fn') if 'distributed' in name else None
+          if strategy is not None:  # The distributed config really ran on two replicas.
+            self.assertEqual(strategy.scoped_configurable_fn().num_replicas_in_sync, 2)
     finally:
       os.chdir(cwd)
       gin.clear_config()
