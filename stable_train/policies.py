@@ -1,8 +1,13 @@
-"""The core policies: CheckNumerics, ClipByGlobalNorm and SkipNonFinite."""
+"""The core policies: CheckNumerics, ClipByGlobalNorm, SkipNonFinite and ValidateInputs.
+
+Every policy class is registered with gin where it is defined (`@gin.register`): a new policy is
+one class in one file plus its gin line.
+"""
 
 import logging
-from typing import Optional
+from typing import Optional, Tuple
 
+import gin
 import tensorflow as tf
 
 from stable_train import errors
@@ -12,6 +17,7 @@ from stable_train import numerics
 log = logging.getLogger('stable_train')
 
 
+@gin.register(module='stable_train')
 class CheckNumerics(interfaces.Policy):
   """Checks the loss and every gradient each step and names the first offending tensor.
 
@@ -78,6 +84,7 @@ class CheckNumerics(interfaces.Policy):
     return None
 
 
+@gin.register(module='stable_train')
 class ClipByGlobalNorm(interfaces.Policy):
   """Clips the aggregated gradients by their global norm (overflow-safe for huge finite values)."""
 
@@ -112,6 +119,7 @@ class ClipByGlobalNorm(interfaces.Policy):
     return clipped
 
 
+@gin.register(module='stable_train')
 class SkipNonFinite(interfaces.Policy):
   """Skips the update when the loss or any gradient is non-finite; escalates after too many in a row.
 
@@ -159,3 +167,74 @@ class SkipNonFinite(interfaces.Policy):
 
   def is_healthy(self) -> bool:
     return int(self.consecutive_skips.numpy()) == 0
+
+
+@gin.register(module='stable_train')
+class ValidateInputs(interfaces.Policy):
+  """Checks every batch's features and labels inside the step, before the update.
+
+  A batch that fails is not applied and counts as an *input* fault (`Trainer.input_faults`, events
+  with fault='input'), distinct from loss and gradient faults. Checks: floating tensors are finite;
+  optionally, floating features lie within `value_range`, and labels are class indices in
+  `[0, num_classes)` (sparse cross-entropy gives NaN on CPU for an out-of-range label).
+  """
+
+  def __init__(self, *, num_classes: Optional[int] = None,
+               value_range: Optional[Tuple[float, float]] = None, name: str = 'validate_inputs'):
+    """Initialises the policy.
+
+    Args:
+      num_classes: if set, every label must lie in [0, num_classes) (for sparse labels).
+      value_range: if set, (low, high): every floating feature must lie in [low, high].
+      name: policy name.
+    """
+    super().__init__(name=name)
+    if num_classes is not None:
+      num_classes = errors.check_int('ValidateInputs', 'num_classes', num_classes, minimum=1)
+    if value_range is not None:
+      try:
+        low, high = (float(v) for v in value_range)
+      except (TypeError, ValueError):
+        low = high = float('nan')
+      if not low < high:  # False for NaN too.
+        raise errors.ConfigError(
+            f'ValidateInputs: value_range={value_range!r} must be a pair (low, high) with '
+            'low < high, e.g. (-10.0, 10.0).')
+      value_range = (low, high)
+    self.num_classes = None if num_classes is None else int(num_classes)
+    self.value_range = value_range
+
+  def _tensor_ok(self, t, is_label: bool) -> tf.Tensor:
+    if isinstance(t, tf.SparseTensor):
+      t = t.values
+    elif isinstance(t, tf.RaggedTensor):
+      t = t.flat_values
+    ok = tf.constant(True)
+    if t.dtype.is_floating:
+      ok = tf.reduce_all(tf.math.is_finite(t))
+      if self.value_range is not None and not is_label:
+        low, high = (tf.cast(v, t.dtype) for v in self.value_range)
+        ok = tf.logical_and(ok, tf.reduce_all(tf.logical_and(t >= low, t <= high)))
+    if is_label and self.num_classes is not None and (t.dtype.is_floating or t.dtype.is_integer):
+      in_range = tf.logical_and(t >= tf.cast(0, t.dtype), t < tf.cast(self.num_classes, t.dtype))
+      ok = tf.logical_and(ok, tf.reduce_all(in_range))
+    return ok
+
+  def sanitize_labels(self, labels):
+    if self.num_classes is None:
+      return labels
+
+    def clip(t):
+      # Identity on valid labels; an out-of-range one (its batch is skipped) must not crash the
+      # loss: TF 2.21's CPU sparse cross-entropy kernel raises on it instead of returning NaN.
+      if isinstance(t, tf.Tensor) and (t.dtype.is_integer or t.dtype.is_floating):
+        return tf.clip_by_value(t, tf.cast(0, t.dtype), tf.cast(self.num_classes - 1, t.dtype))
+      return t
+
+    return tf.nest.map_structure(clip, labels)
+
+  def check_batch(self, features, labels):
+    # Same order as interfaces.flatten_inputs: features first ('features' < 'labels'), then labels.
+    flags = [self._tensor_ok(t, False) for t in tf.nest.flatten(features)]
+    flags += [self._tensor_ok(t, True) for t in tf.nest.flatten(labels)]
+    return tf.stack(flags)

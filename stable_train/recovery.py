@@ -3,6 +3,7 @@
 import logging
 from typing import Optional
 
+import gin
 import numpy as np
 import tensorflow as tf
 
@@ -17,6 +18,7 @@ def _check(name, value, ok, what):
     raise errors.ConfigError(f'{name}={value!r} must be {what}.')
 
 
+@gin.register(module='stable_train')
 class LossSpike(interfaces.Policy):
   """Flags a loss or grad-norm spike: a value more than `num_stds` standard deviations above the
   mean of a rolling window of recent healthy values.
@@ -113,6 +115,7 @@ class LossSpike(interfaces.Policy):
     return decision
 
 
+@gin.register(module='stable_train')
 class Rollback(interfaces.Policy):
   """Restores the newest known-good checkpoint when a run diverges, backs off the learning rate
   and skips the data that led there; gives up after `max_rollbacks`.
