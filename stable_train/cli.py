@@ -48,8 +48,7 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
     raise errors.ConfigError(
         'train.num_steps is not set; add `train.num_steps = 1000` to a gin file or '
         "--gin_param='train.num_steps=1000'.")
-  if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
-    raise errors.ConfigError(f'train.num_steps={num_steps!r} must be a positive integer.')
+  num_steps = errors.check_int('train', 'num_steps', num_steps, minimum=1)
   if dataset_fn is None:
     raise errors.ConfigError(
         'train.dataset_fn is not set; bind it, e.g. `train.dataset_fn = @synthetic_regression`.')
