@@ -9,6 +9,7 @@ A forensics record is a folder `<model_dir>/forensics/step_<N>/`, written atomic
   report.json      everything below, machine-readable; report.txt the same for people
 """
 
+import collections
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from stable_train import errors
 from stable_train import events as events_lib
 from stable_train import interfaces
 from stable_train import provenance
+from stable_train import step as step_lib
 
 log = logging.getLogger('stable_train')
 
@@ -108,10 +110,15 @@ class ValidateInputs(interfaces.Policy):
 
 
 def _encode_structure(value) -> Any:
-  """A JSON description of a nest structure (dicts, lists, tuples; anything else is a leaf)."""
+  """A JSON description of a nest structure (dicts, lists, tuples, namedtuples; anything else
+  is a leaf)."""
   if isinstance(value, dict):
     return {'dict': {str(k): _encode_structure(value[k]) for k in sorted(value)}}
-  if isinstance(value, (list, tuple)) and not hasattr(value, '_fields'):
+  if isinstance(value, tuple) and hasattr(value, '_fields'):
+    return {'namedtuple': type(value).__name__,
+            'fields': {f: _encode_structure(getattr(value, f)) for f in value._fields},
+            'order': list(value._fields)}
+  if isinstance(value, (list, tuple)):
     return {type(value).__name__: [_encode_structure(v) for v in value]}
   return None
 
@@ -122,6 +129,9 @@ def _decode_structure(spec) -> Any:
     return 0
   if 'dict' in spec:
     return {k: _decode_structure(v) for k, v in spec['dict'].items()}
+  if 'namedtuple' in spec:  # Rebuilt as a namedtuple of the same name and fields.
+    cls = collections.namedtuple(spec['namedtuple'], spec['order'])
+    return cls(*[_decode_structure(spec['fields'][f]) for f in spec['order']])
   if 'list' in spec:
     return [_decode_structure(v) for v in spec['list']]
   return tuple(_decode_structure(v) for v in spec['tuple'])
@@ -217,9 +227,7 @@ class Forensics(interfaces.Policy):
     if self._stash is None:
       self._holder.stash = _Stash(batch)
     stash = self._stash
-    healthy = tf.logical_and(report['inputs_finite'],
-                             tf.logical_and(report['loss_finite'], report['grads_finite']))
-    capture = tf.logical_and(tf.logical_not(healthy), stash.armed)
+    capture = tf.logical_and(step_lib.is_fault(report), stash.armed)
 
     def save():
       for v, t in zip(stash.inputs, tf.nest.flatten(batch)):

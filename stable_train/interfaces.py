@@ -45,6 +45,8 @@ class StepReports:
     first_bad_grad: index (into `variable_paths`) of the first non-finite gradient, or -1.
     first_bad_input: index (into `input_paths`) of the first bad input tensor, or -1.
     applied: whether the update was applied.
+    overflow: whether the step was skipped as an fp16 loss-scale overflow (not a fault).
+    loss_scale: the dynamic loss scale the step used (1.0 without loss scaling).
     learning_rate: learning rate used for the step.
     variable_paths: names of the trainable variables, in layer order.
     input_paths: names of the input tensors, in the order of the batch's flattened structure.
@@ -64,13 +66,25 @@ class StepReports:
   variable_paths: Sequence[str] = ()
   input_paths: Sequence[str] = ()
   variables_finite: Optional[bool] = None  # After the loop; computed if a policy reads it.
+  overflow: Optional[np.ndarray] = None  # None: no loss scaling (all False).
+  loss_scale: Optional[np.ndarray] = None  # None: no loss scaling (all 1.0).
+
+  def __post_init__(self):
+    n = self.step.shape[0]
+    if self.overflow is None:
+      object.__setattr__(self, 'overflow', np.zeros([n], bool))
+    if self.loss_scale is None:
+      object.__setattr__(self, 'loss_scale', np.ones([n], np.float32))
 
   @property
   def num_steps(self) -> int:
     return int(self.step.shape[0])
 
   def fault(self, i: int) -> Optional[str]:
-    """The kind of fault of step `i` ('input', 'loss', 'gradient') or None when it was finite."""
+    """The kind of fault of step `i` ('input', 'loss', 'gradient'), 'overflow' for an fp16
+    loss-scale overflow (skipped, but not a fault of the run), or None when it was finite."""
+    if self.overflow[i]:
+      return 'overflow'
     if not self.inputs_finite[i]:
       return 'input'
     if not self.loss_finite[i]:
@@ -103,6 +117,8 @@ def input_paths(features, labels):
     # Same order as tf.nest.flatten: dict keys sorted, sequences in order.
     if isinstance(value, dict):
       return [p for k in sorted(value) for p in walk(f'{prefix}/{k}', value[k])]
+    if isinstance(value, tuple) and hasattr(value, '_fields'):  # namedtuple: by field name.
+      return [p for k in value._fields for p in walk(f'{prefix}/{k}', getattr(value, k))]
     if isinstance(value, (list, tuple)):
       return [p for i, v in enumerate(value) for p in walk(f'{prefix}/{i}', v)]
     return [prefix]

@@ -6,12 +6,13 @@ import tensorflow as tf
 
 from stable_train import numerics
 
-# Report fields the loop stores per step, with their dtypes (see interfaces.StepReports).
+# Report fields the loop stores per step, with their dtypes (see interfaces.StepReports); `None`
+# stands for the run's report float type (`report_dtypes`).
 REPORT_DTYPES = {
     'step': tf.int64,
-    'loss': tf.float32,
-    'grad_norm': tf.float32,
-    'clipped_grad_norm': tf.float32,
+    'loss': None,
+    'grad_norm': None,
+    'clipped_grad_norm': None,
     'loss_finite': tf.bool,
     'grads_finite': tf.bool,
     'inputs_finite': tf.bool,
@@ -19,8 +20,26 @@ REPORT_DTYPES = {
     'first_bad_grad': tf.int32,
     'first_bad_input': tf.int32,
     'applied': tf.bool,
+    'overflow': tf.bool,
+    'loss_scale': tf.float32,
     'learning_rate': tf.float32,
 }
+
+
+def report_dtypes(float_dtype: tf.DType = tf.float32) -> Dict[str, tf.DType]:
+  """`REPORT_DTYPES` with the loss and norms in `float_dtype` (float64 for a float64 model, so a
+  loss beyond float32's range is reported as the finite value it is)."""
+  return {k: float_dtype if d is None else d for k, d in REPORT_DTYPES.items()}
+
+
+def is_fault(report) -> tf.Tensor:
+  """Traced: whether a step's report shows a fault (a bad input, a non-finite loss or gradient).
+
+  An fp16 overflow under dynamic loss scaling is not a fault: it is the loss scale's business.
+  """
+  healthy = tf.logical_and(report['inputs_finite'],
+                           tf.logical_and(report['loss_finite'], report['grads_finite']))
+  return tf.logical_and(tf.logical_not(healthy), tf.logical_not(report['overflow']))
 
 
 def aggregate(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
@@ -38,14 +57,15 @@ def aggregate(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
     return grads, loss, inputs_bad, outputs_bad
   ctx = tf.distribute.get_replica_context()
   grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [g / num_replicas for g in grads])
+  counts = tf.cast(tf.concat([[outputs_bad], inputs_bad], axis=0), loss.dtype)
   packed = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                          tf.concat([[loss / num_replicas, outputs_bad], inputs_bad], axis=0))
-  return grads, packed[0], packed[2:], packed[1]
+                          tf.concat([[loss / num_replicas], counts], axis=0))
+  return grads, packed[0], tf.cast(packed[2:], tf.float32), tf.cast(packed[1], tf.float32)
 
 
 def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
           outputs_bad: tf.Tensor, policies: Sequence, variable_paths: Sequence[str],
-          xla: bool) -> Tuple[List[tf.Tensor], Dict[str, tf.Tensor]]:
+          xla: bool, loss_scaled: bool = False) -> Tuple[List[tf.Tensor], Dict[str, tf.Tensor]]:
   """Checks aggregated gradients, lets the policies transform them and decide whether to apply.
 
   Args:
@@ -56,6 +76,8 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
     policies: the Trainer's policies (their in-graph hooks are called).
     variable_paths: names of the trainable variables.
     xla: whether the step is compiled with XLA.
+    loss_scaled: whether the gradients come from a dynamically scaled loss (non-finite gradients
+      may then be an fp16 overflow rather than a fault).
 
   Returns:
     (transformed gradients, report) where report has the `REPORT_DTYPES` fields the step knows
@@ -73,6 +95,7 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
       'grad_norm': numerics.global_norm(grads),
       'variable_paths': variable_paths,
       'xla': xla,
+      'loss_scaled': loss_scaled,
   }
   stats['clipped_grad_norm'] = stats['grad_norm']
   for p in policies:
