@@ -10,6 +10,7 @@ from stable_train import forensics
 from stable_train import losses
 from stable_train import models
 from stable_train import policies
+from stable_train import precision
 from stable_train import recovery
 from stable_train import trainer
 
@@ -38,9 +39,11 @@ def register() -> None:
   gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
   for cls in (policies.CheckNumerics, policies.ClipByGlobalNorm, policies.SkipNonFinite,
               recovery.LossSpike, recovery.Rollback, forensics.ValidateInputs,
-              forensics.Forensics):
+              forensics.Forensics, precision.DynamicLossScale):
     gin.register(cls, module='stable_train')
-  for fn in (data.synthetic_regression, data.synthetic_classification, models.mlp,
+  for fn in (data.synthetic_regression, data.synthetic_classification, data.synthetic_images,
+             data.synthetic_sequences, models.convnet_bn, models.transformer, models.lstm,
+             models.mlp,
              losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy,
              trainer.default_policies):
     gin.register(fn, module='stable_train')

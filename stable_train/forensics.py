@@ -374,8 +374,7 @@ def write_record(trainer, report: Dict[str, Any], batch, structure) -> Optional[
   try:
     flat = [np.asarray(t) for t in tf.nest.flatten(batch)]
     np.savez(os.path.join(tmp, BATCH_FILE), **{f'input_{j}': a for j, a in enumerate(flat)})
-    tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer).write(
-        os.path.join(tmp, CHECKPOINT_PREFIX))
+    trainer.model_checkpoint().write(os.path.join(tmp, CHECKPOINT_PREFIX))
     keeper = trainer.checkpoints
     good = keeper.last_good() if keeper is not None else None
     report = dict(report, batch_file=BATCH_FILE, batch_structure=structure,

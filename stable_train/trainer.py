@@ -495,6 +495,13 @@ class Trainer:
                 + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else '')
                 + '; the newest checkpoint on disk is from before it'))
 
+  def model_checkpoint(self) -> tf.train.Checkpoint:
+    """The model and optimizer state alone (forensics records, replay, inference): the model, the
+    optimizer and the model's forward state, which includes the seed-generator states that a
+    Keras model's own checkpoint leaves out."""
+    return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                               model_state=list(self.forward_state()))
+
   def _checkpoint_objects(self) -> Dict[str, Any]:
     return dict(model=self.model, optimizer=self.optimizer, global_step=self.global_step,
                 applied_steps=self.applied_steps, skipped_steps=self.skipped_steps,
