@@ -138,8 +138,8 @@ class SkipNonFinite(interfaces.Policy):
 
   def update_state(self, report, applied):
     # An fp16 overflow skip is the loss scale's (DynamicLossScale): it counts towards no limit.
-    skipped = tf.cast(tf.logical_and(tf.logical_not(applied), tf.logical_not(report['overflow'])),
-                      tf.int64)
+    overflow = report.get('overflow', tf.constant(False))
+    skipped = tf.cast(tf.logical_and(tf.logical_not(applied), tf.logical_not(overflow)), tf.int64)
     self.total_skips.assign_add(skipped)
     self.consecutive_skips.assign((self.consecutive_skips + skipped) * skipped)
     self.peak_consecutive.assign(tf.maximum(self.peak_consecutive, self.consecutive_skips))

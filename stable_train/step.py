@@ -65,7 +65,7 @@ def aggregate(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
 
 def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
           outputs_bad: tf.Tensor, policies: Sequence, variable_paths: Sequence[str],
-          xla: bool, loss_scaled: bool = False) -> Tuple[List[tf.Tensor], Dict[str, tf.Tensor]]:
+          xla: bool, loss_scale=None) -> Tuple[List[tf.Tensor], Dict[str, tf.Tensor]]:
   """Checks aggregated gradients, lets the policies transform them and decide whether to apply.
 
   Args:
@@ -76,8 +76,8 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
     policies: the Trainer's policies (their in-graph hooks are called).
     variable_paths: names of the trainable variables.
     xla: whether the step is compiled with XLA.
-    loss_scaled: whether the gradients come from a dynamically scaled loss (non-finite gradients
-      may then be an fp16 overflow rather than a fault).
+    loss_scale: the run's `precision.DynamicLossScale`, or None: with it, non-finite gradients
+      of a finite loss may be an fp16 overflow rather than a fault.
 
   Returns:
     (transformed gradients, report) where report has the `REPORT_DTYPES` fields the step knows
@@ -95,7 +95,7 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
       'grad_norm': numerics.global_norm(grads),
       'variable_paths': variable_paths,
       'xla': xla,
-      'loss_scaled': loss_scaled,
+      'loss_scaled': loss_scale is not None,
   }
   stats['clipped_grad_norm'] = stats['grad_norm']
   for p in policies:
@@ -114,4 +114,9 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
                                   'grad_finite_flags')}
   report.update(first_bad_grad=numerics.first_false(grad_flags),
                 first_bad_input=numerics.first_false(inputs_finite_flags), applied=allow)
+  if loss_scale is None:
+    report.update(overflow=tf.constant(False), loss_scale=tf.constant(1.0))
+  else:
+    report.update(overflow=loss_scale.is_overflow(report),
+                  loss_scale=tf.identity(loss_scale.scale))
   return grads, report

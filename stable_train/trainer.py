@@ -24,11 +24,23 @@ from stable_train import step as step_lib
 
 log = logging.getLogger('stable_train')
 
+def _tf_global_generator() -> tf.random.Generator:
+  """TensorFlow's global generator; created from the global seed when one is set (TF would seed
+  it from the OS otherwise, and two runs of one seeded config would then checkpoint different
+  random states)."""
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.ops import stateful_random_ops  # pylint: disable=g-import-not-at-top
+  seed = context.global_seed()
+  if getattr(stateful_random_ops, 'global_generator', None) is None and seed is not None:
+    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
+  return tf.random.get_global_generator()
+
+
 def random_state_variables() -> List[tf.Variable]:
   """The process-wide random states a run draws from: TensorFlow's global generator and Keras's
   global SeedGenerator (created here if they do not exist yet, so every run checkpoints the same
   structure)."""
-  states = [tf.random.get_global_generator().state]
+  states = [_tf_global_generator().state]
   try:  # Keras keeps its global SeedGenerator in private state.
     from keras.src.random import seed_generator  # pylint: disable=g-import-not-at-top
     states.append(seed_generator.global_seed_generator().state)
@@ -303,12 +315,7 @@ class Trainer:
         grads, loss, inputs_bad, outputs_bad, self.strategy.num_replicas_in_sync)
     grads, report = step_lib.guard(grads, loss, inputs_bad, outputs_bad, self.policies,
                                    self._variable_paths, self.jit_compile,
-                                   loss_scaled=self.loss_scale is not None)
-    if self.loss_scale is None:
-      report.update(overflow=tf.constant(False), loss_scale=tf.constant(1.0))
-    else:
-      report.update(overflow=self.loss_scale.is_overflow(report),
-                    loss_scale=tf.identity(self.loss_scale.scale))
+                                   loss_scale=self.loss_scale)
     return grads, report, snapshot
 
   def _step(self, batch):

@@ -147,10 +147,14 @@ class SkippedStepChangesNothingTest(TestCase):
       for value in values:
         if np.issubdtype(value.dtype, np.floating):
           self.assertTrue(np.all(np.isfinite(value)))
+    if trainer.checkpoints is not None:  # Checkpoints after the NaN batch: written, so finite.
+      steps = [e.step for e in trainer.checkpoints.committed()]
+      self.assertIn(nan_batch + 1 + 2 * steps_per_loop, steps)
 
   @parameterized.named_parameters(*[(k, k) for k in ZOO])
   def test_zoo_one_device(self, kind):
-    self._check(_make(kind), kind)
+    self._check(_make(kind, model_dir=tempfile.mkdtemp(dir=self.get_temp_dir()),
+                      checkpoint_every=1), kind)
 
   def test_convnet_steps_per_loop(self):
     self._check(_make('convnet_bn', steps_per_loop=4), 'convnet_bn', steps_per_loop=4)
@@ -160,7 +164,10 @@ class SkippedStepChangesNothingTest(TestCase):
     self._check(_make(kind, jit_compile=True), kind)
 
   def test_convnet_mirrored(self):
-    strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+    # ReductionToOneDevice: collective instance keys of the MirroredStrategy objects of earlier
+    # tests in this process would collide with this one's (BUILD_NOTES, traps).
+    strategy = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
     self._check(_make('convnet_bn', strategy=strategy), 'convnet_bn')
 
   def test_forensics_rerun_leaves_state_alone(self):
@@ -252,6 +259,15 @@ class RefusedCheckpointsTest(TestCase):
     self.assertIn('rollback limit', summary['reason'])
 
 
+class StopAtSix(ScaledLossTrainer):
+  """Sends itself SIGTERM after step 6 (module level: autograph caches converted methods by code
+  object, and a class defined inside a test can hand its id to another test's method)."""
+
+  def on_loop_end(self, reports):
+    if reports.step[-1] == 6:
+      os.kill(os.getpid(), signal.SIGTERM)
+
+
 class ResumeRandomnessTest(TestCase):
 
   def test_sigterm_and_resume_of_a_dropout_model_equals_uninterrupted(self):
@@ -259,12 +275,6 @@ class ResumeRandomnessTest(TestCase):
     reference = _make('convnet_bn')
     reference.fit(data, num_steps=12)
     expected = whole_state(reference)
-
-    class StopAtSix(ScaledLossTrainer):
-
-      def on_loop_end(self, reports):
-        if reports.step[-1] == 6:
-          os.kill(os.getpid(), signal.SIGTERM)
 
     model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
     first = _make('convnet_bn', model_dir=model_dir, cls=StopAtSix)
