@@ -10,6 +10,7 @@ from stable_train import forensics  # pylint: disable=unused-import  (registers 
 from stable_train import losses
 from stable_train import models
 from stable_train import policies  # pylint: disable=unused-import  (registers the core policies)
+from stable_train import precision  # pylint: disable=unused-import  (registers DynamicLossScale)
 from stable_train import recovery  # pylint: disable=unused-import  (registers LossSpike, Rollback)
 from stable_train import trainer
 
@@ -37,8 +38,10 @@ def register() -> None:
   # calls super().__init__(**kwargs) still receives the `Trainer.*` bindings.
   gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
   # The policies register themselves where they are defined (`@gin.register` in policies.py,
-  # recovery.py, forensics.py); importing those modules above is what registers them.
-  for fn in (data.synthetic_regression, data.synthetic_classification, models.mlp,
+  # recovery.py, forensics.py, precision.py); importing those modules above registers them.
+  for fn in (data.synthetic_regression, data.synthetic_classification, data.synthetic_images,
+             data.synthetic_sequences, models.convnet_bn, models.transformer, models.lstm,
+             models.mlp,
              losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy,
              trainer.default_policies):
     gin.register(fn, module='stable_train')

@@ -9,6 +9,7 @@ A forensics record is a folder `<model_dir>/forensics/step_<N>/`, written atomic
   report.json      everything below, machine-readable; report.txt the same for people
 """
 
+import collections
 import json
 import logging
 import os
@@ -41,10 +42,15 @@ ValidateInputs = policies.ValidateInputs
 
 
 def _encode_structure(value) -> Any:
-  """A JSON description of a nest structure (dicts, lists, tuples; anything else is a leaf)."""
+  """A JSON description of a nest structure (dicts, lists, tuples, namedtuples; anything else
+  is a leaf)."""
   if isinstance(value, dict):
     return {'dict': {str(k): _encode_structure(value[k]) for k in sorted(value)}}
-  if isinstance(value, (list, tuple)) and not hasattr(value, '_fields'):
+  if isinstance(value, tuple) and hasattr(value, '_fields'):
+    return {'namedtuple': type(value).__name__,
+            'fields': {f: _encode_structure(getattr(value, f)) for f in value._fields},
+            'order': list(value._fields)}
+  if isinstance(value, (list, tuple)):
     return {type(value).__name__: [_encode_structure(v) for v in value]}
   return None
 
@@ -55,6 +61,9 @@ def _decode_structure(spec) -> Any:
     return 0
   if 'dict' in spec:
     return {k: _decode_structure(v) for k, v in spec['dict'].items()}
+  if 'namedtuple' in spec:  # Rebuilt as a namedtuple of the same name and fields.
+    cls = collections.namedtuple(spec['namedtuple'], spec['order'])
+    return cls(*[_decode_structure(spec['fields'][f]) for f in spec['order']])
   if 'list' in spec:
     return [_decode_structure(v) for v in spec['list']]
   return tuple(_decode_structure(v) for v in spec['tuple'])
@@ -298,8 +307,7 @@ def write_record(trainer, report: Dict[str, Any], batch, structure) -> Optional[
   try:
     flat = [np.asarray(t) for t in tf.nest.flatten(batch)]
     np.savez(os.path.join(tmp, BATCH_FILE), **{f'input_{j}': a for j, a in enumerate(flat)})
-    tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer).write(
-        os.path.join(tmp, CHECKPOINT_PREFIX))
+    trainer.model_checkpoint().write(os.path.join(tmp, CHECKPOINT_PREFIX))
     keeper = trainer.checkpoints
     good = keeper.last_good() if keeper is not None else None
     report = dict(report, batch_file=BATCH_FILE, batch_structure=structure,

@@ -49,6 +49,8 @@ class StepReports:
     first_bad_grad: index (into `variable_paths`) of the first non-finite gradient, or -1.
     first_bad_input: index (into `input_paths`) of the first bad input tensor, or -1.
     applied: whether the update was applied.
+    overflow: whether the step was skipped as an fp16 loss-scale overflow (not a fault).
+    loss_scale: the dynamic loss scale the step used (1.0 without loss scaling).
     learning_rate: learning rate used for the step.
     variable_paths: names of the trainable variables, in layer order.
     input_paths: names of the input tensors, in the order of the batch's flattened structure.
@@ -68,15 +70,25 @@ class StepReports:
   variable_paths: Sequence[str] = ()
   input_paths: Sequence[str] = ()
   variables_finite: Optional[bool] = None  # After the loop; computed if a policy reads it.
+  overflow: Optional[np.ndarray] = None  # None: no loss scaling (all False).
+  loss_scale: Optional[np.ndarray] = None  # None: no loss scaling (all 1.0).
+
+  def __post_init__(self):
+    n = self.step.shape[0]
+    if self.overflow is None:
+      object.__setattr__(self, 'overflow', np.zeros([n], bool))
+    if self.loss_scale is None:
+      object.__setattr__(self, 'loss_scale', np.ones([n], np.float32))
 
   @property
   def num_steps(self) -> int:
     return int(self.step.shape[0])
 
   def fault(self, i: int) -> Optional[str]:
-    """The kind of fault of step `i` ('input', 'loss', 'gradient') or None (see `fault_kind`)."""
+    """The kind of fault of step `i` ('input', 'loss', 'gradient'), 'overflow' for an fp16
+    loss-scale overflow (skipped, but not a fault of the run), or None (see `fault_kind`)."""
     return fault_kind(inputs_finite=self.inputs_finite[i], loss_finite=self.loss_finite[i],
-                      grads_finite=self.grads_finite[i])
+                      grads_finite=self.grads_finite[i], overflow=self.overflow[i])
 
   def offending_tensor(self, i: int) -> str:
     """Names the first offending tensor of step `i` (see `offending_tensor`)."""
@@ -89,9 +101,13 @@ class StepReports:
 
 # The one description of a faulty step, used by every consumer (CheckNumerics, SkipNonFinite,
 # Forensics, the loop recorder, provenance and replay): a step is faulty when its inputs, its
-# loss or its gradients are non-finite, and the fault kind is the first of those that failed.
-def fault_kind(*, inputs_finite, loss_finite, grads_finite) -> Optional[str]:
-  """'input', 'loss' or 'gradient': the first check a step failed, or None when it was finite."""
+# loss or its gradients are non-finite, and the fault kind is the first of those that failed. An
+# fp16 loss-scale overflow (DynamicLossScale) is skipped too, but it is no fault of the run.
+def fault_kind(*, inputs_finite, loss_finite, grads_finite, overflow=False) -> Optional[str]:
+  """'input', 'loss' or 'gradient': the first check a step failed; 'overflow' for an fp16
+  loss-scale overflow; None when it was finite."""
+  if overflow:
+    return 'overflow'
   if not inputs_finite:
     return 'input'
   if not loss_finite:
@@ -102,9 +118,12 @@ def fault_kind(*, inputs_finite, loss_finite, grads_finite) -> Optional[str]:
 
 
 def step_faulty(report) -> tf.Tensor:
-  """In-graph form of `fault_kind(...) is not None`, from a step's report tensors."""
-  return tf.logical_not(tf.reduce_all(tf.stack(
+  """In-graph form of `fault_kind(...) not in (None, 'overflow')`, from a step's report tensors."""
+  faulty = tf.logical_not(tf.reduce_all(tf.stack(
       [report['inputs_finite'], report['loss_finite'], report['grads_finite']])))
+  if 'overflow' in report:
+    faulty = tf.logical_and(faulty, tf.logical_not(report['overflow']))
+  return faulty
 
 
 def offending_tensor(*, inputs_finite, loss_finite, outputs_finite, first_bad_input: int,
@@ -151,6 +170,8 @@ def input_paths(features, labels):
     # Same order as tf.nest.flatten: dict keys sorted, sequences in order.
     if isinstance(value, dict):
       return [p for k in sorted(value) for p in walk(f'{prefix}/{k}', value[k])]
+    if isinstance(value, tuple) and hasattr(value, '_fields'):  # namedtuple: by field name.
+      return [p for k in value._fields for p in walk(f'{prefix}/{k}', getattr(value, k))]
     if isinstance(value, (list, tuple)):
       return [p for i, v in enumerate(value) for p in walk(f'{prefix}/{i}', v)]
     return [prefix]

@@ -59,6 +59,11 @@ class CheckNumerics(interfaces.Policy):
   def transform_gradients(self, grads, stats):
     if self.mode != 'raise' or stats['xla']:
       return grads
+    if stats['loss_scaled']:
+      # An fp16 overflow gives non-finite gradients that are no fault: the host raises on real
+      # faults only (the update is vetoed by allow_update either way).
+      tf.debugging.check_numerics(stats['loss'], 'non-finite loss')
+      return grads
     # check_numerics aborts the whole tf.function call, so the update is never applied.
     tf.debugging.check_numerics(stats['loss'], 'non-finite loss')
     checked = [
@@ -71,7 +76,7 @@ class CheckNumerics(interfaces.Policy):
 
   def decide(self, reports, context):
     for i in range(reports.num_steps):
-      if reports.fault(i) is None:
+      if reports.fault(i) in (None, 'overflow'):
         continue
       step = int(reports.step[i])
       tensor = reports.offending_tensor(i)
@@ -148,7 +153,9 @@ class SkipNonFinite(interfaces.Policy):
     return tf.logical_and(stats['loss_finite'], stats['grads_finite'])
 
   def update_state(self, report, applied):
-    skipped = tf.cast(tf.logical_not(applied), tf.int64)
+    # An fp16 overflow skip is the loss scale's (DynamicLossScale): it counts towards no limit.
+    overflow = report.get('overflow', tf.constant(False))
+    skipped = tf.cast(tf.logical_and(tf.logical_not(applied), tf.logical_not(overflow)), tf.int64)
     self.total_skips.assign_add(skipped)
     self.consecutive_skips.assign((self.consecutive_skips + skipped) * skipped)
     self.peak_consecutive.assign(tf.maximum(self.peak_consecutive, self.consecutive_skips))

@@ -7,12 +7,13 @@ import tensorflow as tf
 from stable_train import interfaces
 from stable_train import numerics
 
-# Report fields the loop stores per step, with their dtypes (see interfaces.StepReports).
+# Report fields the loop stores per step, with their dtypes (see interfaces.StepReports); `None`
+# stands for the run's report float type (`report_dtypes`).
 REPORT_DTYPES = {
     'step': tf.int64,
-    'loss': tf.float32,
-    'grad_norm': tf.float32,
-    'clipped_grad_norm': tf.float32,
+    'loss': None,
+    'grad_norm': None,
+    'clipped_grad_norm': None,
     'loss_finite': tf.bool,
     'grads_finite': tf.bool,
     'inputs_finite': tf.bool,
@@ -20,8 +21,20 @@ REPORT_DTYPES = {
     'first_bad_grad': tf.int32,
     'first_bad_input': tf.int32,
     'applied': tf.bool,
+    'overflow': tf.bool,
+    'loss_scale': tf.float32,
     'learning_rate': tf.float32,
 }
+
+
+def report_dtypes(float_dtype: tf.DType = tf.float32) -> Dict[str, tf.DType]:
+  """`REPORT_DTYPES` with the loss and norms in `float_dtype` (float64 for a float64 model, so a
+  loss beyond float32's range is reported as the finite value it is)."""
+  return {k: float_dtype if d is None else d for k, d in REPORT_DTYPES.items()}
+
+
+# The fault predicate lives in interfaces (one definition for every consumer); kept here by name.
+is_fault = interfaces.step_faulty
 
 
 def aggregate(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
@@ -39,9 +52,10 @@ def aggregate(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
     return grads, loss, inputs_bad, outputs_bad
   ctx = tf.distribute.get_replica_context()
   grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [g / num_replicas for g in grads])
+  counts = tf.cast(tf.concat([[outputs_bad], inputs_bad], axis=0), loss.dtype)
   packed = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                          tf.concat([[loss / num_replicas, outputs_bad], inputs_bad], axis=0))
-  return grads, packed[0], packed[2:], packed[1]
+                          tf.concat([[loss / num_replicas], counts], axis=0))
+  return grads, packed[0], tf.cast(packed[2:], tf.float32), tf.cast(packed[1], tf.float32)
 
 
 MEASURED_STATS = interfaces.MEASURED_STATS
@@ -98,7 +112,7 @@ class GradientStats(dict):
 
 def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
           outputs_bad: tf.Tensor, policies: Sequence, variable_paths: Sequence[str],
-          xla: bool) -> Tuple[List[tf.Tensor], Dict[str, tf.Tensor]]:
+          xla: bool, loss_scale=None) -> Tuple[List[tf.Tensor], Dict[str, tf.Tensor]]:
   """Checks aggregated gradients, lets the policies transform them and decide whether to apply.
 
   The `stats` passed to `transform_gradients` and `allow_update` always describe the gradients
@@ -113,6 +127,8 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
     policies: the Trainer's policies (their in-graph hooks are called).
     variable_paths: names of the trainable variables.
     xla: whether the step is compiled with XLA.
+    loss_scale: the run's `precision.DynamicLossScale`, or None: with it, non-finite gradients
+      of a finite loss may be an fp16 overflow rather than a fault.
 
   Returns:
     (transformed gradients, report) where report has the `REPORT_DTYPES` fields the step knows
@@ -129,7 +145,7 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
       grads, loss=loss, loss_finite=tf.math.is_finite(loss), grads_finite=grads_finite,
       grad_finite_flags=grad_flags, inputs_finite=tf.reduce_all(inputs_finite_flags),
       outputs_finite=tf.equal(outputs_bad, 0.0), grad_norm=grad_norm,
-      variable_paths=variable_paths, xla=xla)
+      variable_paths=variable_paths, xla=xla, loss_scaled=loss_scale is not None)
   for p in policies:
     grads = stats.transform(p, grads)
   allow = stats['inputs_finite']
@@ -154,4 +170,9 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
                 grads_finite=grads_finite, grad_finite_flags=grad_flags,
                 first_bad_grad=numerics.first_false(grad_flags),
                 first_bad_input=numerics.first_false(inputs_finite_flags), applied=allow)
+  if loss_scale is None:
+    report.update(overflow=tf.constant(False), loss_scale=tf.constant(1.0))
+  else:
+    report.update(overflow=loss_scale.is_overflow(report),
+                  loss_scale=tf.identity(loss_scale.scale))
   return grads, report
