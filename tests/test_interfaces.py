@@ -49,6 +49,15 @@ class FaultTest(tf.test.TestCase):
         self.assertEqual((observed['fault'], observed['offending_tensor']),
                          (expected, reports.offending_tensor(0)))
 
+  def test_an_fp16_overflow_is_skipped_but_no_fault(self):
+    self.assertEqual(interfaces.fault_kind(inputs_finite=True, loss_finite=True,
+                                           grads_finite=False, overflow=True), 'overflow')
+    report = {'inputs_finite': tf.constant(True), 'loss_finite': tf.constant(True),
+              'grads_finite': tf.constant(False)}
+    self.assertTrue(bool(interfaces.step_faulty(report)))
+    self.assertFalse(bool(interfaces.step_faulty(dict(report, overflow=tf.constant(True)))))
+    self.assertTrue(bool(interfaces.step_faulty(dict(report, overflow=tf.constant(False)))))
+
   def test_offending_tensor_words(self):
     self.assertEqual(_reports(False, True, [True] * 3).offending_tensor(0), 'input labels')
     self.assertEqual(_reports(True, False, [True, False, True]).offending_tensor(0),
