@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import checkpointing
+from stable_train import clipping
 from stable_train import distribute
 from stable_train import errors
 from stable_train import events as events_lib
@@ -24,9 +25,12 @@ from stable_train import step as step_lib
 log = logging.getLogger('stable_train')
 
 def default_policies() -> List[interfaces.Policy]:
-  """The default stack: CheckNumerics('flag'), ClipByGlobalNorm(max_norm=1.0), SkipNonFinite(max_consecutive=10)."""
-  return [policies_lib.CheckNumerics(), policies_lib.ClipByGlobalNorm(max_norm=1.0),
-          policies_lib.SkipNonFinite()]
+  """The default stack: CheckNumerics('flag'), AdaptiveClip(), SkipNonFinite(max_consecutive=10).
+
+  AdaptiveClip clips only spikes above the run's own grad-norm statistics, so a healthy run trains
+  as it would bare; `ClipByGlobalNorm` remains for a fixed norm.
+  """
+  return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite()]
 
 
 class Trainer:
@@ -53,8 +57,8 @@ class Trainer:
       model: a Keras 3 model, or any callable `tf.Module` with `trainable_variables`.
       optimizer: a Keras 3 optimizer.
       loss: callable `(labels, predictions) -> scalar` (Keras losses included).
-      policies: list of `Policy` objects; None means CheckNumerics, ClipByGlobalNorm(max_norm=1.0),
-        SkipNonFinite. `[]` means none (a bare train step).
+      policies: list of `Policy` objects; None means `default_policies()` (CheckNumerics,
+        AdaptiveClip, SkipNonFinite). `[]` means none (a bare train step).
       model_dir: directory for checkpoints, events.jsonl, summary.json and TensorBoard files;
         None keeps nothing on disk (library use, tests).
       steps_per_loop: train steps run inside one `tf.function` call; the host reads reports once
@@ -394,6 +398,8 @@ class Trainer:
     with self.strategy.scope():
       self.optimizer.build(variables)
     self._variable_paths = [provenance.variable_path(v) for v in variables]
+    for p in self.policies:
+      p.build(variables, self._variable_paths)
     self._input_paths = interfaces.input_paths(*self.split_batch(dataset.element_spec))
 
   def _all_variables(self):
