@@ -4,10 +4,12 @@ and losses with gin. Importing this module is all that is needed (the CLI does).
 import gin
 import keras
 
+from stable_train import clipping
 from stable_train import data
 from stable_train import distribute
 from stable_train import forensics
 from stable_train import losses
+from stable_train import lr
 from stable_train import models
 from stable_train import policies
 from stable_train import recovery
@@ -38,9 +40,11 @@ def register() -> None:
   gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
   for cls in (policies.CheckNumerics, policies.ClipByGlobalNorm, policies.SkipNonFinite,
               recovery.LossSpike, recovery.Rollback, forensics.ValidateInputs,
-              forensics.Forensics):
+              forensics.Forensics, clipping.AdaptiveClip, clipping.ClipByValue,
+              clipping.ClipByNorm, clipping.AdaptiveGradClip, lr.WarmupSchedule):
     gin.register(cls, module='stable_train')
-  for fn in (data.synthetic_regression, data.synthetic_classification, models.mlp,
+  for fn in (data.synthetic_regression, data.synthetic_classification, data.synthetic_images,
+             data.synthetic_sequences, models.mlp, models.convnet_bn, models.transformer,
              losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy,
              trainer.default_policies):
     gin.register(fn, module='stable_train')
