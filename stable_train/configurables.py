@@ -6,6 +6,7 @@ import keras
 
 from stable_train import clipping
 from stable_train import data
+from stable_train import diagnostics
 from stable_train import distribute
 from stable_train import forensics
 from stable_train import losses
@@ -41,7 +42,8 @@ def register() -> None:
   for cls in (policies.CheckNumerics, policies.ClipByGlobalNorm, policies.SkipNonFinite,
               recovery.LossSpike, recovery.Rollback, forensics.ValidateInputs,
               forensics.Forensics, clipping.AdaptiveClip, clipping.ClipByValue,
-              clipping.ClipByNorm, clipping.AdaptiveGradClip, lr.WarmupSchedule):
+              clipping.ClipByNorm, clipping.AdaptiveGradClip, lr.WarmupSchedule,
+              diagnostics.InitialisationCheck):
     gin.register(cls, module='stable_train')
   for fn in (data.synthetic_regression, data.synthetic_classification, data.synthetic_images,
              data.synthetic_sequences, models.mlp, models.convnet_bn, models.transformer,

@@ -378,6 +378,11 @@ class Trainer:
     return start, start + count
 
   @property
+  def dataset(self) -> Optional[tf.data.Dataset]:
+    """The dataset of the current (or last) `fit` call (None before `fit`)."""
+    return getattr(self, '_dataset', None)
+
+  @property
   def iterator(self):
     """The iterator of the current (or last) `fit` call; restored with each checkpoint."""
     return self._iterator
