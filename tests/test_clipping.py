@@ -289,6 +289,43 @@ class AdaptiveGradClipTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEqual(summary['applied_steps'], 3)
 
 
+class MirroredTest(tf.test.TestCase):
+  """Transforms see the gradients already aggregated over replicas: two replicas give the same
+  clipping, statistics and weights as one device on the full batch."""
+
+  test_session = None
+
+  def test_two_replicas_equal_one_device(self):
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(16 * 8, 8)).astype(np.float32)
+    y = (x[:, :1] * 2.0).astype(np.float32)
+    x[16 * 6:16 * 7] *= 30.0  # A spike batch that AdaptiveClip clips.
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(16, drop_remainder=True)
+
+    def run(strategy):
+      with strategy.scope():
+        t = trainer_lib.Trainer(
+            model=models.mlp(input_dim=8, hidden=(4,), seed=0),
+            optimizer=keras.optimizers.SGD(0.05), loss=keras.losses.MeanSquaredError(),
+            policies=[clipping.AdaptiveGradClip(clipping=0.05, exclude=('dense_1',)),
+                      clipping.AdaptiveClip(warmup_steps=3, warmup_ratio=2.0),
+                      policies.SkipNonFinite()],
+            model_dir=None, strategy=strategy)
+      t.fit(dataset, num_steps=8)
+      return t
+
+    one = run(tf.distribute.get_strategy())
+    two = run(tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1']))
+    clip_one, clip_two = one.policies[1], two.policies[1]
+    self.assertEqual(int(clip_one.clipped_steps.numpy()), 1)
+    self.assertEqual(int(clip_two.clipped_steps.numpy()), 1)
+    self.assertEqual(int(clip_two.count.numpy()), 7)
+    self.assertAllClose(clip_two.mean.numpy(), clip_one.mean.numpy(), rtol=1e-5)
+    self.assertAllClose(clip_two.var.numpy(), clip_one.var.numpy(), rtol=1e-4)
+    for a, b in zip(one.model.get_weights(), two.model.get_weights()):
+      self.assertAllClose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def all_finite(trainer):
   return all(np.isfinite(v.numpy()).all()
              for v in list(trainer.model.variables) + list(trainer.optimizer.variables)

@@ -56,6 +56,16 @@ class InitialisationCheckTest(tf.test.TestCase):
     self.assertEqual(summary['init_check']['warnings'],
                      ['huge_initial_outputs', 'loss_stays_high'])
 
+  def test_a_resumed_run_does_not_repeat_the_warning(self):
+    model_dir = self.get_temp_dir() + '/resume'
+    bad = keras.initializers.RandomNormal(stddev=0.5)
+    first, _ = run(model_dir, bad, keras.optimizers.Adam(1e-3), steps=20)
+    summary, warnings = run(model_dir, bad, keras.optimizers.Adam(1e-3), steps=40)
+    self.assertEqual([w['step'] for w in warnings], [0])  # Only the first run's.
+    self.assertEqual(summary['init_check']['warnings'], ['huge_initial_outputs'])
+    # Restored with the checkpoint, not re-measured on the trained model.
+    self.assertEqual(summary['init_check']['initial_loss'], first['init_check']['initial_loss'])
+
   def test_a_healthy_start_gives_no_warning(self):
     summary, warnings = run(self.get_temp_dir() + '/good', 'glorot_uniform',
                             keras.optimizers.Adam(1e-3))

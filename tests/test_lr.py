@@ -89,6 +89,31 @@ class WarmupScheduleTest(tf.test.TestCase):
     expected = [cosine(s) * min(1.0, (s + 1) / 4) for s in range(6)]
     self.assertAllClose(seen, expected, rtol=1e-5)
 
+  def test_resumed_run_continues_the_warm_up(self):
+    from stable_train import data  # pylint: disable=g-import-not-at-top
+    from stable_train import models  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    seen = []
+
+    class Recording(trainer_lib.Trainer):
+      def on_loop_end(self, reports):
+        seen.extend(reports.learning_rate)
+
+    def run(steps):
+      t = Recording(model=models.mlp(input_dim=8, hidden=(4,)),
+                    optimizer=keras.optimizers.SGD(
+                        lr.WarmupSchedule(schedule_or_rate=0.1, warmup_steps=10)),
+                    loss=keras.losses.MeanSquaredError(), model_dir=self.get_temp_dir(),
+                    policies=[])
+      t.fit(data.synthetic_regression(num_features=8, num_examples=64), num_steps=steps)
+      return t
+
+    run(5)
+    t = run(8)
+    t.lr_control.set_scale(0.5)  # A rollback's backoff after the resume.
+    self.assertAllClose(seen, [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08], rtol=1e-6)
+    self.assertAllClose(t.lr_control.current(), 0.5 * 0.09)
+
   def test_bad_arguments(self):
     from stable_train import errors  # pylint: disable=g-import-not-at-top
     for kwargs, text in (({'schedule_or_rate': -0.1, 'warmup_steps': 3}, 'schedule_or_rate=-0.1'),
