@@ -2,6 +2,7 @@
 """Measures what stable_train's guards cost, as ratios to a baseline run in the same process.
 
   python scripts/benchmark.py [--steps=400] [--repeats=3] [--batch_size=32] [--section=all]
+  python scripts/benchmark.py --section=healthy [--healthy_steps=2000]
 
 Every variant trains the quickstart MLP (1000→256→128→1, Adam, MSE) on the same synthetic data;
 the figure is the best (min) ms/step over `repeats` timed runs after a warm-up (tracing excluded).
@@ -23,9 +24,11 @@ import numpy as np
 flags.DEFINE_integer('steps', 400, 'Timed steps per run.')
 flags.DEFINE_integer('repeats', 3, 'Timed runs per variant (the minimum is reported).')
 flags.DEFINE_integer('batch_size', 32, 'Batch size.')
-flags.DEFINE_enum('section', 'all', ['all', 'guards', 'recovery', 'convnet'],
-                  'guards: step overhead; recovery: checkpoint and rollback costs; convnet: the '
+flags.DEFINE_enum('section', 'all', ['all', 'guards', 'recovery', 'healthy', 'convnet'],
+                  'guards: step overhead; recovery: checkpoint and rollback costs; healthy: '
+                  'final loss of the default stack vs a bare step on healthy runs; convnet: the '
                   'guards on the BatchNorm + Dropout convnet against a bare tf.function step.')
+flags.DEFINE_integer('healthy_steps', 2000, 'Steps of each healthy run (section healthy).')
 flags.DEFINE_integer('rounds', 5, 'convnet section: interleaved timed rounds (median reported).')
 FLAGS = flags.FLAGS
 
@@ -210,6 +213,43 @@ def convnet_costs():
     print(f'  {name:48s} {ms:7.3f} ms/step  {ms / base:5.2f}x')
 
 
+def healthy_runs():
+  """Final training loss, default stack / bare step, same seed and steps, on three models."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import stable_train  # pylint: disable=g-import-not-at-top
+  from stable_train import data as data_lib  # pylint: disable=g-import-not-at-top
+  from stable_train import losses  # pylint: disable=g-import-not-at-top
+  from stable_train import models  # pylint: disable=g-import-not-at-top
+  from stable_train import policies as policies_lib  # pylint: disable=g-import-not-at-top
+  cases = [
+      ('quickstart MLP', models.mlp, data_lib.synthetic_regression, keras.losses.MeanSquaredError()),
+      ('BatchNorm convnet', models.convnet_bn, data_lib.synthetic_images,
+       losses.sparse_softmax_cross_entropy),
+      ('transformer', models.transformer, data_lib.synthetic_sequences,
+       losses.sparse_softmax_cross_entropy),
+  ]
+  fixed = lambda: [policies_lib.CheckNumerics(), policies_lib.ClipByGlobalNorm(max_norm=1.0),
+                   policies_lib.SkipNonFinite()]
+  steps = FLAGS.healthy_steps
+  print(f'healthy runs (Adam 1e-3, batch 32, {steps} steps, seed 0): final training loss on 10 '
+        'fixed batches, ratio to the bare step')
+  for name, make_model, make_data, loss in cases:
+    finals = []
+    for policies in ([], None, fixed()):
+      trainer = stable_train.Trainer(model=make_model(seed=0), optimizer=keras.optimizers.Adam(1e-3),
+                                     loss=loss, policies=policies, model_dir=None,
+                                     steps_per_loop=10, log_every=10**9, summary_every=10**9)
+      summary = trainer.fit(make_data(), num_steps=steps)
+      batches = list(make_data().take(10))
+      finals.append(float(np.mean([float(loss(y, trainer.model(x, training=False)))
+                                   for x, y in batches])))
+      if policies is None:
+        clipped = summary['adaptive_clip']['clipped_steps']
+    bare, default, old = finals
+    print(f'  {name:18s} bare {bare:.5g}  default {default:.5g} ({default / bare:.3f}x, '
+          f'{clipped} steps clipped)  fixed clip 1.0 {old:.5g} ({old / bare:.3f}x)')
+
+
 def main(argv):
   del argv
   from absl import logging  # pylint: disable=g-import-not-at-top
@@ -219,6 +259,10 @@ def main(argv):
   data = data_lib.synthetic_regression(batch_size=FLAGS.batch_size)
   if FLAGS.section == 'convnet':
     convnet_costs()
+    return
+  if FLAGS.section in ('all', 'healthy'):
+    healthy_runs()
+  if FLAGS.section == 'healthy':
     return
   if FLAGS.section in ('all', 'recovery'):
     recovery_costs(data)

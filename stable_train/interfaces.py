@@ -182,6 +182,7 @@ def input_paths(features, labels):
 class Policy(tf.Module):
   """Base class of stable_train policies. Override only the hooks a policy needs.
 
+  Set-up hook (eager, once, before the step is traced): `build`.
   In-graph hooks (traced into the train step; use tensor ops, no Python `if` on tensors):
     `check_batch`, `sanitize_labels`, `transform_gradients`, `allow_update`, `update_state`; and
     `end_step`, traced into the loop around the step (never compiled with XLA).
@@ -192,6 +193,12 @@ class Policy(tf.Module):
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
   # checks every model and optimizer variable once, in the same graph, at its end.
   reads_variables_finite = False
+
+  def build(self, variables, variable_paths: Sequence[str]) -> None:
+    """Called once before the step is traced, with the trainable variables and their names in
+    layer order (the order of the gradients `transform_gradients` gets), e.g. for a transform
+    that needs the weights (AdaptiveGradClip)."""
+    del variables, variable_paths
 
   def check_batch(self, features, labels) -> Optional[tf.Tensor]:
     """Returns a bool vector, one flag per tensor of `flatten_inputs` (True = fine), or None."""

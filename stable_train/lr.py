@@ -1,11 +1,59 @@
-"""Learning-rate control: one checkpointed scale factor applied to a constant rate or a schedule."""
+"""Learning-rate control: one checkpointed scale factor applied to a constant rate or a schedule,
+and a linear warm-up that wraps either."""
 
+import math
+
+import gin
 import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import errors
+
 # Set on the optimizer by every control that scales a constant rate: (base, rate it assigned).
 _BASE_ATTR = '_stable_train_lr_base'
+
+
+@gin.register(module='stable_train')
+class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
+  """Linear learning-rate warm-up in front of a constant rate or any Keras schedule.
+
+  `rate(step) = base(step) * min(1, (step + 1) / warmup_steps)`, with `step` the optimizer's
+  iteration count (0 for the first update, which therefore uses base / warmup_steps, never 0).
+  After the warm-up it is the wrapped schedule itself, evaluated at the same step (the warm-up
+  does not shift it). Being a `LearningRateSchedule`, it composes with `LearningRateControl`:
+  a rollback's backoff scales the warmed-up rate.
+  """
+
+  def __init__(self, *, schedule_or_rate, warmup_steps: int):
+    """Initialises the schedule.
+
+    Args:
+      schedule_or_rate: a positive constant rate or a `keras.optimizers.schedules.LearningRateSchedule`.
+      warmup_steps: updates over which the rate rises linearly to the wrapped one (>= 1).
+    """
+    if isinstance(schedule_or_rate, keras.optimizers.schedules.LearningRateSchedule):
+      self.schedule = schedule_or_rate
+    else:
+      ok = (isinstance(schedule_or_rate, (int, float)) and not isinstance(schedule_or_rate, bool)
+            and math.isfinite(schedule_or_rate) and schedule_or_rate > 0)
+      if not ok:
+        raise errors.ConfigError(
+            f'WarmupSchedule: schedule_or_rate={schedule_or_rate!r} must be a positive rate or a '
+            'keras.optimizers.schedules.LearningRateSchedule.')
+      self.schedule = float(schedule_or_rate)
+    self.warmup_steps = errors.check_int('WarmupSchedule', 'warmup_steps', warmup_steps, minimum=1)
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    base = (self.schedule(step) if callable(self.schedule)
+            else tf.constant(self.schedule, tf.float32))
+    return tf.cast(base, tf.float32) * tf.minimum(1.0, (step + 1.0) / self.warmup_steps)
+
+  def get_config(self):
+    schedule = (keras.optimizers.schedules.serialize(self.schedule) if callable(self.schedule)
+                else self.schedule)
+    return {'schedule_or_rate': schedule, 'warmup_steps': self.warmup_steps}
 
 
 class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):

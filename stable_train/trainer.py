@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import checkpointing
+from stable_train import clipping
 from stable_train import distribute
 from stable_train import errors
 from stable_train import events as events_lib
@@ -50,9 +51,12 @@ def random_state_variables() -> List[tf.Variable]:
 
 
 def default_policies() -> List[interfaces.Policy]:
-  """The default stack: CheckNumerics('flag'), ClipByGlobalNorm(max_norm=1.0), SkipNonFinite(max_consecutive=10)."""
-  return [policies_lib.CheckNumerics(), policies_lib.ClipByGlobalNorm(max_norm=1.0),
-          policies_lib.SkipNonFinite()]
+  """The default stack: CheckNumerics('flag'), AdaptiveClip(), SkipNonFinite(max_consecutive=10).
+
+  AdaptiveClip clips only spikes above the run's own grad-norm statistics, so a healthy run trains
+  as it would bare; `ClipByGlobalNorm` remains for a fixed norm.
+  """
+  return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite()]
 
 
 class Trainer:
@@ -79,8 +83,8 @@ class Trainer:
       model: a Keras 3 model, or any callable `tf.Module` with `trainable_variables`.
       optimizer: a Keras 3 optimizer.
       loss: callable `(labels, predictions) -> scalar` (Keras losses included).
-      policies: list of `Policy` objects; None means CheckNumerics, ClipByGlobalNorm(max_norm=1.0),
-        SkipNonFinite. `[]` means none (a bare train step).
+      policies: list of `Policy` objects; None means `default_policies()` (CheckNumerics,
+        AdaptiveClip, SkipNonFinite). `[]` means none (a bare train step).
       model_dir: directory for checkpoints, events.jsonl, summary.json and TensorBoard files;
         None keeps nothing on disk (library use, tests).
       steps_per_loop: train steps run inside one `tf.function` call; the host reads reports once
@@ -450,6 +454,11 @@ class Trainer:
     return start, start + count
 
   @property
+  def dataset(self) -> Optional[tf.data.Dataset]:
+    """The dataset of the current (or last) `fit` call (None before `fit`)."""
+    return getattr(self, '_dataset', None)
+
+  @property
   def iterator(self):
     """The iterator of the current (or last) `fit` call; restored with each checkpoint."""
     return self._iterator
@@ -472,6 +481,8 @@ class Trainer:
     self._variable_paths = [provenance.variable_path(v) for v in variables]
     float64 = any(tf.as_dtype(v.dtype) == tf.float64 for v in variables)
     self._report_dtypes = step_lib.report_dtypes(tf.float64 if float64 else tf.float32)
+    for p in self.policies:
+      p.build(variables, self._variable_paths)
     self._input_paths = interfaces.input_paths(*self.split_batch(dataset.element_spec))
 
   def _all_variables(self):

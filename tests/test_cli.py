@@ -56,7 +56,7 @@ class CliTest(tf.test.TestCase):
     with open(os.path.join(model_dir, 'operative_config.gin')) as f:
       operative = f.read()
     self.assertIn('train.num_steps = 30', operative)
-    self.assertIn('ClipByGlobalNorm.max_norm = 1.0', operative)
+    self.assertIn('AdaptiveClip.z_threshold = 4.0', operative)
 
   def test_scalars_are_readable(self):
     model_dir = self.get_temp_dir()
@@ -82,7 +82,7 @@ class CliTest(tf.test.TestCase):
         ([f'--gin_file={bad_gin}'], 'bad gin configuration'),
         ([f'--gin_file={QUICKSTART}', '--gin_param=NoSuchThing.x = 1'], 'NoSuchThing'),
         ([f'--gin_file={QUICKSTART}', '--gin_param=Trainer.no_such_arg = 1'], 'no_such_arg'),
-        ([f'--gin_file={QUICKSTART}', '--gin_param=ClipByGlobalNorm.max_norm = -1.0'],
+        ([f'--gin_file={QUICKSTART}', '--gin_param=AdaptiveClip.max_norm = -1.0'],
          'max_norm=-1.0'),
         ([f'--gin_file={QUICKSTART}', '--gin_param=Trainer.steps_per_loop = 0'], 'steps_per_loop'),
         (['--gin_param=train.num_steps = 3'], 'dataset_fn'),

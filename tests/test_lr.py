@@ -1,6 +1,7 @@
 """Tests for stable_train.lr: scaling a constant learning rate and a schedule."""
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from stable_train import lr
@@ -52,6 +53,91 @@ class LearningRateControlTest(tf.test.TestCase):
     self.assertAllClose(second.current(), 0.025)
     second.set_scale(0.25)
     self.assertAllClose(second.current(), 0.00625)
+
+
+class WarmupScheduleTest(tf.test.TestCase):
+
+  def test_constant_rate_rises_linearly_then_holds(self):
+    schedule = lr.WarmupSchedule(schedule_or_rate=0.1, warmup_steps=4)
+    self.assertAllClose([schedule(s) for s in range(6)], [0.025, 0.05, 0.075, 0.1, 0.1, 0.1])
+
+  def test_wraps_a_keras_schedule_and_composes_with_the_rollback_backoff(self):
+    decay = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
+    opt = keras.optimizers.SGD(lr.WarmupSchedule(schedule_or_rate=decay, warmup_steps=5))
+    opt.build([tf.Variable(1.0)])
+    control = lr.LearningRateControl(opt, tf.Variable(1.0))  # What the Trainer does.
+    self.assertIsInstance(opt._learning_rate, lr.ScaledSchedule)  # pylint: disable=protected-access
+    self.assertAllClose(control.current(), 0.1 * 1 / 5)
+    opt.iterations.assign(2)
+    self.assertAllClose(control.current(), 0.1 * 0.5 ** 0.2 * 3 / 5)
+    control.set_scale(0.5)  # A rollback's backoff: the warmed-up, decayed rate, halved.
+    self.assertAllClose(control.current(), 0.5 * 0.1 * 0.5 ** 0.2 * 3 / 5)
+    opt.iterations.assign(10)  # Past the warm-up: the decay alone, still backed off.
+    self.assertAllClose(control.current(), 0.5 * 0.05)
+
+  def test_in_a_trainer_from_gin(self):
+    import gin  # pylint: disable=g-import-not-at-top
+    from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
+    from stable_train import data  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    gin.parse_config("""
+        Trainer.model = @mlp()
+        mlp.input_dim = 8
+        mlp.hidden = (4,)
+        Trainer.optimizer = @keras.optimizers.SGD()
+        keras.optimizers.SGD.learning_rate = @WarmupSchedule()
+        WarmupSchedule.schedule_or_rate = @keras.optimizers.schedules.CosineDecay()
+        WarmupSchedule.warmup_steps = 4
+        keras.optimizers.schedules.CosineDecay.initial_learning_rate = 0.1
+        keras.optimizers.schedules.CosineDecay.decay_steps = 1000
+        Trainer.loss = @keras.losses.MeanSquaredError()
+        Trainer.steps_per_loop = 6
+    """)
+    seen = []
+
+    class Recording(trainer_lib.Trainer):
+      def on_loop_end(self, reports):
+        seen.extend(reports.learning_rate)
+
+    t = Recording(model_dir=None)
+    t.fit(data.synthetic_regression(num_features=8, num_examples=64), num_steps=6)
+    cosine = lambda s: 0.1 * 0.5 * (1 + np.cos(np.pi * s / 1000))
+    expected = [cosine(s) * min(1.0, (s + 1) / 4) for s in range(6)]
+    self.assertAllClose(seen, expected, rtol=1e-5)
+
+  def test_resumed_run_continues_the_warm_up(self):
+    from stable_train import data  # pylint: disable=g-import-not-at-top
+    from stable_train import models  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    seen = []
+
+    class Recording(trainer_lib.Trainer):
+      def on_loop_end(self, reports):
+        seen.extend(reports.learning_rate)
+
+    def run(steps):
+      t = Recording(model=models.mlp(input_dim=8, hidden=(4,)),
+                    optimizer=keras.optimizers.SGD(
+                        lr.WarmupSchedule(schedule_or_rate=0.1, warmup_steps=10)),
+                    loss=keras.losses.MeanSquaredError(), model_dir=self.get_temp_dir(),
+                    policies=[])
+      t.fit(data.synthetic_regression(num_features=8, num_examples=64), num_steps=steps)
+      return t
+
+    run(5)
+    t = run(8)
+    t.lr_control.set_scale(0.5)  # A rollback's backoff after the resume.
+    self.assertAllClose(seen, [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08], rtol=1e-6)
+    self.assertAllClose(t.lr_control.current(), 0.5 * 0.09)
+
+  def test_bad_arguments(self):
+    from stable_train import errors  # pylint: disable=g-import-not-at-top
+    for kwargs, text in (({'schedule_or_rate': -0.1, 'warmup_steps': 3}, 'schedule_or_rate=-0.1'),
+                         ({'schedule_or_rate': 0.1, 'warmup_steps': 0}, 'warmup_steps=0'),
+                         ({'schedule_or_rate': 'fast', 'warmup_steps': 3}, "schedule_or_rate='fast'")):
+      with self.assertRaises(errors.ConfigError) as ctx:
+        lr.WarmupSchedule(**kwargs)
+      self.assertIn(text, str(ctx.exception))
 
 
 if __name__ == '__main__':

@@ -1,0 +1,144 @@
+"""InitialisationCheck: names a bad initialisation or learning rate instead of letting clipping hide it."""
+
+import logging
+import math
+
+import gin
+import numpy as np
+import tensorflow as tf
+
+from stable_train import errors
+from stable_train import interfaces
+
+log = logging.getLogger('stable_train')
+
+INIT_REMEDY = ('use keras.initializers.GlorotUniform or HeNormal from gin (e.g. '
+               'mlp.kernel_initializer = @keras.initializers.HeNormal())')
+_OUTPUTS, _LOSS = 1, 2  # Bits of `warned`: each warning is given once per run.
+
+
+def _rms(values) -> float:
+  arrays = [np.asarray(v, np.float64) for v in values]
+  arrays = [a for a in arrays if a.size]
+  if not arrays:
+    return 0.0
+  return float(np.sqrt(np.mean(np.concatenate([np.square(a).ravel() for a in arrays]))))
+
+
+@gin.register(module='stable_train')
+class InitialisationCheck(interfaces.Policy):
+  """Warns, naming the likely cause and the remedy, when a run starts or stays far off scale.
+
+  Two host-side checks, each reported once per run as a `warning` event, a log line and in
+  summary.json (`init_check`):
+    - the model's outputs at step 0 (the initial weights, kept by `build`, applied to the first
+      batch with Keras's `stateless_call` in inference mode: no variable changes) have an RMS more than `output_ratio` × that of the labels (integer labels: class indices,
+      compared with 1): the initial weights are too large;
+    - the median loss of the last `patience` applied steps is `loss_ratio` × the first step's
+      loss or more (a median, because a clipped run that is too hot swings between huge and
+      ordinary losses from step to step): the learning rate is too high, or the initialisation
+      too large.
+  Clipping and skipping keep such a run alive; this policy makes sure it is not silently slow.
+  """
+
+  def __init__(self, *, output_ratio: float = 100.0, loss_ratio: float = 100.0,
+               patience: int = 10, name: str = 'init_check'):
+    """Initialises the policy.
+
+    Args:
+      output_ratio: warn when the first outputs' RMS exceeds this multiple of the labels' (> 1).
+      loss_ratio: warn when the loss stays at this multiple of its first value or above (> 1).
+      patience: how many recent applied steps the median is taken over (>= 1).
+      name: policy name.
+    """
+    super().__init__(name=name)
+    for arg, value in (('output_ratio', output_ratio), ('loss_ratio', loss_ratio)):
+      if (isinstance(value, bool) or not isinstance(value, (int, float)) or
+          not math.isfinite(value) or value <= 1):
+        raise errors.ConfigError(
+            f'InitialisationCheck: {arg}={value!r} must be a finite number > 1.')
+    self.output_ratio = float(output_ratio)
+    self.loss_ratio = float(loss_ratio)
+    self.patience = errors.check_int('InitialisationCheck', 'patience', patience, minimum=1)
+    # State, checkpointed: a resumed run neither repeats a warning nor forgets its first loss.
+    self.initial_loss = tf.Variable(float('nan'), trainable=False, name='initial_loss')
+    self.recent_losses = tf.Variable(tf.zeros([self.patience]), trainable=False,
+                                     name='recent_losses')
+    self.num_losses = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_losses')
+    self.warned = tf.Variable(0, dtype=tf.int64, trainable=False, name='warned')
+    self.output_rms = tf.Variable(float('nan'), trainable=False, name='output_rms')
+    self.label_rms = tf.Variable(float('nan'), trainable=False, name='label_rms')
+    self._initial_weights = None  # Host copies of the initial weights, until the output check.
+
+  def build(self, variables, variable_paths):
+    del variable_paths
+    if np.isnan(self.output_rms.numpy()):  # Not yet checked (a resumed run has been).
+      self._initial_weights = [np.array(v.numpy()) for v in variables]
+
+  def _warn(self, context, step: int, kind: int, cause: str, message: str, **fields) -> None:
+    self.warned.assign(int(self.warned.numpy()) | kind)
+    log.warning('step %d: %s', step, message)
+    context.emit('warning', step, policy=self.name, cause=cause, message=message, **fields)
+
+  def _check_outputs(self, context, step: int) -> None:
+    """Runs the model with its initial weights on the first batch (inference mode)."""
+    initial, self._initial_weights = self._initial_weights, None
+    dataset = getattr(context, 'dataset', None)
+    model = context.model
+    if dataset is None or initial is None or not hasattr(model, 'stateless_call'):
+      return
+    features, labels = context.split_batch(next(iter(dataset.take(1))))
+    outputs, _ = model.stateless_call(
+        initial, [v.value for v in model.non_trainable_variables], features, training=False)
+    out = _rms([o for o in tf.nest.flatten(outputs) if o.dtype.is_floating])
+    flat = tf.nest.flatten(labels)
+    ref = 1.0 if any(l.dtype.is_integer for l in flat) else max(_rms(flat), 1e-12)
+    self.output_rms.assign(out)
+    self.label_rms.assign(ref)
+    if out > self.output_ratio * ref:
+      self._warn(context, step, _OUTPUTS, 'initialisation',
+                 f'model outputs at the start are huge (RMS {out:.4g} vs {ref:.4g} for the '
+                 f'labels, over {self.output_ratio:g}x): the initial weights are too large; '
+                 f'{INIT_REMEDY}, or scale the inputs.',
+                 output_rms=out, label_rms=ref)
+
+  def decide(self, reports, context):
+    warned = int(self.warned.numpy())
+    if np.isnan(self.output_rms.numpy()):
+      self._check_outputs(context, int(reports.step[0]) - 1)
+    self._initial_weights = None  # Checked now, or before a resume: the copy is not needed.
+    initial = float(self.initial_loss.numpy())
+    recent = self.recent_losses.numpy()
+    count = int(self.num_losses.numpy())
+    for i in range(reports.num_steps):
+      if not reports.applied[i]:
+        continue
+      loss = float(reports.loss[i])
+      if math.isnan(initial):
+        initial = loss  # The first applied step's loss: the untrained model's.
+        continue
+      recent[count % self.patience] = loss
+      count += 1
+      median = float(np.median(recent[:min(count, self.patience)]))
+      if (count >= self.patience and median >= self.loss_ratio * abs(initial)
+          and not warned & _LOSS):
+        self._warn(context, int(reports.step[i]), _LOSS, 'learning_rate_or_initialisation',
+                   f'the median loss of the last {self.patience} steps is {median:.4g}, over '
+                   f'{self.loss_ratio:g}x its first value {initial:.4g}: the learning rate is '
+                   'likely too high, or the initial weights too large; lower the learning rate '
+                   f'(or warm it up with WarmupSchedule), or {INIT_REMEDY}.',
+                   initial_loss=initial, median_loss=median)
+        warned |= _LOSS
+    self.initial_loss.assign(initial)
+    self.recent_losses.assign(recent)
+    self.num_losses.assign(count)
+    return None
+
+  def summary(self):
+    warned = int(self.warned.numpy())
+    kinds = [k for bit, k in ((_OUTPUTS, 'huge_initial_outputs'), (_LOSS, 'loss_stays_high'))
+             if warned & bit]
+    value = lambda v: None if np.isnan(v.numpy()) else float(v.numpy())
+    return {'init_check': {'warnings': kinds, 'initial_loss': value(self.initial_loss),
+                           'output_rms': value(self.output_rms),
+                           'label_rms': value(self.label_rms)}}
