@@ -102,7 +102,7 @@ class AdaptiveClip(interfaces.Policy):
 
   def transform_gradients(self, grads, stats):
     norm = stats['grad_norm']
-    threshold = self.threshold()
+    threshold = tf.cast(self.threshold(), norm.dtype)  # float64 gradients have a float64 norm.
     # A non-finite gradient is left alone (non-finite stays non-finite); a finite one whose norm
     # overflows float32 (norm inf) is clipped through the rescaled path of clip_by_global_norm.
     clip = tf.logical_and(stats['grads_finite'], norm > threshold)
