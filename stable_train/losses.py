@@ -3,6 +3,13 @@
 import tensorflow as tf
 
 
+def _widen(logits):
+  """float16/bfloat16 logits (mixed precision) as float32, as Keras losses compute: the softmax
+  of half-precision logits loses the small probabilities."""
+  logits = tf.convert_to_tensor(logits)
+  return tf.cast(logits, tf.float32) if logits.dtype in (tf.float16, tf.bfloat16) else logits
+
+
 def sparse_softmax_cross_entropy(labels, logits):
   """Mean sparse softmax cross-entropy computed from logits (stable for large logits).
 
@@ -11,6 +18,7 @@ def sparse_softmax_cross_entropy(labels, logits):
     logits: unnormalised scores, shape [batch, num_classes].
   """
   labels = tf.cast(tf.reshape(labels, [-1]), tf.int32)
+  logits = _widen(logits)
   return tf.reduce_mean(
       tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
 

@@ -139,7 +139,7 @@ class Trainer:
         not any(isinstance(p, precision_lib.DynamicLossScale) for p in policies)):
       # float16 gradients underflow without loss scaling: never train fp16 unscaled.
       with (strategy or tf.distribute.get_strategy()).scope():
-        policies.insert(0, precision_lib.DynamicLossScale())
+        policies.insert(0, precision_lib.default_loss_scale())
     scales = [p for p in policies if isinstance(p, precision_lib.DynamicLossScale)]
     if len(scales) > 1:
       raise errors.ConfigError('Trainer: policies hold more than one DynamicLossScale; keep one.')
@@ -189,6 +189,7 @@ class Trainer:
     self._input_paths: List[str] = []
     self._traced_output_flags: List[tf.Tensor] = []
     self._report_dtypes = step_lib.report_dtypes()
+    self._random_states: List[tf.Variable] = []  # The global generators' states (`_build`).
     self._refused_checkpoints = 0  # Refusals in a row (host-side).
     self._fitted = False
     self.last_summary: Dict[str, Any] = {}
@@ -227,10 +228,11 @@ class Trainer:
     """Returns the scalar loss of a batch (per replica). Traced. Override for custom losses."""
     features, labels = self.split_batch(batch)
     predictions = self.forward(features, training)
-    loss = distribute.unscale_keras_loss(self.loss_fn, self.loss_fn(labels, predictions))
+    loss = precision_lib.widen(
+        distribute.unscale_keras_loss(self.loss_fn, self.loss_fn(labels, predictions)))
     regularization = getattr(self.model, 'losses', None)
-    if regularization:
-      loss = loss + tf.add_n(regularization)
+    if regularization:  # float32 terms under mixed precision; float64 ones under float64.
+      loss = loss + tf.add_n([tf.cast(r, loss.dtype) for r in regularization])
     return loss
 
   def apply_gradients(self, grads):
@@ -281,9 +283,7 @@ class Trainer:
     batch = self.sanitize_batch(batch)
     self._traced_output_flags = []
     with tf.GradientTape() as tape:
-      loss = tf.convert_to_tensor(self.compute_loss(batch, training=True))
-      if loss.dtype != tf.float64:  # float64 stays float64; float16/bfloat16 losses widen.
-        loss = tf.cast(loss, tf.float32)
+      loss = precision_lib.widen(self.compute_loss(batch, training=True))
       target = loss if self.loss_scale is None else self.loss_scale.scale_loss(loss)
     grads = tape.gradient(target, variables)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
@@ -332,6 +332,9 @@ class Trainer:
     self.apply_gradients(list(grads))
 
   def _step_in_scope(self, batch):
+    # The process-wide generators (a layer drawing keras.random.* without a seed) move in the
+    # forward pass too: read here, before it (cross-replica context), put back on a skip.
+    random_snapshot = [tf.identity(v) for v in self._random_states]
     grads, report, snapshot = self.strategy.run(self._replica_compute, (batch,))
     # Every field is computed from aggregated values, so all replicas agree: take the first copy.
     report = {k: self.strategy.experimental_local_results(v)[0] for k, v in report.items()}
@@ -358,6 +361,8 @@ class Trainer:
           self.strategy.run(self._restore_forward_state, (snapshot,))
         else:
           self._restore_forward_state(snapshot)
+      for v, value in zip(self._random_states, random_snapshot):
+        v.assign(value)
       return tf.constant(False)
 
     tf.cond(applied, apply, skip)
@@ -479,6 +484,7 @@ class Trainer:
     with self.strategy.scope():
       self.optimizer.build(variables)
     self._variable_paths = [provenance.variable_path(v) for v in variables]
+    self._random_states = random_state_variables()
     float64 = any(tf.as_dtype(v.dtype) == tf.float64 for v in variables)
     self._report_dtypes = step_lib.report_dtypes(tf.float64 if float64 else tf.float32)
     for p in self.policies:
@@ -501,6 +507,12 @@ class Trainer:
     return [provenance.variable_path(v) for v in self._all_variables()
             if not np.all(np.isfinite(v.numpy()))]
 
+  def _stale_checkpoint_note(self) -> str:
+    committed = self._keeper.committed() if self._keeper is not None else []
+    if not committed:
+      return 'no checkpoint was written before it'
+    return f'the newest checkpoint on disk is from step {committed[-1].step}, before it'
+
   def _refusal_decision(self, step: int) -> Optional[interfaces.Decision]:
     """A fault once `max_refused_checkpoints` checkpoints in a row were refused, else None."""
     if self._refused_checkpoints < self.max_refused_checkpoints:
@@ -511,7 +523,7 @@ class Trainer:
         reason=(f'{self._refused_checkpoints} checkpoints in a row refused: variable '
                 f'{bad[0] if bad else "?"} is non-finite'
                 + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else '')
-                + '; the newest checkpoint on disk is from before it'))
+                + '; ' + self._stale_checkpoint_note()))
 
   def model_checkpoint(self) -> tf.train.Checkpoint:
     """The model and optimizer state alone (forensics records, replay, inference): the model, the
@@ -529,7 +541,7 @@ class Trainer:
                 # Keras seed generators are not trackable objects, so a model checkpoint leaves
                 # their states (dropout masks to come) out: saved here by position, with the
                 # global generators, so a resume or rollback continues the same random stream.
-                model_state=list(self.forward_state()), random=random_state_variables())
+                model_state=list(self.forward_state()), random=list(self._random_states))
 
   def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
     """Writes one record to events.jsonl (and passes it to `on_event`)."""
@@ -753,7 +765,7 @@ class Trainer:
       bad = self.non_finite_variables()
       status = 'aborted'
       reason = (f'the final checkpoint was refused: variable {bad[0] if bad else "?"} is '
-                'non-finite; the newest checkpoint on disk is from before it')
+                'non-finite; ' + self._stale_checkpoint_note())
       self.emit('abort', step, reason=reason, trigger='checkpoint_refused')
     if status == 'completed':
       self.emit('done', step, reason=reason or 'num_steps reached')

@@ -1,12 +1,14 @@
 """Tests for stable_train.precision: the precision setting, dynamic loss scaling tied into the skip,
 float64 kept float64, and LossScaleOptimizer refused."""
 
+import gin
 import keras
 import numpy as np
 import tensorflow as tf
 
 from stable_train import data
 from stable_train import errors
+from stable_train import losses
 from stable_train import models
 from stable_train import policies
 from stable_train import precision
@@ -143,6 +145,33 @@ class MixedFloat16Test(PrecisionTestCase):
     second = _trainer(extra=[precision.DynamicLossScale(initial_scale=2.0**24)], model_dir=model_dir)
     second.fit(_dataset(), num_steps=21)
     self.assertEqual(float(second.reports[0].loss_scale[0]), scale)
+
+
+class MixedRegularizedTest(PrecisionTestCase):
+
+  def test_regularized_model_trains_under_mixed_precision(self):
+    for policy in ('mixed_float16', 'mixed_bfloat16'):
+      precision.set_precision(policy)
+      keras.utils.set_random_seed(0)
+      model = keras.Sequential([
+          keras.Input((4,)), keras.layers.Dense(3, kernel_regularizer=keras.regularizers.L2(1e-4))])
+      x = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
+      data = tf.data.Dataset.from_tensor_slices((x, np.zeros(16, np.int32))).batch(8)
+      trainer = RecordingTrainer(model=model, optimizer=keras.optimizers.Adam(1e-3),
+                                 loss=losses.sparse_softmax_cross_entropy, model_dir=None)
+      summary = trainer.fit(data, num_steps=2)
+      self.assertEqual(summary['applied_steps'], 2, policy)
+      self.assertEqual(trainer.column('loss').dtype, np.float32)
+
+  def test_auto_added_loss_scale_honours_gin_bindings(self):
+    gin.parse_config('DynamicLossScale.initial_scale = 1024.0\n'
+                     'DynamicLossScale.growth_interval = 5')
+    precision.set_precision('mixed_float16')
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    trainer = trainer_lib.Trainer(model=model, optimizer=keras.optimizers.Adam(1e-3),
+                                  loss=losses.sparse_softmax_cross_entropy, model_dir=None)
+    self.assertEqual(float(trainer.loss_scale.scale.numpy()), 1024.0)
+    self.assertEqual(trainer.loss_scale.growth_interval, 5)
 
 
 class Float64Test(PrecisionTestCase):

@@ -178,6 +178,42 @@ class SkippedStepChangesNothingTest(TestCase):
     self.assertTrue(os.path.isdir(os.path.join(model_dir, 'forensics', 'step_4')))
 
 
+class GlobalNoise(keras.layers.Layer):
+  """Draws from Keras's global SeedGenerator (keras.random.* without a seed)."""
+
+  def call(self, x, training=None):
+    if training:
+      return x + 0.1 * keras.random.normal(keras.ops.shape(x))
+    return x
+
+
+class GlobalGeneratorsTest(TestCase):
+
+  def test_a_skip_puts_the_global_generators_back(self):
+    """[ok, NaN, ok, ok] must train exactly like [ok, ok, ok] when a layer draws from the
+    process-wide Keras generator."""
+
+    def run(bad):
+      keras.utils.set_random_seed(0)
+      model = keras.Sequential([keras.Input((4,)), GlobalNoise(), keras.layers.Dense(3)])
+      rng = np.random.RandomState(0)
+      x = rng.normal(size=(32, 4)).astype(np.float32)
+      y = rng.randint(0, 3, size=32).astype(np.int32)
+      if bad:
+        x[8, 0] = np.nan
+      else:
+        x, y = np.concatenate([x[:8], x[16:]]), np.concatenate([y[:8], y[16:]])
+      data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+      trainer = trainer_lib.Trainer(model=model, optimizer=keras.optimizers.Adam(1e-2),
+                                    loss=losses.sparse_softmax_cross_entropy, model_dir=None)
+      summary = trainer.fit(data, num_steps=4 if bad else 3)
+      self.assertEqual(summary['skipped_steps'], 1 if bad else 0)
+      return [v.numpy() for v in model.trainable_variables]
+
+    for a, b in zip(run(True), run(False)):
+      np.testing.assert_array_equal(a, b)
+
+
 class FiniteCheckpointsTest(TestCase):
 
   def test_nan_batch_mid_run_then_finite_checkpoints(self):
@@ -242,6 +278,13 @@ class RefusedCheckpointsTest(TestCase):
     entries = checkpointing.CheckpointKeeper(
         tf.train.Checkpoint(), os.path.join(model_dir, 'checkpoints')).committed()
     self.assertEqual([e.step for e in entries], [2])
+
+  def test_refusal_before_any_checkpoint_says_so(self):
+    trainer = _accumulating_trainer(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    trainer.checkpoint_every = 4  # The first checkpoint (step 4) is already refused.
+    summary = trainer.fit(_regression(), num_steps=20)
+    self.assertEqual(summary['status'], 'aborted')
+    self.assertIn('no checkpoint was written before it', summary['reason'])
 
   def test_final_refusal_is_not_completed(self):
     trainer = _accumulating_trainer(tempfile.mkdtemp(dir=self.get_temp_dir()), max_refused_checkpoints=5)
