@@ -6,6 +6,7 @@ import keras
 
 from stable_train import data
 from stable_train import distribute
+from stable_train import faults
 from stable_train import forensics
 from stable_train import losses
 from stable_train import models
@@ -38,7 +39,7 @@ def register() -> None:
   gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
   for cls in (policies.CheckNumerics, policies.ClipByGlobalNorm, policies.SkipNonFinite,
               recovery.LossSpike, recovery.Rollback, forensics.ValidateInputs,
-              forensics.Forensics):
+              forensics.Forensics, faults.Faults):
     gin.register(cls, module='stable_train')
   for fn in (data.synthetic_regression, data.synthetic_classification, models.mlp,
              losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy,

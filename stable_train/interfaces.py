@@ -114,8 +114,8 @@ class Policy(tf.Module):
   """Base class of stable_train policies. Override only the hooks a policy needs.
 
   In-graph hooks (traced into the train step; use tensor ops, no Python `if` on tensors):
-    `check_batch`, `sanitize_labels`, `transform_gradients`, `allow_update`, `update_state`; and
-    `end_step`, traced into the loop around the step (never compiled with XLA).
+    `check_batch`, `sanitize_labels`, `transform_loss`, `transform_gradients`, `allow_update`,
+    `update_state`; and `end_step`, traced into the loop around the step (never compiled with XLA).
   Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`,
     `summary`.
   """
@@ -136,6 +136,10 @@ class Policy(tf.Module):
     it must not crash the step (e.g. an out-of-range sparse label raises on CPU).
     """
     return labels
+
+  def transform_loss(self, loss):
+    """Returns the loss to differentiate (traced, under the tape; e.g. fault injection)."""
+    return loss
 
   def transform_gradients(self, grads, stats):
     """Returns transformed gradients.
