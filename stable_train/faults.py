@@ -25,7 +25,7 @@ import errno
 import logging
 import os
 import signal
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -35,15 +35,15 @@ from stable_train import interfaces
 
 log = logging.getLogger('stable_train')
 
-_SINGULAR = {'features': 'feature', 'labels': 'label'}
 _HOST_FAULTS = ('corrupt_checkpoint', 'delete_checkpoint', 'corrupt_manifest', 'delete_manifest',
                 'disk_full', 'sigterm', 'exit')  # Order of injection when several share a step.
 
 
-def _steps(owner: str, name: str, values, minimum: int) -> List[int]:
+def _steps(owner: str, name: str, values, minimum: int) -> Tuple[int, ...]:
   if isinstance(values, (str, bytes)) or not hasattr(values, '__iter__'):
     raise errors.ConfigError(f'{owner}: {name}={values!r} must be a list of integers, e.g. [5, 7].')
-  return sorted(errors.check_int(owner, name, v, minimum=minimum) for v in values)
+  # A tuple: a tf.Module would turn a list into tracked, checkpointed state.
+  return tuple(sorted(errors.check_int(owner, name, v, minimum=minimum) for v in values))
 
 
 def _probability(name: str, value) -> float:
@@ -112,11 +112,12 @@ class Faults(interfaces.Policy):
     """
     super().__init__(name=name)
     self.seed = errors.check_int('Faults', 'seed', seed)
+    # Keyed by the event's kind: '<feature|label>_<nan|inf>'.
     self.data_steps = {
-        ('features', 'nan'): _steps('Faults', 'feature_nan_batches', feature_nan_batches, 0),
-        ('features', 'inf'): _steps('Faults', 'feature_inf_batches', feature_inf_batches, 0),
-        ('labels', 'nan'): _steps('Faults', 'label_nan_batches', label_nan_batches, 0),
-        ('labels', 'inf'): _steps('Faults', 'label_inf_batches', label_inf_batches, 0),
+        'feature_nan': _steps('Faults', 'feature_nan_batches', feature_nan_batches, 0),
+        'feature_inf': _steps('Faults', 'feature_inf_batches', feature_inf_batches, 0),
+        'label_nan': _steps('Faults', 'label_nan_batches', label_nan_batches, 0),
+        'label_inf': _steps('Faults', 'label_inf_batches', label_inf_batches, 0),
     }
     self.feature_nan_probability = _probability('feature_nan_probability',
                                                 feature_nan_probability)
@@ -169,8 +170,8 @@ class Faults(interfaces.Policy):
   # -- data faults --------------------------------------------------------------------------------
   def data_faults(self, index: int) -> List[Dict[str, Any]]:
     """The data faults injected into batch `index` (host side, the same decision as the stage)."""
-    found = [{'kind': f'{_SINGULAR[part]}_{value}', 'batch': index}
-             for (part, value), batches in self.data_steps.items() if index in batches]
+    found = [{'kind': kind, 'batch': index}
+             for kind, batches in self.data_steps.items() if index in batches]
     if self.feature_nan_probability > 0 and bool(self._random_hit(tf.constant(index, tf.int64))):
       if not any(f['kind'] == 'feature_nan' for f in found):
         found.append({'kind': 'feature_nan', 'batch': index, 'probability': True})
@@ -202,21 +203,22 @@ class Faults(interfaces.Policy):
         labels = batch[labels_key]
       else:
         features, labels = batch
-      parts = {'features': features, 'labels': labels}
-      for (part, kind), batches in self.data_steps.items():
+      parts = {'feature': features, 'label': labels}
+      for kind, batches in self.data_steps.items():
+        part, value = kind.split('_')
+        random = kind == 'feature_nan' and self.feature_nan_probability > 0
+        if not batches and not random:
+          continue  # No op for a fault that is not configured.
         hit = tf.reduce_any(tf.equal(tf.constant(batches, tf.int64, shape=[len(batches)]), index))
-        if part == 'features' and kind == 'nan' and self.feature_nan_probability > 0:
+        if random:
           hit = tf.logical_or(hit, self._random_hit(index))
-        if not batches and not (part == 'features' and kind == 'nan' and
-                                self.feature_nan_probability > 0):
-          continue
-        value = tf.constant(float(kind), tf.float32)
+        value = tf.constant(float(value), tf.float32)
         current = parts[part]
         parts[part] = tf.cond(hit, lambda c=current, v=value, p=part: poison_first(c, v, p),
                               lambda c=current: c)
       if isinstance(batch, dict):
-        return dict(parts['features'], **{labels_key: parts['labels']})
-      return parts['features'], parts['labels']
+        return dict(parts['feature'], **{labels_key: parts['label']})
+      return parts['feature'], parts['label']
 
     return dataset.enumerate().map(stage)
 
