@@ -48,6 +48,7 @@ class _Signals:
     self.raising = False
 
   def install(self) -> None:
+    self.raising = True  # Start-up has begun (flag parsing included).
     for sig in (signal.SIGTERM, signal.SIGINT):
       signal.signal(sig, self._handle)
 
@@ -176,10 +177,14 @@ def main(argv) -> int:
   try:
     return _main(argv)
   except _StartupInterrupted as e:
-    return _fail(f'interrupted by signal {e.signum} during start-up, before training began; '
-                 'no checkpoint was touched; rerun the same command to start.', 128 + e.signum)
+    return _startup_interrupted(e)
   finally:
     _SIGNALS.raising = False
+
+
+def _startup_interrupted(error: _StartupInterrupted) -> int:
+  return _fail(f'interrupted by signal {error.signum} during start-up, before training began; '
+               'no checkpoint was touched; rerun the same command to start.', 128 + error.signum)
 
 
 def _main(argv) -> int:
@@ -262,7 +267,10 @@ def _parse_flags(argv):
 def run():
   """Console-script entry point (`stable-train`) and `scripts/train.py`."""
   _SIGNALS.install()  # Before TensorFlow is imported: a signal during start-up is one line too.
-  app.run(lambda argv: sys.exit(main(argv)), flags_parser=_parse_flags)
+  try:
+    app.run(lambda argv: sys.exit(main(argv)), flags_parser=_parse_flags)
+  except _StartupInterrupted as e:  # While absl parsed the flags, before main().
+    sys.exit(_startup_interrupted(e))
 
 
 if __name__ == '__main__':
