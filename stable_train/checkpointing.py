@@ -9,6 +9,7 @@ a `good` mark (written while the run was healthy); only good checkpoints are rol
 import dataclasses
 import fcntl
 import json
+import logging
 import os
 import re
 import shutil
@@ -258,7 +259,12 @@ class RunLock:
     fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except OSError as e:
+      if not isinstance(e, BlockingIOError):  # ENOLCK, EOPNOTSUPP: this file system cannot lock.
+        os.close(fd)
+        logging.getLogger('stable_train').warning(
+            'cannot lock %s (%s): two runs on this model_dir would not be stopped', self.path, e)
+        return self
       holder = _read_holder(fd)
       os.close(fd)
       who = (f"pid {holder.get('pid')} on host {holder.get('host')}" if holder else
