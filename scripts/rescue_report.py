@@ -12,6 +12,7 @@ the reference for the ratio column. Prints a Markdown table (for README and BUIL
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -108,12 +109,13 @@ def _keras_fit(case, steps):
   model = _model(task, scale)
   model.compile(optimizer=_optimizer(opt(), clip=True), loss=_loss(loss))
   start = time.perf_counter()
-  history = model.fit(dataset_fn(), epochs=1, steps_per_epoch=steps, verbose=0,
-                      callbacks=[keras.callbacks.TerminateOnNaN()])
+  with contextlib.redirect_stdout(sys.stderr):  # TerminateOnNaN prints; keep stdout the table.
+    history = model.fit(dataset_fn(), epochs=1, steps_per_epoch=steps, verbose=0,
+                        callbacks=[keras.callbacks.TerminateOnNaN()])
   seconds = time.perf_counter() - start
   terminated = len(history.history.get('loss', [])) == 0 or not np.isfinite(
       history.history['loss'][-1]) or model.stop_training
-  return dict(diverged=bool(terminated or not _finite(model)), loss=_evaluate(task, model),
+  return dict(stopped=bool(terminated), finite=_finite(model), loss=_evaluate(task, model),
               skips=None, rollbacks=None, seconds=seconds)
 
 
@@ -131,7 +133,7 @@ def _stable_train(case, steps, rollback):
     start = time.perf_counter()
     summary = trainer.fit(dataset_fn(), num_steps=steps)
     seconds = time.perf_counter() - start
-  return dict(diverged=summary['status'] != 'completed' or not _finite(model),
+  return dict(stopped=summary['status'] != 'completed', finite=_finite(model),
               loss=_evaluate(task, model), skips=summary['skipped_steps'],
               rollbacks=summary.get('rollbacks'), seconds=seconds)
 
@@ -165,7 +167,9 @@ def main():
     ratio = (r['loss'] / ref['loss'] if ref and np.isfinite(r['loss']) and ref['loss'] > 0
              else float('nan'))
     fmt = lambda v: '—' if v is None else str(v)
-    print(f"| {name} | {CASES[name][5]} | {way} | {'yes' if r['diverged'] else 'no'} | "
+    diverged = ('yes: NaN weights' if not r['finite'] else
+                'stopped early, weights finite' if r['stopped'] else 'no')
+    print(f"| {name} | {CASES[name][5]} | {way} | {diverged} | "
           f"{r['loss']:.4g} | {ratio:.3g} | {fmt(r['skips'])} | {fmt(r['rollbacks'])} | "
           f"{r['seconds']:.1f} |")
 
