@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rescue report: an unstable suite run three ways (Keras fit, stable_train, stable_train + Rollback).
+"""Rescue report: an unstable suite run as Keras fit, stable_train, and stable_train + Rollback.
 
     python scripts/rescue_report.py [--steps=300] [--cases=lr_too_high,nan_inf_data]
 
@@ -28,7 +28,6 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 from stable_train import data  # pylint: disable=g-import-not-at-top
 from stable_train import losses  # pylint: disable=g-import-not-at-top
 from stable_train import models  # pylint: disable=g-import-not-at-top
-from stable_train import policies  # pylint: disable=g-import-not-at-top
 from stable_train import recovery  # pylint: disable=g-import-not-at-top
 from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 

@@ -102,7 +102,7 @@ class CheckpointKeeper:
       with open(path) as f:
         data = json.load(f)
       return [Entry(**e) for e in data['checkpoints']]
-    except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSONDecodeError is a ValueError.
+    except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSONDecodeError: ValueError
       raise errors.CheckpointError(
           f'{path} is unreadable ({str(e).splitlines()[0][:120]}); {fix}') from None
 
