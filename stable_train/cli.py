@@ -49,7 +49,7 @@ class _Signals:
 
   def install(self) -> None:
     self.raising = True  # Start-up has begun (flag parsing included).
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGINT, signal.SIGTERM):  # SIGTERM last: once it is caught, both are.
       signal.signal(sig, self._handle)
 
   def _handle(self, signum, frame):

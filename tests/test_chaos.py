@@ -67,6 +67,13 @@ def _tensors(model_dir, entry):
           if d != tf.variant and n != '_CHECKPOINTABLE_OBJECT_GRAPH'}
 
 
+def _catches_sigterm(pid):
+  """Whether process `pid` has a handler for SIGTERM (Linux: SigCgt in /proc/<pid>/status)."""
+  with open(f'/proc/{pid}/status') as f:
+    caught = next(l for l in f if l.startswith('SigCgt:')).split()[1]
+  return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
 class ChaosTest(tf.test.TestCase):
 
   def setUp(self):
@@ -241,9 +248,12 @@ class ChaosTest(tf.test.TestCase):
   def test_signals_during_start_up_and_a_class_for_an_instance(self):
     model_dir = os.path.join(self.get_temp_dir(), 'run')
     params = SMALL + ['train.num_steps = 100']
-    for sig, delay in ((signal.SIGTERM, 1.0), (signal.SIGINT, 2.5)):
+    for sig, delay in ((signal.SIGTERM, 0.0), (signal.SIGINT, 1.0)):
       proc = self._start(model_dir, params)
-      time.sleep(delay)  # Flag parsing or importing TensorFlow.
+      # The CLI catches SIGTERM once its handlers are in (before TensorFlow is imported; before
+      # that, nothing can catch it); the signal then lands in flag parsing or the TF import.
+      self._wait_for(proc, lambda p=proc: _catches_sigterm(p.pid), 'signal handlers')
+      time.sleep(delay)
       proc.send_signal(sig)
       code, _, err = self._finish(proc)
       self._assert_one_line(code, err, 128 + sig, f'signal {int(sig)} during start-up')
