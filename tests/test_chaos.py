@@ -2,8 +2,8 @@
 process-level mishaps. Each run completes, or stops cleanly with its documented exit code and one
 line on stderr; counts match the injected faults; a rerun resumes at the right step with the same
 next batch; no checkpoint on disk holds a non-finite value; nothing committed before a fault is
-lost. Bounded: 16 CLI processes (each ~5 s of TensorFlow start-up), about a minute and a half on
-two idle cores.
+lost. Bounded: 15 CLI processes (each ~5 s of TensorFlow start-up), about 70 s on two shared
+cores.
 """
 
 import hashlib
