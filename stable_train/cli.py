@@ -264,11 +264,23 @@ def _parse_flags(argv):
     sys.exit(_fail(f'usage error: {e}', EXIT_USAGE))
 
 
+def _final(code: int) -> int:
+  """Ignores SIGTERM/SIGINT from here to the end of the process and returns `code`.
+
+  The outcome is decided; a repeated signal must not change the exit status. Python resets its
+  own handlers to the default action while the interpreter shuts down (a second SIGINT 20 ms
+  after the first then killed the process with -2), but leaves an ignored signal ignored.
+  """
+  for sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(sig, signal.SIG_IGN)
+  return code
+
+
 def run():
   """Console-script entry point (`stable-train`) and `scripts/train.py`."""
   _SIGNALS.install()  # Before TensorFlow is imported: a signal during start-up is one line too.
   try:
-    app.run(lambda argv: sys.exit(main(argv)), flags_parser=_parse_flags)
+    app.run(lambda argv: sys.exit(_final(main(argv))), flags_parser=_parse_flags)
   except _StartupInterrupted as e:  # While absl parsed the flags, before main().
     sys.exit(_startup_interrupted(e))
 

@@ -120,6 +120,22 @@ class ChaosTest(tf.test.TestCase):
       self.assertLess(time.monotonic(), deadline, f'no {what} in time')
       time.sleep(0.01)
 
+  def _signal_twice_and_once_more(self, proc, sig):
+    """Two signals 20 ms apart, and one more once the run has printed its outcome (it is then
+    shutting down, when Python's own handlers are gone)."""
+    proc.send_signal(sig)
+    time.sleep(0.02)
+    proc.send_signal(sig)
+    _, _, err = next(p for p in self._procs if p[0] is proc)
+
+    def printed():
+      with open(err.name) as f:
+        return 'stable_train:' in f.read()
+
+    self._wait_for(proc, printed, 'its one line')
+    if proc.poll() is None:
+      proc.send_signal(sig)
+
   def _assert_one_line(self, code, err, expected_code, *texts):
     self.assertEqual(code, expected_code, err[-2000:])
     lines = [l for l in err.splitlines() if l.startswith('stable_train:')]
@@ -210,10 +226,8 @@ class ChaosTest(tf.test.TestCase):
     # A second process on the same model_dir refuses at once, naming the first.
     code, _, err = self._run(model_dir, params)
     self._assert_one_line(code, err, 2, 'model_dir busy', f'pid {first.pid} on host')
-    # Two SIGTERMs 20 ms apart: one clean stop, a checkpoint, exit 143.
-    first.send_signal(signal.SIGTERM)
-    time.sleep(0.02)
-    first.send_signal(signal.SIGTERM)
+    # Two SIGTERMs 20 ms apart (and a third while it exits): one clean stop, a checkpoint, 143.
+    self._signal_twice_and_once_more(first, signal.SIGTERM)
     code, _, err = self._finish(first)
     self._assert_one_line(code, err, 143, 'interrupted by signal 15', 'checkpoint written')
     (stopped,) = _events(model_dir, 'interrupted')
@@ -226,9 +240,7 @@ class ChaosTest(tf.test.TestCase):
     second = self._start(model_dir, params)
     self._wait_for(second, lambda: len(_events(model_dir, 'checkpoint')) > saved,
                    'a checkpoint after the resume')
-    second.send_signal(signal.SIGINT)
-    time.sleep(0.02)
-    second.send_signal(signal.SIGINT)
+    self._signal_twice_and_once_more(second, signal.SIGINT)
     code, _, err = self._finish(second)
     self._assert_one_line(code, err, 130, 'interrupted by signal 2', 'checkpoint written')
     (resume,) = _events(model_dir, 'resume')
