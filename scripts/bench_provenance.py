@@ -37,13 +37,13 @@ def bare_loop(with_provenance: bool):
   """A hand-built loop of the core step, with or without the cheap provenance; returns run(steps)."""
   import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from stable_train import forensics, models, numerics  # pylint: disable=g-import-not-at-top
+  from stable_train import models, numerics, policies  # pylint: disable=g-import-not-at-top
   model = models.mlp()
   optimizer = keras.optimizers.Adam(1e-3)
   loss_fn = keras.losses.MeanSquaredError()
   model(tf.zeros([1, 1000]))
   optimizer.build(model.trainable_variables)
-  check = forensics.ValidateInputs()
+  check = policies.ValidateInputs()
 
   def step(x, y):
     variables = model.trainable_variables

@@ -23,8 +23,10 @@ import numpy as np
 flags.DEFINE_integer('steps', 400, 'Timed steps per run.')
 flags.DEFINE_integer('repeats', 3, 'Timed runs per variant (the minimum is reported).')
 flags.DEFINE_integer('batch_size', 32, 'Batch size.')
-flags.DEFINE_enum('section', 'all', ['all', 'guards', 'recovery'],
-                  'guards: step overhead; recovery: checkpoint and rollback costs.')
+flags.DEFINE_enum('section', 'all', ['all', 'guards', 'recovery', 'convnet'],
+                  'guards: step overhead; recovery: checkpoint and rollback costs; convnet: the '
+                  'guards on the BatchNorm + Dropout convnet against a bare tf.function step.')
+flags.DEFINE_integer('rounds', 5, 'convnet section: interleaved timed rounds (median reported).')
 FLAGS = flags.FLAGS
 
 
@@ -122,6 +124,92 @@ def recovery_costs(data):
         f'{np.median(latencies) * 1e3:.1f} ms median')
 
 
+class _BareConvnetStep:
+  """A plain GradientTape step on the convnet, no checks, no state snapshot: the floor."""
+
+  def __init__(self, k, jit, data):
+    import keras  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from stable_train import losses  # pylint: disable=g-import-not-at-top
+    from stable_train import models  # pylint: disable=g-import-not-at-top
+    self.model = models.convnet_bn()
+    self.optimizer = keras.optimizers.Adam(1e-3)
+    self.k, self.data = k, data
+    self.model.build((None, 16, 16, 3))
+    self.optimizer.build(self.model.trainable_variables)
+
+    @tf.function(jit_compile=jit or None)
+    def step(x, y):
+      with tf.GradientTape() as tape:
+        loss = losses.sparse_softmax_cross_entropy(y, self.model(x, training=True))
+      grads = tape.gradient(loss, self.model.trainable_variables)
+      self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+
+    @tf.function
+    def loop(iterator, n):
+      for _ in tf.range(n):
+        x, y = next(iterator)
+        step(x, y)
+
+    self.loop = loop
+    self.iterator = iter(data)
+
+  def run(self, steps):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    for _ in range(steps // self.k):
+      self.loop(self.iterator, tf.constant(self.k))
+
+
+def convnet_costs():
+  """The guards' cost on the BatchNorm + Dropout convnet (16x16x3, 16/32 filters, batch 32), in
+  interleaved rounds (median ms/step): a bare tf.function step, the Trainer with no policies
+  (the forward-state snapshot a skip needs is always there) and the default stack, per mode."""
+  import gc  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  import stable_train  # pylint: disable=g-import-not-at-top
+  from stable_train import data as data_lib  # pylint: disable=g-import-not-at-top
+  from stable_train import losses  # pylint: disable=g-import-not-at-top
+  from stable_train import models  # pylint: disable=g-import-not-at-top
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  data = data_lib.synthetic_images(batch_size=32)
+
+  class TrainerRun:
+
+    def __init__(self, policies, k, jit):
+      self.trainer = stable_train.Trainer(
+          model=models.convnet_bn(), optimizer=keras.optimizers.Adam(1e-3),
+          loss=losses.sparse_softmax_cross_entropy, policies=policies, model_dir=None,
+          steps_per_loop=k, jit_compile=jit, log_every=10**9, summary_every=10**9)
+
+    def run(self, steps):
+      done = int(self.trainer.global_step.numpy())
+      self.trainer.fit(data, num_steps=done + steps)
+
+  modes = [(1, False), (10, False), (1, True), (10, True)]
+  configs = {}
+  for k, jit in modes:
+    mode = f'{k:2d} step/loop{", XLA" if jit else ""}'
+    configs[f'bare tf.function step, {mode}'] = _BareConvnetStep(k, jit, data)
+    configs[f'Trainer, no policies, {mode}'] = TrainerRun([], k, jit)
+    configs[f'Trainer, default policies, {mode}'] = TrainerRun(trainer_lib.default_policies(), k, jit)
+  for c in configs.values():  # Warm-up: tracing and XLA compiles.
+    c.run(20)
+  times = {name: [] for name in configs}
+  names = list(configs)
+  for r in range(FLAGS.rounds):
+    for name in names[r % len(names):] + names[:r % len(names)]:
+      gc.collect()
+      start = time.perf_counter()
+      configs[name].run(FLAGS.steps)
+      times[name].append((time.perf_counter() - start) / FLAGS.steps * 1e3)
+  print(f'convnet_bn (BatchNorm + Dropout), batch 32, {FLAGS.rounds} interleaved rounds x '
+        f'{FLAGS.steps} steps, median ms/step, ratio to the bare step in the same mode:')
+  for i, name in enumerate(names):
+    base = np.median(times[names[i - i % 3]])
+    ms = np.median(times[name])
+    print(f'  {name:48s} {ms:7.3f} ms/step  {ms / base:5.2f}x')
+
+
 def main(argv):
   del argv
   from absl import logging  # pylint: disable=g-import-not-at-top
@@ -129,6 +217,9 @@ def main(argv):
   from stable_train import data as data_lib  # pylint: disable=g-import-not-at-top
   from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   data = data_lib.synthetic_regression(batch_size=FLAGS.batch_size)
+  if FLAGS.section == 'convnet':
+    convnet_costs()
+    return
   if FLAGS.section in ('all', 'recovery'):
     recovery_costs(data)
   if FLAGS.section == 'recovery':

@@ -7,7 +7,7 @@ from stable_train.errors import CheckpointError, ConfigError, NumericsError, Sta
 # Imported on first use, so that `stable_train.cli` starts (and installs its signal handlers)
 # before TensorFlow is imported: a signal during that import is then a clean one-line stop.
 _LAZY = {
-    'Forensics': 'forensics', 'ValidateInputs': 'forensics',
+    'Forensics': 'forensics', 'ValidateInputs': 'policies',
     'Decision': 'interfaces', 'Policy': 'interfaces', 'StepReports': 'interfaces',
     'CheckNumerics': 'policies', 'ClipByGlobalNorm': 'policies', 'SkipNonFinite': 'policies',
     'LossSpike': 'recovery', 'Rollback': 'recovery',

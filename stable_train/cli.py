@@ -65,7 +65,7 @@ _SIGNALS = _Signals()
 @gin.configurable('train', denylist=['model_dir'])
 def train(*, model_dir: str, num_steps: Optional[int] = None,
           dataset_fn: Optional[Callable] = None, trainer_fn: Optional[Callable] = None,
-          strategy_fn: Optional[Callable] = None):
+          strategy_fn: Optional[Callable] = None, precision: str = 'float32'):
   """The root configurable: builds the strategy, the trainer and the dataset, then trains.
 
   Args:
@@ -76,22 +76,36 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
       strategy=...); everything else comes from its own bindings. Default: `@Trainer`.
     strategy_fn: gin reference to a function returning a `tf.distribute.Strategy`; default: the
       default strategy (one device).
+    precision: 'float32', 'mixed_float16' (dynamic loss scaling added), 'mixed_bfloat16' or
+      'float64'; set before the model is built, and put back afterwards.
 
   Returns:
     The run summary.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from stable_train import errors  # pylint: disable=g-import-not-at-top
-  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   if num_steps is None:
     raise errors.ConfigError(
         'train.num_steps is not set; add `train.num_steps = 1000` to a gin file or '
         "--gin_param='train.num_steps=1000'.")
-  if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
-    raise errors.ConfigError(f'train.num_steps={num_steps!r} must be a positive integer.')
+  num_steps = errors.check_int('train', 'num_steps', num_steps, minimum=1)
   if dataset_fn is None:
     raise errors.ConfigError(
         'train.dataset_fn is not set; bind it, e.g. `train.dataset_fn = @synthetic_regression`.')
+  import keras  # pylint: disable=g-import-not-at-top
+  from stable_train import precision as precision_lib  # pylint: disable=g-import-not-at-top
+  previous = (keras.config.floatx(), keras.mixed_precision.global_policy())
+  precision_lib.set_precision(precision)
+  try:
+    return _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn)
+  finally:  # In-process callers (tests, notebooks) get their precision back.
+    keras.config.set_floatx(previous[0])
+    keras.mixed_precision.set_global_policy(previous[1])
+
+
+def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from stable_train import errors  # pylint: disable=g-import-not-at-top
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   strategy = strategy_fn() if strategy_fn is not None else tf.distribute.get_strategy()
   with strategy.scope():
     trainer = (trainer_fn or trainer_lib.Trainer)(model_dir=model_dir, strategy=strategy)

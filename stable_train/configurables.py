@@ -6,12 +6,13 @@ import keras
 
 from stable_train import data
 from stable_train import distribute
-from stable_train import faults
-from stable_train import forensics
+from stable_train import faults  # pylint: disable=unused-import  (registers Faults)
+from stable_train import forensics  # pylint: disable=unused-import  (registers Forensics)
 from stable_train import losses
 from stable_train import models
-from stable_train import policies
-from stable_train import recovery
+from stable_train import policies  # pylint: disable=unused-import  (registers the core policies)
+from stable_train import precision  # pylint: disable=unused-import  (registers DynamicLossScale)
+from stable_train import recovery  # pylint: disable=unused-import  (registers LossSpike, Rollback)
 from stable_train import trainer
 
 _done = False
@@ -37,11 +38,11 @@ def register() -> None:
   # Trainer is made configurable in place (not through a subclass), so a user's subclass that
   # calls super().__init__(**kwargs) still receives the `Trainer.*` bindings.
   gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
-  for cls in (policies.CheckNumerics, policies.ClipByGlobalNorm, policies.SkipNonFinite,
-              recovery.LossSpike, recovery.Rollback, forensics.ValidateInputs,
-              forensics.Forensics, faults.Faults):
-    gin.register(cls, module='stable_train')
-  for fn in (data.synthetic_regression, data.synthetic_classification, models.mlp,
+  # The policies register themselves where they are defined (`@gin.register` in policies.py,
+  # recovery.py, forensics.py, precision.py, faults.py); importing those modules above registers them.
+  for fn in (data.synthetic_regression, data.synthetic_classification, data.synthetic_images,
+             data.synthetic_sequences, models.convnet_bn, models.transformer, models.lstm,
+             models.mlp,
              losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy,
              trainer.default_policies):
     gin.register(fn, module='stable_train')

@@ -11,8 +11,7 @@ from stable_train import errors
 def _validate(num_examples, num_features, batch_size):
   for name, value in (('num_examples', num_examples), ('num_features', num_features),
                       ('batch_size', batch_size)):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-      raise errors.ConfigError(f'dataset: {name}={value!r} must be a positive integer.')
+    errors.check_int('dataset', name, value, minimum=1)
 
 
 def _batched(features, labels, batch_size, repeat, poison_batches, poison_value):
@@ -85,8 +84,7 @@ def synthetic_classification(*, num_examples: int = 1000, num_features: int = 64
     poison_value: the value injected (NaN by default).
   """
   _validate(num_examples, num_features, batch_size)
-  if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-    raise errors.ConfigError(f'dataset: num_classes={num_classes!r} must be an integer >= 2.')
+  errors.check_int('dataset', 'num_classes', num_classes, minimum=2)
   rng = np.random.RandomState(seed)
   centers = rng.normal(size=(num_classes, num_features)).astype(np.float32)
   labels = rng.randint(0, num_classes, size=num_examples).astype(np.int32)

@@ -56,10 +56,8 @@ def mirrored_strategy(*, devices: Optional[Sequence[str]] = None,
       started already with enough logical CPUs, those are used.
   """
   if num_logical_cpus is not None:
-    if (isinstance(num_logical_cpus, bool) or not isinstance(num_logical_cpus, int)
-        or num_logical_cpus < 1):
-      raise errors.ConfigError(
-          f'mirrored_strategy: num_logical_cpus={num_logical_cpus!r} must be a positive integer.')
+    num_logical_cpus = errors.check_int('mirrored_strategy', 'num_logical_cpus',
+                                        num_logical_cpus, minimum=1)
     _ensure_logical_cpus(num_logical_cpus)
     if devices is None:
       devices = [f'/cpu:{i}' for i in range(num_logical_cpus)]

@@ -27,6 +27,7 @@ import os
 import signal
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import gin
 import numpy as np
 import tensorflow as tf
 
@@ -65,6 +66,7 @@ class _Bound:
     self.variable_index = variable_index
 
 
+@gin.register(module='stable_train')
 class Faults(interfaces.Policy):
   """Injects configured faults, each logged as a `fault_injected` event. Seeded; off by default.
 

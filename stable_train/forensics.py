@@ -1,5 +1,5 @@
-"""NaN forensics policies: ValidateInputs (bad batches are input faults) and Forensics (saves the
-offending batch and state, names the op that made the NaN, and tells transient from deterministic).
+"""NaN forensics: the Forensics policy (saves the offending batch and state, names the op that made
+the NaN, and tells transient from deterministic) and its on-disk record.
 
 A forensics record is a folder `<model_dir>/forensics/step_<N>/`, written atomically:
   batch.npz        the offending batch, flattened (`input_<i>` arrays; the structure is in report.json)
@@ -9,6 +9,7 @@ A forensics record is a folder `<model_dir>/forensics/step_<N>/`, written atomic
   report.json      everything below, machine-readable; report.txt the same for people
 """
 
+import collections
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import shutil
 import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
+import gin
 import keras
 import numpy as np
 import tensorflow as tf
@@ -23,6 +25,7 @@ import tensorflow as tf
 from stable_train import errors
 from stable_train import events as events_lib
 from stable_train import interfaces
+from stable_train import policies
 from stable_train import provenance
 
 log = logging.getLogger('stable_train')
@@ -34,84 +37,20 @@ RNG_JSON = 'rng.json'
 CHECKPOINT_PREFIX = os.path.join('checkpoint', 'ckpt')
 
 
-class ValidateInputs(interfaces.Policy):
-  """Checks every batch's features and labels inside the step, before the update.
-
-  A batch that fails is not applied and counts as an *input* fault (`Trainer.input_faults`, events
-  with fault='input'), distinct from loss and gradient faults. Checks: floating tensors are finite;
-  optionally, floating features lie within `value_range`, and labels are class indices in
-  `[0, num_classes)` (sparse cross-entropy gives NaN on CPU for an out-of-range label).
-  """
-
-  def __init__(self, *, num_classes: Optional[int] = None,
-               value_range: Optional[Tuple[float, float]] = None, name: str = 'validate_inputs'):
-    """Initialises the policy.
-
-    Args:
-      num_classes: if set, every label must lie in [0, num_classes) (for sparse labels).
-      value_range: if set, (low, high): every floating feature must lie in [low, high].
-      name: policy name.
-    """
-    super().__init__(name=name)
-    if num_classes is not None and (isinstance(num_classes, bool) or
-                                    not isinstance(num_classes, (int, np.integer)) or
-                                    num_classes < 1):
-      raise errors.ConfigError(
-          f'ValidateInputs: num_classes={num_classes!r} must be a positive integer or None.')
-    if value_range is not None:
-      try:
-        low, high = (float(v) for v in value_range)
-      except (TypeError, ValueError):
-        low = high = float('nan')
-      if not low < high:  # False for NaN too.
-        raise errors.ConfigError(
-            f'ValidateInputs: value_range={value_range!r} must be a pair (low, high) with '
-            'low < high, e.g. (-10.0, 10.0).')
-      value_range = (low, high)
-    self.num_classes = None if num_classes is None else int(num_classes)
-    self.value_range = value_range
-
-  def _tensor_ok(self, t, is_label: bool) -> tf.Tensor:
-    if isinstance(t, tf.SparseTensor):
-      t = t.values
-    elif isinstance(t, tf.RaggedTensor):
-      t = t.flat_values
-    ok = tf.constant(True)
-    if t.dtype.is_floating:
-      ok = tf.reduce_all(tf.math.is_finite(t))
-      if self.value_range is not None and not is_label:
-        low, high = (tf.cast(v, t.dtype) for v in self.value_range)
-        ok = tf.logical_and(ok, tf.reduce_all(tf.logical_and(t >= low, t <= high)))
-    if is_label and self.num_classes is not None and (t.dtype.is_floating or t.dtype.is_integer):
-      in_range = tf.logical_and(t >= tf.cast(0, t.dtype), t < tf.cast(self.num_classes, t.dtype))
-      ok = tf.logical_and(ok, tf.reduce_all(in_range))
-    return ok
-
-  def sanitize_labels(self, labels):
-    if self.num_classes is None:
-      return labels
-
-    def clip(t):
-      # Identity on valid labels; an out-of-range one (its batch is skipped) must not crash the
-      # loss: TF 2.21's CPU sparse cross-entropy kernel raises on it instead of returning NaN.
-      if isinstance(t, tf.Tensor) and (t.dtype.is_integer or t.dtype.is_floating):
-        return tf.clip_by_value(t, tf.cast(0, t.dtype), tf.cast(self.num_classes - 1, t.dtype))
-      return t
-
-    return tf.nest.map_structure(clip, labels)
-
-  def check_batch(self, features, labels):
-    # Same order as interfaces.flatten_inputs: features first ('features' < 'labels'), then labels.
-    flags = [self._tensor_ok(t, False) for t in tf.nest.flatten(features)]
-    flags += [self._tensor_ok(t, True) for t in tf.nest.flatten(labels)]
-    return tf.stack(flags)
+# Moved to policies.py (it is a core input check); kept importable here for compatibility.
+ValidateInputs = policies.ValidateInputs
 
 
 def _encode_structure(value) -> Any:
-  """A JSON description of a nest structure (dicts, lists, tuples; anything else is a leaf)."""
+  """A JSON description of a nest structure (dicts, lists, tuples, namedtuples; anything else
+  is a leaf)."""
   if isinstance(value, dict):
     return {'dict': {str(k): _encode_structure(value[k]) for k in sorted(value)}}
-  if isinstance(value, (list, tuple)) and not hasattr(value, '_fields'):
+  if isinstance(value, tuple) and hasattr(value, '_fields'):
+    return {'namedtuple': type(value).__name__,
+            'fields': {f: _encode_structure(getattr(value, f)) for f in value._fields},
+            'order': list(value._fields)}
+  if isinstance(value, (list, tuple)):
     return {type(value).__name__: [_encode_structure(v) for v in value]}
   return None
 
@@ -122,6 +61,9 @@ def _decode_structure(spec) -> Any:
     return 0
   if 'dict' in spec:
     return {k: _decode_structure(v) for k, v in spec['dict'].items()}
+  if 'namedtuple' in spec:  # Rebuilt as a namedtuple of the same name and fields.
+    cls = collections.namedtuple(spec['namedtuple'], spec['order'])
+    return cls(*[_decode_structure(spec['fields'][f]) for f in spec['order']])
   if 'list' in spec:
     return [_decode_structure(v) for v in spec['list']]
   return tuple(_decode_structure(v) for v in spec['tuple'])
@@ -163,6 +105,7 @@ class _Holder:
   stash: Optional[_Stash] = None
 
 
+@gin.register(module='stable_train')
 class Forensics(interfaces.Policy):
   """On a non-finite step: saves the batch and state, names the variable and op, rechecks.
 
@@ -217,9 +160,7 @@ class Forensics(interfaces.Policy):
     if self._stash is None:
       self._holder.stash = _Stash(batch)
     stash = self._stash
-    healthy = tf.logical_and(report['inputs_finite'],
-                             tf.logical_and(report['loss_finite'], report['grads_finite']))
-    capture = tf.logical_and(tf.logical_not(healthy), stash.armed)
+    capture = tf.logical_and(interfaces.step_faulty(report), stash.armed)
 
     def save():
       for v, t in zip(stash.inputs, tf.nest.flatten(batch)):
@@ -366,8 +307,7 @@ def write_record(trainer, report: Dict[str, Any], batch, structure) -> Optional[
   try:
     flat = [np.asarray(t) for t in tf.nest.flatten(batch)]
     np.savez(os.path.join(tmp, BATCH_FILE), **{f'input_{j}': a for j, a in enumerate(flat)})
-    tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer).write(
-        os.path.join(tmp, CHECKPOINT_PREFIX))
+    trainer.model_checkpoint().write(os.path.join(tmp, CHECKPOINT_PREFIX))
     keeper = trainer.checkpoints
     good = keeper.last_good() if keeper is not None else None
     report = dict(report, batch_file=BATCH_FILE, batch_structure=structure,

@@ -65,7 +65,8 @@ class LoopRecorder:
             'loss': reports.loss[i], 'grad_norm': reports.grad_norm[i],
             'grad_norm_clipped': reports.clipped_grad_norm[i],
             'learning_rate': reports.learning_rate[i],
-            'skipped_steps': float(skipped_after[i]), 'skipped': float(skipped[i])})
+            'skipped_steps': float(skipped_after[i]), 'skipped': float(skipped[i]),
+            'overflow': float(reports.overflow[i]), 'loss_scale': reports.loss_scale[i]})
       self._steps += 1
       if step % self._log_every == 0:
         now = time.perf_counter()

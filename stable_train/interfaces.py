@@ -17,6 +17,10 @@ ESCALATE = 'escalate'  # "something is wrong that this policy cannot fix": a rec
 ROLLBACK = 'rollback'
 ABORT = 'abort'
 
+# The gradient statistics in the `stats` of `Policy.transform_gradients` / `allow_update`; they
+# always describe the gradients currently being passed (see `Policy.transform_gradients`).
+MEASURED_STATS = ('grad_norm', 'grads_finite', 'grad_finite_flags')
+
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
@@ -45,6 +49,8 @@ class StepReports:
     first_bad_grad: index (into `variable_paths`) of the first non-finite gradient, or -1.
     first_bad_input: index (into `input_paths`) of the first bad input tensor, or -1.
     applied: whether the update was applied.
+    overflow: whether the step was skipped as an fp16 loss-scale overflow (not a fault).
+    loss_scale: the dynamic loss scale the step used (1.0 without loss scaling).
     learning_rate: learning rate used for the step.
     variable_paths: names of the trainable variables, in layer order.
     input_paths: names of the input tensors, in the order of the batch's flattened structure.
@@ -64,32 +70,93 @@ class StepReports:
   variable_paths: Sequence[str] = ()
   input_paths: Sequence[str] = ()
   variables_finite: Optional[bool] = None  # After the loop; computed if a policy reads it.
+  overflow: Optional[np.ndarray] = None  # None: no loss scaling (all False).
+  loss_scale: Optional[np.ndarray] = None  # None: no loss scaling (all 1.0).
+
+  def __post_init__(self):
+    n = self.step.shape[0]
+    if self.overflow is None:
+      object.__setattr__(self, 'overflow', np.zeros([n], bool))
+    if self.loss_scale is None:
+      object.__setattr__(self, 'loss_scale', np.ones([n], np.float32))
 
   @property
   def num_steps(self) -> int:
     return int(self.step.shape[0])
 
   def fault(self, i: int) -> Optional[str]:
-    """The kind of fault of step `i` ('input', 'loss', 'gradient') or None when it was finite."""
-    if not self.inputs_finite[i]:
-      return 'input'
-    if not self.loss_finite[i]:
-      return 'loss'
-    if not self.grads_finite[i]:
-      return 'gradient'
-    return None
+    """The kind of fault of step `i` ('input', 'loss', 'gradient'), 'overflow' for an fp16
+    loss-scale overflow (skipped, but not a fault of the run), or None (see `fault_kind`)."""
+    return fault_kind(inputs_finite=self.inputs_finite[i], loss_finite=self.loss_finite[i],
+                      grads_finite=self.grads_finite[i], overflow=self.overflow[i])
 
   def offending_tensor(self, i: int) -> str:
-    """Names the first offending tensor of step `i`, e.g. 'gradient of sequential/dense_1/kernel'."""
-    if not self.inputs_finite[i]:
-      j = int(self.first_bad_input[i])
-      return 'input ' + (self.input_paths[j] if 0 <= j < len(self.input_paths) else '?')
-    j = int(self.first_bad_grad[i])
-    gradient = ('gradient of ' + self.variable_paths[j]) if 0 <= j < len(self.variable_paths) else ''
-    if not self.loss_finite[i]:
-      name = 'loss (model outputs already non-finite)' if not self.outputs_finite[i] else 'loss'
-      return f'{name}; first non-finite {gradient}' if gradient else name
-    return gradient or 'none'
+    """Names the first offending tensor of step `i` (see `offending_tensor`)."""
+    return offending_tensor(
+        inputs_finite=self.inputs_finite[i], loss_finite=self.loss_finite[i],
+        outputs_finite=self.outputs_finite[i], first_bad_input=int(self.first_bad_input[i]),
+        first_bad_grad=int(self.first_bad_grad[i]), input_paths=self.input_paths,
+        variable_paths=self.variable_paths)
+
+
+# The one description of a faulty step, used by every consumer (CheckNumerics, SkipNonFinite,
+# Forensics, the loop recorder, provenance and replay): a step is faulty when its inputs, its
+# loss or its gradients are non-finite, and the fault kind is the first of those that failed. An
+# fp16 loss-scale overflow (DynamicLossScale) is skipped too, but it is no fault of the run.
+def fault_kind(*, inputs_finite, loss_finite, grads_finite, overflow=False) -> Optional[str]:
+  """'input', 'loss' or 'gradient': the first check a step failed; 'overflow' for an fp16
+  loss-scale overflow; None when it was finite."""
+  if overflow:
+    return 'overflow'
+  if not inputs_finite:
+    return 'input'
+  if not loss_finite:
+    return 'loss'
+  if not grads_finite:
+    return 'gradient'
+  return None
+
+
+def step_faulty(report) -> tf.Tensor:
+  """In-graph form of `fault_kind(...) not in (None, 'overflow')`, from a step's report tensors."""
+  faulty = tf.logical_not(tf.reduce_all(tf.stack(
+      [report['inputs_finite'], report['loss_finite'], report['grads_finite']])))
+  if 'overflow' in report:
+    faulty = tf.logical_and(faulty, tf.logical_not(report['overflow']))
+  return faulty
+
+
+def offending_tensor(*, inputs_finite, loss_finite, outputs_finite, first_bad_input: int,
+                     first_bad_grad: int, input_paths: Sequence[str],
+                     variable_paths: Sequence[str]) -> str:
+  """Names a faulty step's first offending tensor.
+
+  E.g. 'input features/image', 'loss; first non-finite gradient of net/dense_0/kernel',
+  'gradient of net/dense_1/kernel', or 'none' for a finite step.
+
+  Args:
+    inputs_finite, loss_finite, outputs_finite: the step's flags.
+    first_bad_input: index into `input_paths` of the first bad input tensor, or -1.
+    first_bad_grad: index into `variable_paths` of the first non-finite gradient, or -1.
+    input_paths, variable_paths: names of the flattened inputs and of the trainable variables.
+  """
+  if not inputs_finite:
+    j = first_bad_input
+    return 'input ' + (input_paths[j] if 0 <= j < len(input_paths) else '?')
+  j = first_bad_grad
+  gradient = ('gradient of ' + variable_paths[j]) if 0 <= j < len(variable_paths) else ''
+  if not loss_finite:
+    name = 'loss (model outputs already non-finite)' if not outputs_finite else 'loss'
+    return f'{name}; first non-finite {gradient}' if gradient else name
+  return gradient or 'none'
+
+
+def first_false(flags: Sequence[bool]) -> int:
+  """Host-side twin of `numerics.first_false`: index of the first False, or -1."""
+  for i, flag in enumerate(flags):
+    if not flag:
+      return i
+  return -1
 
 
 def flatten_inputs(features, labels):
@@ -103,6 +170,8 @@ def input_paths(features, labels):
     # Same order as tf.nest.flatten: dict keys sorted, sequences in order.
     if isinstance(value, dict):
       return [p for k in sorted(value) for p in walk(f'{prefix}/{k}', value[k])]
+    if isinstance(value, tuple) and hasattr(value, '_fields'):  # namedtuple: by field name.
+      return [p for k in value._fields for p in walk(f'{prefix}/{k}', getattr(value, k))]
     if isinstance(value, (list, tuple)):
       return [p for i, v in enumerate(value) for p in walk(f'{prefix}/{i}', v)]
     return [prefix]
@@ -142,18 +211,32 @@ class Policy(tf.Module):
     return loss
 
   def transform_gradients(self, grads, stats):
-    """Returns transformed gradients.
+    """Returns transformed gradients (`grads` itself, or a new list).
+
+    The stats contract: `stats['grad_norm']`, `stats['grads_finite']` and
+    `stats['grad_finite_flags']` (`MEASURED_STATS`) always describe the gradients currently being
+    passed, i.e. `grads` here, the final gradients in `allow_update`. A transform that returns a
+    new list may set any of those keys itself to exact values for its output (ClipByGlobalNorm
+    sets all three); keys it does not set are measured again by the guard, lazily, when a later
+    policy or the report reads them. Returning `grads` itself keeps the stats as they are. The
+    report's 'grad_norm' stays the norm before any transform; its 'clipped_grad_norm' is the
+    final `stats['grad_norm']`.
 
     Args:
       grads: list of aggregated gradients (one per trainable variable, in layer order).
-      stats: dict of the step's tensors: 'loss', 'grad_norm', 'loss_finite', 'grads_finite',
-        'grad_finite_flags', plus the Python values 'variable_paths' and 'xla' (compiled with XLA).
+      stats: dict of the step's tensors: 'loss', 'loss_finite', 'inputs_finite',
+        'outputs_finite', the `MEASURED_STATS` ('grad_norm': global norm, 'grads_finite': scalar
+        bool, 'grad_finite_flags': one bool per gradient), plus the Python values
+        'variable_paths' and 'xla' (compiled with XLA).
     """
     del stats
     return grads
 
   def allow_update(self, stats) -> Optional[tf.Tensor]:
-    """Returns a scalar bool: may this step's update be applied? None means no opinion."""
+    """Returns a scalar bool: may this step's update be applied? None means no opinion.
+
+    `stats` is the dict of `transform_gradients`, describing the final (transformed) gradients.
+    """
     del stats
     return None
 

@@ -1,7 +1,11 @@
 """Learning-rate control: one checkpointed scale factor applied to a constant rate or a schedule."""
 
 import keras
+import numpy as np
 import tensorflow as tf
+
+# Set on the optimizer by every control that scales a constant rate: (base, rate it assigned).
+_BASE_ATTR = '_stable_train_lr_base'
 
 
 class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -41,12 +45,20 @@ class LearningRateControl:
       optimizer.learning_rate = lambda: current() * tf.cast(scale, tf.float32)
     else:
       self.base = float(optimizer.learning_rate.numpy())
+      # A control built on this optimizer before may have scaled its rate already: the base is
+      # the rate it was given, unless the rate was changed by hand since.
+      previous = getattr(optimizer, _BASE_ATTR, None)
+      if previous is not None and np.float32(previous[1]) == np.float32(self.base):
+        self.base = previous[0]
+      self.set_scale(float(scale.numpy()))
 
   def set_scale(self, value: float) -> None:
     """Sets the factor; the learning rate becomes base × value from the next step on."""
     self.scale.assign(value)
     if self.base is not None:
-      self.optimizer.learning_rate = self.base * float(value)
+      rate = self.base * float(value)
+      self.optimizer.learning_rate = rate
+      setattr(self.optimizer, _BASE_ATTR, (self.base, rate))
 
   def current(self) -> float:
     """The learning rate the next step will use."""

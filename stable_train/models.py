@@ -22,10 +22,9 @@ def mlp(*, input_dim: int = 1000, hidden: Sequence[int] = (256, 128), outputs: i
     seed: seeds Keras's random initialisation, so the same config gives the same weights.
     name: model name.
   """
-  if isinstance(input_dim, bool) or not isinstance(input_dim, int) or input_dim < 1:
-    raise errors.ConfigError(f'mlp: input_dim={input_dim!r} must be a positive integer.')
-  if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in hidden):
-    raise errors.ConfigError(f'mlp: hidden={hidden!r} must be positive integers.')
+  input_dim = errors.check_int('mlp', 'input_dim', input_dim, minimum=1)
+  outputs = errors.check_int('mlp', 'outputs', outputs, minimum=1)
+  hidden = [errors.check_int('mlp', 'hidden', h, minimum=1) for h in hidden]
   _seed(seed)
   layers = [keras.Input((input_dim,))]
   for i, width in enumerate(hidden):

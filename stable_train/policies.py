@@ -1,8 +1,13 @@
-"""The core policies: CheckNumerics, ClipByGlobalNorm and SkipNonFinite."""
+"""The core policies: CheckNumerics, ClipByGlobalNorm, SkipNonFinite and ValidateInputs.
+
+Every policy class is registered with gin where it is defined (`@gin.register`): a new policy is
+one class in one file plus its gin line.
+"""
 
 import logging
-from typing import Optional
+from typing import Optional, Tuple
 
+import gin
 import tensorflow as tf
 
 from stable_train import errors
@@ -12,6 +17,7 @@ from stable_train import numerics
 log = logging.getLogger('stable_train')
 
 
+@gin.register(module='stable_train')
 class CheckNumerics(interfaces.Policy):
   """Checks the loss and every gradient each step and names the first offending tensor.
 
@@ -42,8 +48,7 @@ class CheckNumerics(interfaces.Policy):
     # End the loop at the faulty step, so the host raises before any later step runs (under XLA
     # the in-graph check cannot raise).
     del batch
-    return tf.logical_not(tf.logical_and(
-        tf.logical_and(report['loss_finite'], report['grads_finite']), report['inputs_finite']))
+    return interfaces.step_faulty(report)
 
   def allow_update(self, stats):
     if self.mode != 'raise':
@@ -54,16 +59,24 @@ class CheckNumerics(interfaces.Policy):
   def transform_gradients(self, grads, stats):
     if self.mode != 'raise' or stats['xla']:
       return grads
+    if stats['loss_scaled']:
+      # An fp16 overflow gives non-finite gradients that are no fault: the host raises on real
+      # faults only (the update is vetoed by allow_update either way).
+      tf.debugging.check_numerics(stats['loss'], 'non-finite loss')
+      return grads
     # check_numerics aborts the whole tf.function call, so the update is never applied.
     tf.debugging.check_numerics(stats['loss'], 'non-finite loss')
-    return [
+    checked = [
         tf.debugging.check_numerics(g, f'non-finite gradient of {path}')
         for g, path in zip(grads, stats['variable_paths'])
     ]
+    for key in interfaces.MEASURED_STATS:  # An identity on values: the stats still hold.
+      stats[key] = stats[key]
+    return checked
 
   def decide(self, reports, context):
     for i in range(reports.num_steps):
-      if reports.fault(i) is None:
+      if reports.fault(i) in (None, 'overflow'):
         continue
       step = int(reports.step[i])
       tensor = reports.offending_tensor(i)
@@ -76,6 +89,7 @@ class CheckNumerics(interfaces.Policy):
     return None
 
 
+@gin.register(module='stable_train')
 class ClipByGlobalNorm(interfaces.Policy):
   """Clips the aggregated gradients by their global norm (overflow-safe for huge finite values)."""
 
@@ -98,12 +112,19 @@ class ClipByGlobalNorm(interfaces.Policy):
     self.max_norm = value
 
   def transform_gradients(self, grads, stats):
-    clipped, _, after = numerics.clip_by_global_norm(
-        grads, self.max_norm, norm=stats['grad_norm'], all_finite=stats['grads_finite'])
-    stats['clipped_grad_norm'] = after
+    norm, finite = stats['grad_norm'], stats['grads_finite']
+    clipped, _, after = numerics.clip_by_global_norm(grads, self.max_norm, norm=norm,
+                                                     all_finite=finite)
+    # Exact stats of the output, so the guard measures nothing again: the norm is clipped; a NaN
+    # norm (some gradient is NaN) makes every gradient NaN, otherwise finiteness is unchanged.
+    stats['grad_norm'] = after
+    stats['grads_finite'] = finite
+    stats['grad_finite_flags'] = tf.logical_and(stats['grad_finite_flags'],
+                                                tf.logical_not(tf.math.is_nan(norm)))
     return clipped
 
 
+@gin.register(module='stable_train')
 class SkipNonFinite(interfaces.Policy):
   """Skips the update when the loss or any gradient is non-finite; escalates after too many in a row.
 
@@ -132,7 +153,9 @@ class SkipNonFinite(interfaces.Policy):
     return tf.logical_and(stats['loss_finite'], stats['grads_finite'])
 
   def update_state(self, report, applied):
-    skipped = tf.cast(tf.logical_not(applied), tf.int64)
+    # An fp16 overflow skip is the loss scale's (DynamicLossScale): it counts towards no limit.
+    overflow = report.get('overflow', tf.constant(False))
+    skipped = tf.cast(tf.logical_and(tf.logical_not(applied), tf.logical_not(overflow)), tf.int64)
     self.total_skips.assign_add(skipped)
     self.consecutive_skips.assign((self.consecutive_skips + skipped) * skipped)
     self.peak_consecutive.assign(tf.maximum(self.peak_consecutive, self.consecutive_skips))
@@ -151,3 +174,74 @@ class SkipNonFinite(interfaces.Policy):
 
   def is_healthy(self) -> bool:
     return int(self.consecutive_skips.numpy()) == 0
+
+
+@gin.register(module='stable_train')
+class ValidateInputs(interfaces.Policy):
+  """Checks every batch's features and labels inside the step, before the update.
+
+  A batch that fails is not applied and counts as an *input* fault (`Trainer.input_faults`, events
+  with fault='input'), distinct from loss and gradient faults. Checks: floating tensors are finite;
+  optionally, floating features lie within `value_range`, and labels are class indices in
+  `[0, num_classes)` (sparse cross-entropy gives NaN on CPU for an out-of-range label).
+  """
+
+  def __init__(self, *, num_classes: Optional[int] = None,
+               value_range: Optional[Tuple[float, float]] = None, name: str = 'validate_inputs'):
+    """Initialises the policy.
+
+    Args:
+      num_classes: if set, every label must lie in [0, num_classes) (for sparse labels).
+      value_range: if set, (low, high): every floating feature must lie in [low, high].
+      name: policy name.
+    """
+    super().__init__(name=name)
+    if num_classes is not None:
+      num_classes = errors.check_int('ValidateInputs', 'num_classes', num_classes, minimum=1)
+    if value_range is not None:
+      try:
+        low, high = (float(v) for v in value_range)
+      except (TypeError, ValueError):
+        low = high = float('nan')
+      if not low < high:  # False for NaN too.
+        raise errors.ConfigError(
+            f'ValidateInputs: value_range={value_range!r} must be a pair (low, high) with '
+            'low < high, e.g. (-10.0, 10.0).')
+      value_range = (low, high)
+    self.num_classes = None if num_classes is None else int(num_classes)
+    self.value_range = value_range
+
+  def _tensor_ok(self, t, is_label: bool) -> tf.Tensor:
+    if isinstance(t, tf.SparseTensor):
+      t = t.values
+    elif isinstance(t, tf.RaggedTensor):
+      t = t.flat_values
+    ok = tf.constant(True)
+    if t.dtype.is_floating:
+      ok = tf.reduce_all(tf.math.is_finite(t))
+      if self.value_range is not None and not is_label:
+        low, high = (tf.cast(v, t.dtype) for v in self.value_range)
+        ok = tf.logical_and(ok, tf.reduce_all(tf.logical_and(t >= low, t <= high)))
+    if is_label and self.num_classes is not None and (t.dtype.is_floating or t.dtype.is_integer):
+      in_range = tf.logical_and(t >= tf.cast(0, t.dtype), t < tf.cast(self.num_classes, t.dtype))
+      ok = tf.logical_and(ok, tf.reduce_all(in_range))
+    return ok
+
+  def sanitize_labels(self, labels):
+    if self.num_classes is None:
+      return labels
+
+    def clip(t):
+      # Identity on valid labels; an out-of-range one (its batch is skipped) must not crash the
+      # loss: TF 2.21's CPU sparse cross-entropy kernel raises on it instead of returning NaN.
+      if isinstance(t, tf.Tensor) and (t.dtype.is_integer or t.dtype.is_floating):
+        return tf.clip_by_value(t, tf.cast(0, t.dtype), tf.cast(self.num_classes - 1, t.dtype))
+      return t
+
+    return tf.nest.map_structure(clip, labels)
+
+  def check_batch(self, features, labels):
+    # Same order as interfaces.flatten_inputs: features first ('features' < 'labels'), then labels.
+    flags = [self._tensor_ok(t, False) for t in tf.nest.flatten(features)]
+    flags += [self._tensor_ok(t, True) for t in tf.nest.flatten(labels)]
+    return tf.stack(flags)

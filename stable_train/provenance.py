@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import interfaces
 from stable_train import numerics
 
 
@@ -143,22 +144,12 @@ def parse_check_numerics_error(text: str, known_layers: Sequence[str]) -> Option
 
 def observed_from_rerun(again: 'Rerun', variable_paths: Sequence[str],
                         input_paths: Sequence[str]) -> Dict[str, Any]:
-  """The `observed` fields of a report (fault kind, offending tensor, ...) from a re-run."""
-  loss_finite = bool(np.isfinite(again.loss))
-  if not all(again.input_flags):
-    fault = 'input'
-    tensor = 'input ' + input_paths[again.input_flags.index(False)]
-  elif not loss_finite:
-    fault = 'loss'
-    tensor = 'loss' if again.outputs_finite else 'loss (model outputs already non-finite)'
-  elif not all(again.grad_flags):
-    fault = 'gradient'
-    tensor = 'gradient of ' + variable_paths[again.grad_flags.index(False)]
-  else:
-    fault, tensor = None, 'none'
-  return {'fault': fault, 'offending_tensor': tensor, 'loss': again.loss,
-          'loss_finite': loss_finite, 'outputs_finite': again.outputs_finite,
-          'grad_flags': list(again.grad_flags), 'applied': False}
+  """The `observed` fields of a report (fault kind, offending tensor, ...) from a re-run, in the
+  same words the training step's report uses (`interfaces.fault_kind` / `offending_tensor`)."""
+  return {'fault': again.fault, 'offending_tensor': again.offending_tensor(variable_paths, input_paths),
+          'loss': again.loss, 'loss_finite': again.loss_finite,
+          'outputs_finite': again.outputs_finite, 'grad_flags': list(again.grad_flags),
+          'applied': False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,8 +161,27 @@ class Rerun:
   outputs_finite: bool
 
   @property
+  def loss_finite(self) -> bool:
+    return bool(np.isfinite(self.loss))
+
+  @property
+  def fault(self) -> Optional[str]:
+    """The fault kind, by the training step's rule (`interfaces.fault_kind`)."""
+    return interfaces.fault_kind(inputs_finite=all(self.input_flags),
+                                 loss_finite=self.loss_finite, grads_finite=all(self.grad_flags))
+
+  @property
   def finite(self) -> bool:
-    return bool(np.isfinite(self.loss) and all(self.grad_flags) and all(self.input_flags))
+    return self.fault is None
+
+  def offending_tensor(self, variable_paths: Sequence[str], input_paths: Sequence[str]) -> str:
+    """The first offending tensor, by the training step's rule (`interfaces.offending_tensor`)."""
+    return interfaces.offending_tensor(
+        inputs_finite=all(self.input_flags), loss_finite=self.loss_finite,
+        outputs_finite=self.outputs_finite,
+        first_bad_input=interfaces.first_false(self.input_flags),
+        first_bad_grad=interfaces.first_false(self.grad_flags), input_paths=input_paths,
+        variable_paths=variable_paths)
 
 
 class _RestoreModelState:

@@ -3,6 +3,7 @@
 import logging
 from typing import Optional
 
+import gin
 import numpy as np
 import tensorflow as tf
 
@@ -17,18 +18,24 @@ def _check(name, value, ok, what):
     raise errors.ConfigError(f'{name}={value!r} must be {what}.')
 
 
+@gin.register(module='stable_train')
 class LossSpike(interfaces.Policy):
   """Flags a loss or grad-norm spike: a value more than `num_stds` standard deviations above the
   mean of a rolling window of recent healthy values.
 
   Only applied, finite, non-spike values enter the window (spikes and non-finite values would
-  otherwise widen it and hide the next spike). The window lives in checkpointed variables, so a
-  rollback or resume restores it with the model. A spike escalates: a Rollback policy takes it
-  over; without one the run stops.
+  otherwise widen it and hide the next spike); after warm-up a non-finite applied value is itself
+  a spike. A spike must also clear two floors: `min_ratio` × the window mean, and `start_fraction`
+  × the metric's starting level (the mean of its first `warmup` healthy values), so the noise of
+  a run that has converged near zero is never read as a divergence. The window lives in
+  checkpointed variables, so a rollback or resume restores it with the model. A spike escalates
+  (trigger `loss_spike` or `grad_norm_spike`): a Rollback policy takes it over; without one the
+  run stops.
   """
 
   def __init__(self, *, window: int = 128, num_stds: float = 6.0, warmup: int = 64,
-               min_ratio: float = 1.5, metrics=('loss', 'grad_norm'), name: str = 'loss_spike'):
+               min_ratio: float = 1.5, start_fraction: float = 0.5,
+               metrics=('loss', 'grad_norm'), name: str = 'loss_spike'):
     """Initialises the detector.
 
     Args:
@@ -38,6 +45,10 @@ class LossSpike(interfaces.Policy):
       min_ratio: a spike must also be at least this multiple of the window's mean. A loss that
         converges towards zero has a tiny standard deviation, and without this floor its ordinary
         noise would read as 6-sigma spikes. 1.0 disables it (pure z-score, as Levanter and OLMo).
+      start_fraction: a spike must also reach this fraction of the metric's starting level (the
+        mean of its first `warmup` healthy values). Per-batch noise of a converged loss can be
+        100× its window mean and still be no divergence; a divergence climbs back towards where
+        the run started. >= 0; 0 disables it.
       metrics: which report fields to watch: 'loss' and/or 'grad_norm'.
       name: policy name.
     """
@@ -48,7 +59,10 @@ class LossSpike(interfaces.Policy):
     warmup = errors.check_int('LossSpike', 'warmup', warmup, minimum=2, maximum=window)
     _check('LossSpike: min_ratio', min_ratio,
            lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, 'a number >= 1')
+    _check('LossSpike: start_fraction', start_fraction,
+           lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 0, 'a number >= 0')
     self.min_ratio = float(min_ratio)
+    self.start_fraction = float(start_fraction)
     metrics = tuple(metrics)
     _check('LossSpike: metrics', metrics,
            lambda v: v and all(m in ('loss', 'grad_norm') for m in v), "a subset of ('loss', 'grad_norm')")
@@ -56,40 +70,52 @@ class LossSpike(interfaces.Policy):
     self.history = tf.Variable(tf.zeros([len(metrics), window], tf.float32), trainable=False,
                                name='history')
     self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name='count')
+    # Mean of each metric's first `warmup` healthy values: the run's own scale.
+    self.start_level = tf.Variable(tf.zeros([len(metrics)], tf.float32), trainable=False,
+                                   name='start_level')
     self.last_spike_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name='last_spike_step')
 
   def decide(self, reports, context):
     history = self.history.numpy()
+    start_level = self.start_level.numpy()
     count = int(self.count.numpy())
     decision = None
     for i in range(reports.num_steps):
       if not reports.applied[i]:
-        continue  # Non-finite or skipped: never enters the window.
-      values = [float(getattr(reports, m)[i]) for m in self.metrics]
+        continue  # Skipped: never enters the window.
+      values = np.array([float(getattr(reports, m)[i]) for m in self.metrics])
+      finite = np.isfinite(values)
       filled = min(count, self.window)
       if filled >= self.warmup:
         past = history[:, :filled]
         mean, std = past.mean(axis=1), past.std(axis=1)
-        threshold = np.maximum(mean + self.num_stds * std, self.min_ratio * mean)
-        over = [j for j, v in enumerate(values) if v > threshold[j]]
+        threshold = np.maximum(np.maximum(mean + self.num_stds * std, self.min_ratio * mean),
+                               self.start_fraction * start_level)
+        over = [j for j in range(len(values)) if not finite[j] or values[j] > threshold[j]]
         if over:
           j = over[0]
           step = int(reports.step[i])
           self.last_spike_step.assign(step)
           decision = interfaces.Decision(
-              action=interfaces.ESCALATE, trigger='loss_spike', step=step,
+              action=interfaces.ESCALATE, trigger=f'{self.metrics[j]}_spike', step=step,
               reason=(f'{self.metrics[j]} spike at step {step}: {values[j]:.4g} > '
                       f'{threshold[j]:.4g} (window mean {mean[j]:.4g}, std {std[j]:.3g})'),
               details={'metric': self.metrics[j], 'value': values[j],
                        'threshold': float(threshold[j])})
           break  # What follows a spike is judged after the recovery.
+      if not finite.all():
+        continue  # Non-finite (applied without a skip policy): never enters the window.
       history[:, count % self.window] = values
       count += 1
+      if count == self.warmup:
+        start_level = history[:, :self.warmup].mean(axis=1)
     self.history.assign(history)
     self.count.assign(count)
+    self.start_level.assign(start_level)
     return decision
 
 
+@gin.register(module='stable_train')
 class Rollback(interfaces.Policy):
   """Restores the newest known-good checkpoint when a run diverges, backs off the learning rate
   and skips the data that led there; gives up after `max_rollbacks`.

@@ -79,7 +79,7 @@ def restore_trainer(trainer, forensics_dir: str, batch, recorded: Dict[str, Any]
   trainer.optimizer.build(trainer.model.trainable_variables)
   prefix = os.path.join(forensics_dir, recorded.get('checkpoint', forensics.CHECKPOINT_PREFIX))
   try:
-    status = tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer).read(prefix)
+    status = trainer.model_checkpoint().read(prefix)
     status.assert_existing_objects_matched()
   except (tf.errors.OpError, ValueError, AssertionError) as e:
     raise ReplayError(f'the checkpoint {prefix} does not fit the model built from this gin '

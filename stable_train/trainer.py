@@ -19,6 +19,7 @@ from stable_train import interfaces
 from stable_train import lr as lr_lib
 from stable_train import numerics
 from stable_train import policies as policies_lib
+from stable_train import precision as precision_lib
 from stable_train import provenance
 from stable_train import step as step_lib
 
@@ -26,6 +27,31 @@ log = logging.getLogger('stable_train')
 
 _EMPTY_DATASET = ('the dataset is empty (not one batch): check train.dataset_fn, its files, and a '
                   'batch_size larger than the data with drop_remainder=True.')
+
+
+def _tf_global_generator() -> tf.random.Generator:
+  """TensorFlow's global generator; created from the global seed when one is set (TF would seed
+  it from the OS otherwise, and two runs of one seeded config would then checkpoint different
+  random states)."""
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.ops import stateful_random_ops  # pylint: disable=g-import-not-at-top
+  seed = context.global_seed()
+  if getattr(stateful_random_ops, 'global_generator', None) is None and seed is not None:
+    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
+  return tf.random.get_global_generator()
+
+
+def random_state_variables() -> List[tf.Variable]:
+  """The process-wide random states a run draws from: TensorFlow's global generator and Keras's
+  global SeedGenerator (created here if they do not exist yet, so every run checkpoints the same
+  structure)."""
+  states = [_tf_global_generator().state]
+  try:  # Keras keeps its global SeedGenerator in private state.
+    from keras.src.random import seed_generator  # pylint: disable=g-import-not-at-top
+    states.append(seed_generator.global_seed_generator().state)
+  except (ImportError, AttributeError):
+    pass
+  return states
 
 
 def default_policies() -> List[interfaces.Policy]:
@@ -51,7 +77,8 @@ class Trainer:
                model_dir: Optional[str], steps_per_loop: int = 1, jit_compile: bool = False,
                checkpoint_every: int = 100, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
-               strategy=None, faults: Optional[faults_lib.Faults] = None):
+               max_refused_checkpoints: int = 2, strategy=None,
+               faults: Optional[faults_lib.Faults] = None):
     """Initialises the Trainer.
 
     Args:
@@ -72,6 +99,9 @@ class Trainer:
         spike, rollback) happened in this many steps before it and every variable is finite.
       log_every: write a progress line every this many steps.
       summary_every: write TensorBoard scalars every this many steps (and on every fault).
+      max_refused_checkpoints: a checkpoint is refused while a variable is non-finite; this
+        many refusals in a row are a fault (a Rollback policy takes over, otherwise the run
+        aborts naming the variable), so a run never ends "completed" with a stale checkpoint.
       strategy: a `tf.distribute.Strategy`; None means the current one (the default strategy).
       faults: a `faults.Faults` plan to rehearse failure (put before the policies); None: none.
     """
@@ -91,6 +121,7 @@ class Trainer:
           f'Trainer: optimizer={optimizer!r} must be a Keras 3 optimizer (e.g. keras.optimizers.Adam()).')
     if loss is None or not callable(loss):
       raise errors.ConfigError(f'Trainer: loss={loss!r} must be callable (labels, predictions) -> scalar.')
+    precision_lib.check_optimizer(optimizer)
     if policies is None:
       policies = default_policies()
     if isinstance(policies, (interfaces.Policy, str)) or not hasattr(policies, '__iter__'):
@@ -127,6 +158,16 @@ class Trainer:
     self.log_every = positive('log_every', log_every)
     self.summary_every = positive('summary_every', summary_every)
     self.healthy_window = errors.check_int('Trainer', 'healthy_window', healthy_window)
+    self.max_refused_checkpoints = positive('max_refused_checkpoints', max_refused_checkpoints)
+    if (precision_lib.compute_dtype(model) == 'float16' and
+        not any(isinstance(p, precision_lib.DynamicLossScale) for p in policies)):
+      # float16 gradients underflow without loss scaling: never train fp16 unscaled.
+      with (strategy or tf.distribute.get_strategy()).scope():
+        policies.insert(0, precision_lib.DynamicLossScale())
+    scales = [p for p in policies if isinstance(p, precision_lib.DynamicLossScale)]
+    if len(scales) > 1:
+      raise errors.ConfigError('Trainer: policies hold more than one DynamicLossScale; keep one.')
+    self.loss_scale = scales[0] if scales else None
 
     self.model = model
     self.optimizer = optimizer
@@ -149,6 +190,8 @@ class Trainer:
       self.applied_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='applied_steps')
       self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='skipped_steps')
       self.input_faults = tf.Variable(0, dtype=tf.int64, trainable=False, name='input_faults')
+      # Skips caused by an fp16 loss-scale overflow (counted in skipped_steps too).
+      self.overflow_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='overflow_steps')
       # Batches skipped by rollbacks: the data position is global_step + data_offset.
       self.data_offset = tf.Variable(0, dtype=tf.int64, trainable=False, name='data_offset')
       self.last_fault_step = tf.Variable(-(2**62), dtype=tf.int64, trainable=False,
@@ -170,6 +213,8 @@ class Trainer:
     self._variable_paths: List[str] = []
     self._input_paths: List[str] = []
     self._traced_output_flags: List[tf.Tensor] = []
+    self._report_dtypes = step_lib.report_dtypes()
+    self._refused_checkpoints = 0  # Refusals in a row (host-side).
     self._fitted = False
     self._lock: Optional[checkpointing.RunLock] = None
     self.last_summary: Dict[str, Any] = {}
@@ -264,11 +309,17 @@ class Trainer:
     batch = self.sanitize_batch(batch)
     self._traced_output_flags = []
     with tf.GradientTape() as tape:
-      loss = tf.cast(self.compute_loss(batch, training=True), tf.float32)
+      loss = tf.convert_to_tensor(self.compute_loss(batch, training=True))
+      if loss.dtype != tf.float64:  # float64 stays float64; float16/bfloat16 losses widen.
+        loss = tf.cast(loss, tf.float32)
       loss = self._transform_loss(loss)
-    grads = tape.gradient(loss, variables)
+      target = loss if self.loss_scale is None else self.loss_scale.scale_loss(loss)
+    grads = tape.gradient(target, variables)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
              for g, v in zip(grads, variables)]
+    if self.loss_scale is not None:
+      # Every check, clip and policy sees the true (unscaled) gradients.
+      grads = self.loss_scale.unscale_gradients(grads)
     outputs_ok = (tf.reduce_all(self._traced_output_flags) if self._traced_output_flags
                   else tf.constant(True))
     return loss, grads, input_ok, outputs_ok
@@ -279,16 +330,32 @@ class Trainer:
       loss = p.transform_loss(loss)
     return loss
 
+  def forward_state(self) -> List[tf.Variable]:
+    """Variables a forward pass may assign: the model's non-trainable variables (BatchNorm
+    moving statistics, dropout/attention seed-generator states, any state a layer assigns in
+    `call`). A skipped step puts them back as they were."""
+    return [v for v in self.model.variables if not v.trainable]
+
+  def _restore_forward_state(self, snapshot):
+    """Assigns a snapshot taken by `_replica_compute` back (skip branch; per replica). Traced."""
+    for v, value in zip(self.forward_state(), snapshot):
+      v.assign(value)
+
   def _replica_compute(self, batch):
-    """Per replica: loss, aggregated gradients, checks and policy transforms. Traced."""
+    """Per replica: snapshot of the forward state, loss, aggregated gradients, checks and policy
+    transforms. Traced."""
+    # Read before the forward pass assigns: automatic control dependencies order the reads and
+    # the layers' assigns of each variable in program order (under XLA too).
+    snapshot = [tf.identity(v) for v in self.forward_state()]
     loss, grads, input_ok, outputs_ok = self.loss_and_gradients(batch)
     inputs_bad = tf.cast(tf.logical_not(input_ok), tf.float32)
     outputs_bad = tf.cast(tf.logical_not(outputs_ok), tf.float32)
     grads, loss, inputs_bad, outputs_bad = step_lib.aggregate(
         grads, loss, inputs_bad, outputs_bad, self.strategy.num_replicas_in_sync)
     grads, report = step_lib.guard(grads, loss, inputs_bad, outputs_bad, self.policies,
-                                   self._variable_paths, self.jit_compile)
-    return grads, report
+                                   self._variable_paths, self.jit_compile,
+                                   loss_scale=self.loss_scale)
+    return grads, report, snapshot
 
   def _step(self, batch):
     """One train step: compute on every replica, then one agreed apply-or-skip. Traced."""
@@ -300,7 +367,7 @@ class Trainer:
     self.apply_gradients(list(grads))
 
   def _step_in_scope(self, batch):
-    grads, report = self.strategy.run(self._replica_compute, (batch,))
+    grads, report, snapshot = self.strategy.run(self._replica_compute, (batch,))
     # Every field is computed from aggregated values, so all replicas agree: take the first copy.
     report = {k: self.strategy.experimental_local_results(v)[0] for k, v in report.items()}
     applied = report['applied']
@@ -318,13 +385,22 @@ class Trainer:
         self.apply_gradients(grads)
       return tf.constant(True)
 
-    # Both branches leave every variable untouched but for the apply; the skip branch is a no-op,
-    # so model and optimizer state (slots, iterations) stay bit-identical on a skip.
-    tf.cond(applied, apply, lambda: tf.constant(False))
+    def skip():
+      # The optimizer never ran; the forward pass's assigns (BatchNorm statistics, seed states)
+      # are undone, so every model and optimizer variable is bit-identical after a skip.
+      if snapshot:
+        if self._distributed_input:
+          self.strategy.run(self._restore_forward_state, (snapshot,))
+        else:
+          self._restore_forward_state(snapshot)
+      return tf.constant(False)
+
+    tf.cond(applied, apply, skip)
     for p in self.policies:
       p.update_state(report, applied)
     self.applied_steps.assign_add(tf.cast(applied, tf.int64))
     self.skipped_steps.assign_add(tf.cast(tf.logical_not(applied), tf.int64))
+    self.overflow_steps.assign_add(tf.cast(report['overflow'], tf.int64))
     self.input_faults.assign_add(tf.cast(tf.logical_not(report['inputs_finite']), tf.int64))
     with tf.control_dependencies([applied]):
       report['step'] = self.global_step.assign_add(1)
@@ -333,7 +409,8 @@ class Trainer:
 
   def _loop(self, iterator, num_steps):
     """Runs up to `num_steps` steps in one graph (stops early when the data ends). Traced."""
-    arrays = {k: tf.TensorArray(d, size=0, dynamic_size=True) for k, d in step_lib.REPORT_DTYPES.items()}
+    dtypes = self._report_dtypes
+    arrays = {k: tf.TensorArray(d, size=0, dynamic_size=True) for k, d in dtypes.items()}
     data_ended = tf.constant(False)
     for i in tf.range(num_steps):
       optional = iterator.get_next_as_optional()
@@ -343,7 +420,7 @@ class Trainer:
       batch = optional.get_value()
       report = self._step_fn(batch)
       index = tf.cast(i, tf.int32)
-      arrays = {k: arrays[k].write(index, tf.cast(report[k], step_lib.REPORT_DTYPES[k])) for k in arrays}
+      arrays = {k: arrays[k].write(index, tf.cast(report[k], dtypes[k])) for k in arrays}
       stop = self._end_step(batch, report)
       if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
         if stop:
@@ -435,6 +512,8 @@ class Trainer:
     with self.strategy.scope():
       self.optimizer.build(variables)
     self._variable_paths = [provenance.variable_path(v) for v in variables]
+    float64 = any(tf.as_dtype(v.dtype) == tf.float64 for v in variables)
+    self._report_dtypes = step_lib.report_dtypes(tf.float64 if float64 else tf.float32)
     self._input_paths = interfaces.input_paths(*self.split_batch(dataset.element_spec))
     if self.faults is not None:
       self.faults.bind(self)
@@ -450,12 +529,40 @@ class Trainer:
           lambda: tf.reduce_all(numerics.finite_flags(self._all_variables())))
     return bool(self._variables_finite_fn().numpy())
 
+  def non_finite_variables(self) -> List[str]:
+    """Paths of the model and optimizer variables that hold NaN or Inf (host side, for messages)."""
+    return [provenance.variable_path(v) for v in self._all_variables()
+            if not np.all(np.isfinite(v.numpy()))]
+
+  def _refusal_decision(self, step: int) -> Optional[interfaces.Decision]:
+    """A fault once `max_refused_checkpoints` checkpoints in a row were refused, else None."""
+    if self._refused_checkpoints < self.max_refused_checkpoints:
+      return None
+    bad = self.non_finite_variables()
+    return interfaces.Decision(
+        action=interfaces.ESCALATE, trigger='checkpoint_refused', step=step,
+        reason=(f'{self._refused_checkpoints} checkpoints in a row refused: variable '
+                f'{bad[0] if bad else "?"} is non-finite'
+                + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else '')
+                + '; the newest checkpoint on disk is from before it'))
+
+  def model_checkpoint(self) -> tf.train.Checkpoint:
+    """The model and optimizer state alone (forensics records, replay, inference): the model, the
+    optimizer and the model's forward state, which includes the seed-generator states that a
+    Keras model's own checkpoint leaves out."""
+    return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                               model_state=list(self.forward_state()))
+
   def _checkpoint_objects(self) -> Dict[str, Any]:
     return dict(model=self.model, optimizer=self.optimizer, global_step=self.global_step,
                 applied_steps=self.applied_steps, skipped_steps=self.skipped_steps,
-                input_faults=self.input_faults, data_offset=self.data_offset,
-                last_fault_step=self.last_fault_step, lr_scale=self.lr_scale,
-                policies=self._policy_state)
+                input_faults=self.input_faults, overflow_steps=self.overflow_steps,
+                data_offset=self.data_offset, last_fault_step=self.last_fault_step,
+                lr_scale=self.lr_scale, policies=self._policy_state,
+                # Keras seed generators are not trackable objects, so a model checkpoint leaves
+                # their states (dropout masks to come) out: saved here by position, with the
+                # global generators, so a resume or rollback continues the same random stream.
+                model_state=list(self.forward_state()), random=random_state_variables())
 
   def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
     """Writes one record to events.jsonl (and passes it to `on_event`)."""
@@ -475,9 +582,14 @@ class Trainer:
       return None
     step = int(self.global_step.numpy())
     if not self.variables_finite():
-      self.emit('checkpoint_refused', step, reason='non-finite variable')
-      log.warning('step %d: checkpoint refused, a variable is non-finite', step)
+      self._refused_checkpoints += 1
+      bad = self.non_finite_variables()
+      self.emit('checkpoint_refused', step, reason='non-finite variable', variables=bad[:10],
+                in_a_row=self._refused_checkpoints)
+      log.warning('step %d: checkpoint refused, non-finite variable %s', step,
+                  bad[0] if bad else '?')
       return None
+    self._refused_checkpoints = 0
     try:
       entry = self._keeper.save(step, good=self._healthy())
     except (OSError, tf.errors.OpError) as e:
@@ -542,6 +654,7 @@ class Trainer:
     the next older tried), then repositions the input. Returns the entry, or None."""
     entry = self._keeper.restore_latest(candidates)
     if entry is not None:
+      self._refused_checkpoints = 0
       # The optimizer's learning-rate variable came back from the checkpoint; the rate is the
       # configured base times the restored scale, so a changed config takes effect on resume.
       self.lr_control.set_scale(float(self.lr_scale.numpy()))
@@ -573,8 +686,12 @@ class Trainer:
     or None to go on."""
     if decision.action == interfaces.CONTINUE:
       return None
-    self.last_fault_step.assign(max(decision.step, int(self.global_step.numpy())))
-    return self._policy_state.by_name[decision.policy].execute(decision, self)
+    mark = max(decision.step, int(self.global_step.numpy()))
+    stop = self._policy_state.by_name[decision.policy].execute(decision, self)
+    # Marked after executing: a rollback restores last_fault_step with the checkpoint (from
+    # before the fault), which would otherwise let the next checkpoints be marked good.
+    self.last_fault_step.assign(max(mark, int(self.last_fault_step.numpy())))
+    return stop
 
   def fit(self, dataset: tf.data.Dataset, *, num_steps: int) -> Dict[str, Any]:
     """Trains until the global step reaches `num_steps` (a total, so a resumed run stops at the same
@@ -638,7 +755,8 @@ class Trainer:
         applied_losses = reports.loss[reports.applied.astype(bool)]
         if applied_losses.size:
           last_loss = float(applied_losses[-1])
-        faulty_steps = reports.step[~reports.applied.astype(bool)]
+        # An fp16 overflow skip is the loss scale's business, not a fault of the run.
+        faulty_steps = reports.step[~(reports.applied | reports.overflow).astype(bool)]
         if faulty_steps.size:
           self.last_fault_step.assign(int(faulty_steps[-1]))
         recorder.record(reports, int(self.skipped_steps.numpy()))
@@ -667,6 +785,16 @@ class Trainer:
         if step - last_checkpoint_step >= self.checkpoint_every:
           self.save_checkpoint()
           last_checkpoint_step = step
+          refused = self._refusal_decision(step)
+          if refused is not None:
+            decision = host.resolve([refused], self.policies, self)
+            stop_reason = (decision.reason if decision.action == interfaces.ABORT
+                           else self._execute(decision))
+            if stop_reason is not None:
+              status, reason = 'aborted', stop_reason
+              self.emit('abort', step, reason=reason, trigger=refused.trigger)
+              break
+            step = last_checkpoint_step = int(self.global_step.numpy())
         if data_ended:
           reason = 'dataset exhausted'
           break
@@ -684,6 +812,13 @@ class Trainer:
     step = int(self.global_step.numpy())
     if status == 'completed' and step != last_checkpoint_step:
       self.save_checkpoint(reason='end')
+    if status == 'completed' and self._refused_checkpoints:
+      # Never "completed" while the newest checkpoint is stale.
+      bad = self.non_finite_variables()
+      status = 'aborted'
+      reason = (f'the final checkpoint was refused: variable {bad[0] if bad else "?"} is '
+                'non-finite; the newest checkpoint on disk is from before it')
+      self.emit('abort', step, reason=reason, trigger='checkpoint_refused')
     if status == 'completed':
       self.emit('done', step, reason=reason or 'num_steps reached')
     extra = ({'signal': interrupted_by, 'checkpoint': stop_checkpoint}
@@ -733,6 +868,7 @@ class Trainer:
         'applied_steps': int(self.applied_steps.numpy()),
         'skipped_steps': int(self.skipped_steps.numpy()),
         'input_faults': int(self.input_faults.numpy()),
+        'overflow_skips': int(self.overflow_steps.numpy()),
         'final_loss': last_loss,
         'steps_this_run': steps_run,
         'seconds': round(elapsed, 3),

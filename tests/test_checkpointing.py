@@ -110,7 +110,9 @@ class KeeperTest(tf.test.TestCase):
   def test_manifest_is_strict_json(self):
     self._save(self.keeper, 1.0, 10)
     with open(os.path.join(self.dir, checkpointing.MANIFEST)) as f:
-      data = json.load(f)
+      text = f.read()
+    # json.load accepts NaN/Infinity; strict JSON must not contain them.
+    data = json.loads(text, parse_constant=lambda c: self.fail(f'non-strict JSON constant {c}'))
     self.assertEqual(data['checkpoints'][0]['path'], 'ckpt-1')
 
 

@@ -88,7 +88,7 @@ class CliTest(tf.test.TestCase):
          'max_norm=-1.0'),
         ([f'--gin_file={QUICKSTART}', '--gin_param=Trainer.steps_per_loop = 0'], 'steps_per_loop'),
         (['--gin_param=train.num_steps = 3'], 'dataset_fn'),
-        ([f'--gin_file={QUICKSTART}', '--gin_param=train.num_steps = 0'], 'train.num_steps=0'),
+        ([f'--gin_file={QUICKSTART}', '--gin_param=train.num_steps = 0'], 'train: num_steps=0'),
         # A model that does not fit the data: Keras raises while the step is traced.
         ([f'--gin_file={QUICKSTART}', '--gin_param=mlp.input_dim = 10'], 'incompatible'),
         # gin passes the class when `()` is left out.

@@ -41,6 +41,26 @@ class TaggedTrainer(trainer_lib.Trainer):
 
 class ConfigurablesTest(tf.test.TestCase):
 
+  def test_every_policy_registers_itself_where_it_is_defined(self):
+    from stable_train import forensics, interfaces, recovery  # pylint: disable=g-import-not-at-top
+
+    def subclasses(cls):
+      for sub in cls.__subclasses__():
+        yield sub
+        yield from subclasses(sub)
+
+    ours = {c for c in subclasses(interfaces.Policy) if c.__module__.startswith('stable_train.')}
+    self.assertLessEqual({policies.CheckNumerics, policies.ClipByGlobalNorm,
+                          policies.SkipNonFinite, policies.ValidateInputs, recovery.LossSpike,
+                          recovery.Rollback, forensics.Forensics}, ours)
+    for cls in ours:
+      with self.subTest(policy=cls.__name__):
+        gin.clear_config()
+        # Unknown names raise: the binding resolves only if the class is registered.
+        gin.parse_config(f"stable_train.{cls.__name__}.name = 'x'", skip_unknown=False)
+        self.assertEqual(gin.query_parameter(f'{cls.__name__}.name'), 'x')
+    self.assertIs(forensics.ValidateInputs, policies.ValidateInputs)  # The old import path.
+
   def test_trainer_from_bindings(self):
     gin.parse_config(BASE)
     t = trainer_lib.Trainer(model_dir=None)

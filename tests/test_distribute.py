@@ -223,6 +223,24 @@ class FactoryTest(TestCase):
   def test_chief_rule_and_default_strategy(self):
     self.assertTrue(distribute.is_chief(distribute.default_strategy()))
     self.assertTrue(distribute.is_chief(_mirrored()))
+    self.assertEqual(distribute.task_of(_mirrored()), (None, None))
+
+  def test_chief_rule_on_a_cluster(self):
+    workers = {'worker': ['host0:1', 'host1:1']}
+    with_chief = dict(workers, chief=['host2:1'])
+    cases = [(workers, 'worker', 0, True), (workers, 'worker', 1, False),
+             (with_chief, 'chief', 0, True), (with_chief, 'worker', 0, False),
+             (with_chief, 'worker', 1, False), (dict(workers, evaluator=['h:1']), 'evaluator', 0,
+                                                False)]
+    for cluster, task_type, task_id, expected in cases:
+      with self.subTest(cluster=sorted(cluster), task=(task_type, task_id)):
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec(cluster), task_type=task_type, task_id=task_id)
+        strategy = mock.Mock(cluster_resolver=resolver)
+        # task_of only reads a MultiWorkerMirroredStrategy's resolver; that strategy needs a
+        # live cluster to construct, so the rule is checked on the resolver alone.
+        with mock.patch.object(distribute, 'task_of', return_value=(task_type, task_id)):
+          self.assertEqual(distribute.is_chief(strategy), expected)
     self.assertFalse(distribute.uses_distributed_input(distribute.default_strategy()))
 
   def test_settings_that_cannot_work_under_a_strategy_are_refused(self):

@@ -23,6 +23,29 @@ class CheckIntTest(tf.test.TestCase):
       self.assertEqual(len(message.splitlines()), 1)
     self.assertIsInstance(errors.ConfigError('x'), ValueError)
 
+  def test_every_integer_argument_goes_through_check_int(self):
+    from stable_train import cli, data, distribute, models, policies  # pylint: disable=g-import-not-at-top
+    calls = [
+        ('train: num_steps', lambda v: cli.train(model_dir='unused', num_steps=v)),
+        ('dataset: batch_size', lambda v: data.synthetic_regression(batch_size=v)),
+        ('dataset: num_classes', lambda v: data.synthetic_classification(num_classes=v)),
+        ('mirrored_strategy: num_logical_cpus',
+         lambda v: distribute.mirrored_strategy(num_logical_cpus=v)),
+        ('mlp: input_dim', lambda v: models.mlp(input_dim=v)),
+        ('mlp: hidden', lambda v: models.mlp(hidden=(4, v))),
+        ('mlp: outputs', lambda v: models.mlp(outputs=v)),
+        ('ValidateInputs: num_classes', lambda v: policies.ValidateInputs(num_classes=v)),
+    ]
+    for prefix, call in calls:
+      for value in (True, 2.5, 0):
+        with self.subTest(argument=prefix, value=value):
+          with self.assertRaisesRegex(errors.ConfigError, f'^{prefix}={value!r} must be an integer'):
+            call(value)
+    # numpy integers are integers everywhere.
+    self.assertEqual(policies.ValidateInputs(num_classes=np.int64(3)).num_classes, 3)
+    self.assertEqual(models.mlp(input_dim=np.int32(4), hidden=(np.int64(2),)).input_shape,
+                     (None, 4))
+
 
 if __name__ == '__main__':
   tf.test.main()

@@ -40,12 +40,25 @@ class PlainLog(keras.layers.Layer):
     return tf.math.log(x)
 
 
+class _Box:
+  """Holds a variable out of the layer's tracking (not model state, so a skip does not undo it)."""
+
+
 class FlakyOnce(keras.layers.Layer):
-  """Adds NaN to its output on its first training call only (a fault that a re-run does not see)."""
+  """Adds NaN to its output on its first training call only (a fault that a re-run does not see).
+
+  Its call counter lives outside the model: a skipped step puts every model variable back, so a
+  counter among them would make the fault repeat forever (deterministic, not transient).
+  """
 
   def build(self, input_shape):
     del input_shape
-    self.calls = self.add_weight(shape=(), initializer='zeros', trainable=False, name='calls')
+    self._box = _Box()
+    self._box.calls = tf.Variable(0.0, trainable=False, name='calls')
+
+  @property
+  def calls(self):
+    return self._box.calls
 
   def call(self, x, training=False):
     if training:

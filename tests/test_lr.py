@@ -18,6 +18,22 @@ class LearningRateControlTest(tf.test.TestCase):
     control.set_scale(1.0)
     self.assertAllClose(control.current(), 0.2)
 
+  def test_a_second_control_on_the_same_optimizer_keeps_the_configured_constant_rate(self):
+    opt = keras.optimizers.SGD(0.2)
+    first = lr.LearningRateControl(opt, tf.Variable(1.0))
+    first.set_scale(0.5)
+    self.assertAllClose(first.current(), 0.1)
+    # A second Trainer wrapping the same optimizer: its own (fresh) scale governs the base 0.2.
+    second = lr.LearningRateControl(opt, tf.Variable(1.0))
+    self.assertAllClose(second.base, 0.2)
+    self.assertAllClose(second.current(), 0.2)
+    second.set_scale(0.25)
+    self.assertAllClose(second.current(), 0.05)
+    # A rate the user set by hand since is the new base.
+    opt.learning_rate = 0.3
+    third = lr.LearningRateControl(opt, tf.Variable(1.0))
+    self.assertAllClose(third.base, 0.3)
+
   def test_schedule(self):
     schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
     opt = keras.optimizers.SGD(schedule)

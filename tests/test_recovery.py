@@ -107,6 +107,22 @@ class RollbackTest(tf.test.TestCase):
     self.assertAllClose(t.lr_control.current(), 0.005)
     self.assertEqual(read(model_dir, 'abort'), [])
 
+  def test_checkpoints_soon_after_a_rollback_are_not_good(self):
+    # The restore brings back last_fault_step from the checkpoint (where it predates the fault):
+    # the fault mark must survive it, or the next checkpoint is a "good" rollback target.
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir, [policies.SkipNonFinite(max_consecutive=0), recovery.Rollback()],
+                     healthy_window=50, max_checkpoints=30)
+    summary = t.fit(make_data(num_batches=90, poison=[12]), num_steps=70)
+    self.assertEqual(summary['rollbacks'], 1)
+    [event] = read(model_dir, 'rollback')
+    self.assertEqual((event['step'], event['to_step']), (13, 10))
+    after = {e['step']: e['good'] for e in read(model_dir, 'checkpoint')
+             if e['step'] > event['to_step']}
+    self.assertEqual(sorted(after), list(range(15, 71, 5)))
+    # Within healthy_window steps of the fault at step 13: not good; past it: good again.
+    self.assertEqual({s for s, good in after.items() if good}, {65, 70})
+
   def test_non_finite_variable_triggers_a_rollback(self):
     model_dir = self.get_temp_dir()
     # No skip policy: the NaN update is applied and poisons the weights.
@@ -206,12 +222,13 @@ class RollbackTest(tf.test.TestCase):
         recovery.Rollback(**kwargs)
 
 
-def _reports(losses, applied=None, step0=1):
+def _reports(losses, applied=None, step0=1, grad_norms=None):
   n = len(losses)
   applied = np.ones(n, bool) if applied is None else np.array(applied)
+  grad_norms = np.ones(n, np.float32) if grad_norms is None else np.array(grad_norms, np.float32)
   return interfaces.StepReports(
       step=np.arange(step0, step0 + n), loss=np.array(losses, np.float32),
-      grad_norm=np.ones(n, np.float32), clipped_grad_norm=np.ones(n), loss_finite=applied,
+      grad_norm=grad_norms, clipped_grad_norm=np.ones(n), loss_finite=applied,
       grads_finite=applied, inputs_finite=np.ones(n, bool), outputs_finite=np.ones(n, bool),
       first_bad_grad=-np.ones(n, int), first_bad_input=-np.ones(n, int), applied=applied,
       learning_rate=np.ones(n))
@@ -233,10 +250,60 @@ class LossSpikeTest(tf.test.TestCase):
 
   def test_spikes_and_skipped_steps_never_enter_the_window(self):
     detector = recovery.LossSpike(window=8, warmup=4, metrics=('loss',))
-    detector.decide(_reports([1.0, 1.1, 0.9, 1.0, 1e6, np.nan],
-                             applied=[True] * 5 + [False]), None)
+    # Step 3 was skipped (its finite loss of 50 must stay out); step 6 is the spike.
+    decision = detector.decide(_reports([1.0, 1.1, 50.0, 0.9, 1.0, 1e6, 1.0],
+                                        applied=[True, True, False, True, True, True, True]),
+                               None)
+    self.assertEqual(decision.step, 6)
     self.assertEqual(int(detector.count.numpy()), 4)
     self.assertLess(float(detector.history.numpy().max()), 2.0)
+
+  def test_applied_non_finite_values_never_enter_the_window(self):
+    # No skip policy: a step with grad_norm=inf is applied. It must not poison the statistics.
+    detector = recovery.LossSpike(window=16, warmup=8)
+    calm = list(1.0 + 0.01 * np.sin(np.arange(10)))
+    norms = list(calm)
+    norms[3] = np.inf  # During warm-up.
+    self.assertIsNone(detector.decide(_reports(calm, grad_norms=norms), None))
+    self.assertEqual(int(detector.count.numpy()), 9)
+    self.assertTrue(np.all(np.isfinite(detector.history.numpy())))
+    decision = detector.decide(_reports([1.0], grad_norms=[1000.0], step0=11), None)
+    self.assertIsNotNone(decision)
+    self.assertEqual(decision.trigger, 'grad_norm_spike')
+    self.assertEqual(decision.details['metric'], 'grad_norm')
+    # After warm-up a non-finite applied value is flagged, not absorbed.
+    decision = detector.decide(_reports([np.nan], step0=12), None)
+    self.assertEqual(decision.trigger, 'loss_spike')
+    self.assertEqual(int(detector.count.numpy()), 9)
+
+  def test_no_trigger_on_a_long_converging_stream(self):
+    # A loss that converges towards zero with a heavy-tailed per-batch noise proportional to it
+    # (as per-batch MSE does): its tiny window std makes ordinary batches look like spikes.
+    rng = np.random.RandomState(0)
+    steps = np.arange(5000)
+    level = 2.0 * np.exp(-steps / 40.0) + 1e-6
+    losses = level * rng.lognormal(0.0, 1.0, size=steps.size)
+    norms = np.sqrt(level) * rng.lognormal(0.0, 1.0, size=steps.size)
+
+    def triggers(detector):
+      fired = []
+      for start in range(0, steps.size, 100):
+        decision = detector.decide(
+            _reports(losses[start:start + 100], step0=start + 1,
+                     grad_norms=norms[start:start + 100]), None)
+        if decision is not None:
+          fired.append(decision.step)
+      return fired
+
+    self.assertEqual(triggers(recovery.LossSpike(min_ratio=10.0)), [])
+    self.assertEqual(triggers(recovery.LossSpike()), [])
+    # Without the floor tied to the run's starting level the same stream triggers.
+    self.assertNotEmpty(triggers(recovery.LossSpike(min_ratio=10.0, start_fraction=0.0)))
+    # A real divergence (back to 10x the starting loss) still fires with the floor.
+    detector = recovery.LossSpike()
+    triggers(detector)
+    decision = detector.decide(_reports([20.0], step0=5001), None)
+    self.assertEqual(decision.trigger, 'loss_spike')
 
   def test_min_ratio_ignores_tiny_wiggles_of_a_converged_loss(self):
     calm = [1e-6 * (1 + 0.001 * np.sin(i)) for i in range(10)]
@@ -245,10 +312,31 @@ class LossSpikeTest(tf.test.TestCase):
     floor = recovery.LossSpike(window=16, warmup=8, min_ratio=1.5, metrics=('loss',))
     self.assertIsNone(floor.decide(_reports(calm + [1.2e-6]), None))
 
+  def test_no_trigger_on_a_long_clean_run_of_a_model_that_converges_near_zero(self):
+    # An over-parameterised MLP memorises 256 rows: the loss falls from ~2 to ~1e-13, and its
+    # per-batch noise is then many window stds and window means above the window mean.
+    from stable_train import data, models  # pylint: disable=g-import-not-at-top
+    t = trainer_lib.Trainer(
+        model=models.mlp(input_dim=128, hidden=(64, 32)), optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.MeanSquaredError(), model_dir=None, steps_per_loop=100,
+        policies=trainer_lib.default_policies() + [recovery.LossSpike()])
+    loops = []
+    t.on_loop_end = loops.append
+    summary = t.fit(data.synthetic_regression(num_examples=256, num_features=128, batch_size=64),
+                    num_steps=1900)
+    self.assertEqual(summary['status'], 'completed')  # A trigger without Rollback aborts.
+    self.assertEqual(summary['global_step'], 1900)
+    self.assertLess(float(loops[-1].loss.mean()), 1e-3)
+    # The same reports do trigger a detector without the floor tied to the starting level.
+    floorless = recovery.LossSpike(start_fraction=0.0)
+    self.assertNotEmpty([d for d in (floorless.decide(r, None) for r in loops) if d is not None])
+
   def test_bad_arguments(self):
     for kwargs, text in [({'window': 1}, 'window=1'), ({'num_stds': -1.0}, 'num_stds=-1.0'),
                          ({'warmup': 500}, 'warmup=500'), ({'metrics': ('acc',)}, 'metrics'),
-                         ({'min_ratio': 0.5}, 'min_ratio=0.5')]:
+                         ({'min_ratio': 0.5}, 'min_ratio=0.5'),
+                         ({'start_fraction': -0.1}, 'start_fraction=-0.1'),
+                         ({'window': 8.0}, 'window=8.0')]:
       with self.assertRaisesRegex(errors.ConfigError, text):
         recovery.LossSpike(**kwargs)
 

@@ -65,6 +65,10 @@ class ReplayTest(tf.test.TestCase):
     self.assertTrue(result.same_op)
     self.assertEqual(repr(result.report['loss']), recorded['loss'])  # JSON keeps inf as 'inf'.
     self.assertEqual(result.report['op_level']['input_name'], recorded['op_level']['input_name'])
+    # Training and replay describe the same fault in the same words.
+    self.assertEqual(result.report['fault'], recorded['fault'])
+    self.assertEqual(result.report['offending_tensor'], recorded['offending_tensor'])
+    self.assertIn('gradient of', recorded['offending_tensor'])  # The loss and its first gradient.
 
     done = _run_replay(f'--forensics_dir={record}')
     self.assertEqual(done.returncode, 0, done.stderr[-2000:])

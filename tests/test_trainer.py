@@ -401,6 +401,7 @@ class CheckpointTest(tf.test.TestCase):
                                                     r.learning_rate))
     summary = second.fit(make_data(num_batches=8, scale=10.0), num_steps=6)
     self.assertEqual(summary['steps_this_run'], 3)
+    self.assertLen(norms, 3)  # The hook saw every step of the resumed run.
     for before, after, rate in norms:
       self.assertGreater(before, 0.5)  # The new, tighter norm is in effect...
       self.assertAllClose(after, 0.5)

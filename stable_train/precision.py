@@ -1,0 +1,133 @@
+"""Numeric precision of a run: the precision setting and dynamic loss scaling for float16.
+
+Under `mixed_float16` small gradients underflow to zero unless the loss is scaled up before
+differentiation and the gradients scaled back down before they are used. `DynamicLossScale` does
+this inside the one traced step: the gradients every check, clip and policy sees are unscaled;
+a step whose loss is finite but whose gradients overflowed is an *overflow* (skipped, scale
+halved, not an instability); the scale grows again after `growth_interval` applied steps; at
+`min_scale` an overflow is an ordinary non-finite fault (SkipNonFinite counts it and escalates).
+"""
+
+import gin
+import keras
+import tensorflow as tf
+
+from stable_train import errors
+from stable_train import interfaces
+
+PRECISIONS = ('float32', 'mixed_float16', 'mixed_bfloat16', 'float64')
+
+
+def set_precision(precision: str) -> None:
+  """Sets Keras's global dtype policy (and floatx) for models built from now on.
+
+  Args:
+    precision: 'float32', 'mixed_float16' (float16 compute, float32 variables, dynamic loss
+      scaling added by the Trainer), 'mixed_bfloat16' (bfloat16 compute; no scaling needed) or
+      'float64' (variables, compute, loss and gradients in float64).
+  """
+  if precision not in PRECISIONS:
+    raise errors.ConfigError(
+        f'precision={precision!r} is not one of {PRECISIONS}; e.g. train.precision = '
+        "'mixed_float16'.")
+  keras.config.set_floatx('float64' if precision == 'float64' else 'float32')
+  keras.mixed_precision.set_global_policy(precision)
+
+
+def compute_dtype(model) -> str:
+  """The dtype a model computes in ('float16' under mixed_float16), from its dtype policy."""
+  value = getattr(model, 'compute_dtype', None)
+  if value is None:
+    value = keras.mixed_precision.global_policy().compute_dtype
+  return tf.as_dtype(value).name
+
+
+def check_optimizer(optimizer) -> None:
+  """Refuses Keras's LossScaleOptimizer: the Trainer scales the loss itself (DynamicLossScale)."""
+  if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+    raise errors.ConfigError(
+        'Trainer: keras.optimizers.LossScaleOptimizer is not needed here; pass its inner optimizer '
+        '(e.g. Adam()). Under mixed_float16 the Trainer scales the loss itself, skips overflow '
+        'steps and checkpoints the scale (add DynamicLossScale(...) to the policies to tune it).')
+
+
+@gin.register(module='stable_train')
+class DynamicLossScale(interfaces.Policy):
+  """Dynamic loss scaling for float16 compute, tied into the skip.
+
+  The loss is multiplied by `scale` before differentiation and the gradients divided by it right
+  after, before any aggregation, check or clip. A step with finite inputs and loss but non-finite
+  gradients, while `scale > min_scale`, is an overflow: it is skipped (every variable left as it
+  was), the scale is halved, and it is reported as `overflow` apart from NaN skips. After
+  `growth_interval` applied steps in a row the scale doubles (up to `max_scale`). The scale and
+  the counters are variables, checkpointed with the run.
+  """
+
+  def __init__(self, *, initial_scale: float = 2.0**15, growth_interval: int = 2000,
+               min_scale: float = 1.0, max_scale: float = 2.0**24, name: str = 'loss_scale'):
+    """Initialises the policy.
+
+    Args:
+      initial_scale: the starting scale (Keras's default, 2**15); a positive power of two keeps
+        scaling exact.
+      growth_interval: applied steps in a row after which the scale doubles; >= 1.
+      min_scale: the floor; at the floor an overflow counts as an ordinary non-finite fault.
+      max_scale: the ceiling.
+      name: policy name.
+    """
+    super().__init__(name=name)
+    growth_interval = errors.check_int('DynamicLossScale', 'growth_interval', growth_interval,
+                                       minimum=1)
+    values = {}
+    for arg, value in (('initial_scale', initial_scale), ('min_scale', min_scale),
+                       ('max_scale', max_scale)):
+      try:
+        values[arg] = float(value)
+      except (TypeError, ValueError):
+        values[arg] = float('nan')
+      if not 0 < values[arg] < float('inf') or isinstance(value, bool):
+        raise errors.ConfigError(
+            f'DynamicLossScale: {arg}={value!r} must be a positive finite number, e.g. 32768.0.')
+    if not values['min_scale'] <= values['initial_scale'] <= values['max_scale']:
+      raise errors.ConfigError(
+          f'DynamicLossScale: need min_scale <= initial_scale <= max_scale, got {values}.')
+    self.growth_interval = growth_interval
+    self.min_scale, self.max_scale = values['min_scale'], values['max_scale']
+    self.scale = tf.Variable(values['initial_scale'], dtype=tf.float32, trainable=False,
+                             name='scale')
+    self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='good_steps')
+    self.overflows = tf.Variable(0, dtype=tf.int64, trainable=False, name='overflows')
+
+  # -- traced, called by the Trainer around differentiation ------------------------------------
+  def scale_loss(self, loss: tf.Tensor) -> tf.Tensor:
+    """The loss to differentiate: `loss * scale`."""
+    return loss * tf.cast(self.scale, loss.dtype)
+
+  def unscale_gradients(self, grads):
+    """Gradients of the scaled loss, divided by the scale (exact for a power of two)."""
+    inverse = 1.0 / self.scale
+    return [g * tf.cast(inverse, g.dtype) for g in grads]
+
+  def is_overflow(self, report) -> tf.Tensor:
+    """Whether a step's non-finite gradients are a loss-scale overflow (see the class doc)."""
+    clean_forward = tf.logical_and(report['inputs_finite'], report['loss_finite'])
+    return tf.logical_and(tf.logical_and(clean_forward, tf.logical_not(report['grads_finite'])),
+                          self.scale > self.min_scale)
+
+  # -- policy hooks ----------------------------------------------------------------------------
+  def allow_update(self, stats):
+    # Never apply non-finite gradients, also without SkipNonFinite in the stack.
+    return stats['grads_finite']
+
+  def update_state(self, report, applied):
+    overflow = report['overflow']
+    good = tf.where(applied, self.good_steps + 1, tf.zeros_like(self.good_steps))
+    grow = good >= self.growth_interval
+    scale = tf.where(overflow, tf.maximum(self.scale * 0.5, self.min_scale),
+                     tf.where(grow, tf.minimum(self.scale * 2.0, self.max_scale), self.scale))
+    self.scale.assign(scale)
+    self.good_steps.assign(tf.where(tf.logical_or(grow, overflow), tf.zeros_like(good), good))
+    self.overflows.assign_add(tf.cast(overflow, tf.int64))
+
+  def summary(self):
+    return {'loss_scale': float(self.scale.numpy())}

@@ -1,0 +1,78 @@
+"""Tests for stable_train.interfaces: the one fault predicate and offending-tensor description."""
+
+import itertools
+
+import numpy as np
+import tensorflow as tf
+
+from stable_train import interfaces
+from stable_train import provenance
+
+VARIABLES = ['net/dense_0/kernel', 'net/dense_0/bias', 'net/dense_1/kernel']
+INPUTS = ['features', 'labels']
+
+
+def _reports(inputs_ok, loss_ok, grad_flags, outputs_ok=True, input_flags=None):
+  input_flags = input_flags or ([True, True] if inputs_ok else [True, False])
+  one = lambda v, dtype=bool: np.array([v], dtype)
+  return interfaces.StepReports(
+      step=one(1, np.int64), loss=one(1.0 if loss_ok else np.inf, np.float32),
+      grad_norm=one(1.0, np.float32), clipped_grad_norm=one(1.0, np.float32),
+      loss_finite=one(loss_ok), grads_finite=one(all(grad_flags)), inputs_finite=one(inputs_ok),
+      outputs_finite=one(outputs_ok),
+      first_bad_grad=one(interfaces.first_false(grad_flags), np.int32),
+      first_bad_input=one(interfaces.first_false(input_flags), np.int32), applied=one(False),
+      learning_rate=one(0.1, np.float32), variable_paths=VARIABLES, input_paths=INPUTS)
+
+
+class FaultTest(tf.test.TestCase):
+
+  def test_training_report_in_graph_check_and_rerun_agree_on_every_combination(self):
+    for inputs_ok, loss_ok, grads_ok, outputs_ok in itertools.product([True, False], repeat=4):
+      with self.subTest(inputs=inputs_ok, loss=loss_ok, grads=grads_ok, outputs=outputs_ok):
+        grad_flags = [True, True, True] if grads_ok else [True, False, False]
+        input_flags = [True, True] if inputs_ok else [True, False]
+        reports = _reports(inputs_ok, loss_ok, grad_flags, outputs_ok, input_flags)
+        again = provenance.Rerun(loss=1.0 if loss_ok else float('inf'), grad_flags=grad_flags,
+                                 input_flags=input_flags, outputs_finite=outputs_ok)
+        expected = ('input' if not inputs_ok else 'loss' if not loss_ok else
+                    'gradient' if not grads_ok else None)
+        self.assertEqual(reports.fault(0), expected)
+        self.assertEqual(again.fault, expected)
+        self.assertEqual(again.finite, expected is None)
+        in_graph = interfaces.step_faulty({'inputs_finite': tf.constant(inputs_ok),
+                                           'loss_finite': tf.constant(loss_ok),
+                                           'grads_finite': tf.constant(grads_ok)})
+        self.assertEqual(bool(in_graph), expected is not None)
+        self.assertEqual(reports.offending_tensor(0), again.offending_tensor(VARIABLES, INPUTS))
+        observed = provenance.observed_from_rerun(again, VARIABLES, INPUTS)
+        self.assertEqual((observed['fault'], observed['offending_tensor']),
+                         (expected, reports.offending_tensor(0)))
+
+  def test_an_fp16_overflow_is_skipped_but_no_fault(self):
+    self.assertEqual(interfaces.fault_kind(inputs_finite=True, loss_finite=True,
+                                           grads_finite=False, overflow=True), 'overflow')
+    report = {'inputs_finite': tf.constant(True), 'loss_finite': tf.constant(True),
+              'grads_finite': tf.constant(False)}
+    self.assertTrue(bool(interfaces.step_faulty(report)))
+    self.assertFalse(bool(interfaces.step_faulty(dict(report, overflow=tf.constant(True)))))
+    self.assertTrue(bool(interfaces.step_faulty(dict(report, overflow=tf.constant(False)))))
+
+  def test_offending_tensor_words(self):
+    self.assertEqual(_reports(False, True, [True] * 3).offending_tensor(0), 'input labels')
+    self.assertEqual(_reports(True, False, [True, False, True]).offending_tensor(0),
+                     'loss; first non-finite gradient of net/dense_0/bias')
+    self.assertEqual(_reports(True, False, [True] * 3, outputs_ok=False).offending_tensor(0),
+                     'loss (model outputs already non-finite)')
+    self.assertEqual(_reports(True, True, [True, True, False]).offending_tensor(0),
+                     'gradient of net/dense_1/kernel')
+    self.assertEqual(_reports(True, True, [True] * 3).offending_tensor(0), 'none')
+
+  def test_first_false(self):
+    self.assertEqual(interfaces.first_false([True, False, False]), 1)
+    self.assertEqual(interfaces.first_false([True, True]), -1)
+    self.assertEqual(interfaces.first_false([]), -1)
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,165 @@
+"""Tests for stable_train.precision: the precision setting, dynamic loss scaling tied into the skip,
+float64 kept float64, and LossScaleOptimizer refused."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train import data
+from stable_train import errors
+from stable_train import models
+from stable_train import policies
+from stable_train import precision
+from stable_train import trainer as trainer_lib
+
+
+class RecordingTrainer(trainer_lib.Trainer):
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self.reports = []
+
+  def on_loop_end(self, reports):
+    self.reports.append(reports)
+
+  def column(self, name):
+    return np.concatenate([getattr(r, name) for r in self.reports])
+
+
+def _dataset(batch_size=32):
+  return data.synthetic_regression(num_examples=512, num_features=32, batch_size=batch_size, seed=0)
+
+
+def _trainer(extra=(), base=None, model_dir=None, optimizer=None, **kwargs):
+  model = models.mlp(input_dim=32, hidden=(32, 16), outputs=1, seed=0)
+  stack = trainer_lib.default_policies() if base is None else base
+  return RecordingTrainer(model=model, optimizer=optimizer or keras.optimizers.Adam(1e-3),
+                          loss=keras.losses.MeanSquaredError(), policies=stack + list(extra),
+                          model_dir=model_dir, **kwargs)
+
+
+def whole_state(trainer):
+  return [np.array(v.numpy()) for v in
+          list(trainer.model.variables) + list(trainer.optimizer.variables) +
+          list(trainer.loss_scale.variables if trainer.loss_scale else [])]
+
+
+class PrecisionTestCase(tf.test.TestCase):
+  test_session = None
+
+  def tearDown(self):
+    precision.set_precision('float32')
+    super().tearDown()
+
+
+class SetPrecisionTest(PrecisionTestCase):
+
+  def test_rejects_unknown(self):
+    with self.assertRaisesRegex(errors.ConfigError, "precision='fp16' is not one of"):
+      precision.set_precision('fp16')
+
+  def test_sets_policy_and_floatx(self):
+    precision.set_precision('float64')
+    self.assertEqual(keras.config.floatx(), 'float64')
+    self.assertEqual(keras.mixed_precision.global_policy().name, 'float64')
+    precision.set_precision('mixed_bfloat16')
+    self.assertEqual(keras.mixed_precision.global_policy().compute_dtype, 'bfloat16')
+
+  def test_loss_scale_arguments_validated(self):
+    for kwargs, needle in (({'growth_interval': 0}, 'growth_interval=0'),
+                           ({'initial_scale': -1.0}, 'initial_scale=-1.0'),
+                           ({'min_scale': 2.0, 'initial_scale': 1.0}, 'min_scale <= initial_scale')):
+      with self.assertRaisesRegex(errors.ConfigError, needle):
+        precision.DynamicLossScale(**kwargs)
+
+
+class MixedFloat16Test(PrecisionTestCase):
+
+  def test_loss_scale_optimizer_refused(self):
+    with self.assertRaisesRegex(errors.ConfigError, 'LossScaleOptimizer is not needed'):
+      trainer_lib.Trainer(model=models.mlp(input_dim=4, hidden=(2,)),
+                          optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam()),
+                          loss=keras.losses.MeanSquaredError(), model_dir=None)
+
+  def test_loss_scale_added_and_trains_like_float32(self):
+    # Plain SGD: an update is as large as the gradient (Adam would hide a wrong gradient scale).
+    reference = _trainer(optimizer=keras.optimizers.SGD(0.02))
+    self.assertIsNone(reference.loss_scale)
+    reference.fit(_dataset(), num_steps=300)
+    precision.set_precision('mixed_float16')
+    mixed = _trainer(optimizer=keras.optimizers.SGD(0.02), steps_per_loop=10)
+    self.assertIsInstance(mixed.loss_scale, precision.DynamicLossScale)
+    self.assertEqual(mixed.model.layers[0].compute_dtype, 'float16')
+    summary = mixed.fit(_dataset(), num_steps=300)
+    self.assertEqual(summary['status'], 'completed')
+    # Loss scaling is what makes the update the right size: the scaled gradient is divided back.
+    self.assertEqual(float(mixed.column('loss_scale')[0]), 2.0**15)
+    want = reference.column('loss')[-50:].mean()
+    got = mixed.column('loss')[-50:].mean()
+    self.assertAllClose(got, want, rtol=0.10)
+
+  def test_overflow_skips_halve_the_scale_and_change_nothing(self):
+    precision.set_precision('mixed_float16')
+    trainer = _trainer(extra=[precision.DynamicLossScale(initial_scale=2.0**24, growth_interval=5)])
+    trainer.fit(_dataset().take(0), num_steps=1)  # Builds everything, runs nothing.
+    before = whole_state(trainer)
+    trainer.fit(_dataset().take(1), num_steps=1)
+    self.assertTrue(trainer.reports[-1].overflow[0])
+    self.assertFalse(trainer.reports[-1].applied[0])
+    self.assertEqual(trainer.reports[-1].fault(0), 'overflow')
+    after = whole_state(trainer)
+    scale = trainer.loss_scale.scale
+    self.assertEqual(float(scale.numpy()), 2.0**23)
+    for i, (b, a) in enumerate(zip(before[:-3], after[:-3])):
+      self.assertTrue(np.array_equal(b, a), f'variable {i} changed on an overflow skip')
+    summary = trainer.fit(_dataset(), num_steps=60)
+    overflows = int(trainer.column('overflow').sum())
+    self.assertGreater(overflows, 3)  # Halved until the gradients fit in float16.
+    self.assertEqual(summary['overflow_skips'], overflows)
+    self.assertEqual(summary['skipped_steps'], overflows)
+    skip_policy = [p for p in trainer.policies if isinstance(p, policies.SkipNonFinite)][0]
+    self.assertEqual(int(skip_policy.total_skips.numpy()), 0)  # No instability counted.
+    self.assertEqual(summary['status'], 'completed')
+    # After 5 applied steps in a row the scale grows again.
+    scales = trainer.column('loss_scale')
+    self.assertGreater(scales[-1], scales[overflows])
+
+  def test_overflow_at_the_floor_escalates(self):
+    precision.set_precision('mixed_float16')
+    trainer = _trainer(base=[policies.SkipNonFinite(max_consecutive=3)],
+                       extra=[precision.DynamicLossScale(initial_scale=2.0**24, min_scale=2.0**24)])
+    summary = trainer.fit(_dataset(), num_steps=20)
+    self.assertEqual(summary['status'], 'aborted')
+    self.assertIn('consecutive non-finite steps', summary['reason'])
+    self.assertEqual(summary['overflow_skips'], 0)
+
+  def test_scale_is_checkpointed(self):
+    precision.set_precision('mixed_float16')
+    model_dir = self.get_temp_dir()
+    first = _trainer(extra=[precision.DynamicLossScale(initial_scale=2.0**24)], model_dir=model_dir)
+    first.fit(_dataset(), num_steps=20)
+    scale = float(first.loss_scale.scale.numpy())
+    self.assertLess(scale, 2.0**24)
+    second = _trainer(extra=[precision.DynamicLossScale(initial_scale=2.0**24)], model_dir=model_dir)
+    second.fit(_dataset(), num_steps=21)
+    self.assertEqual(float(second.reports[0].loss_scale[0]), scale)
+
+
+class Float64Test(PrecisionTestCase):
+
+  def test_loss_beyond_float32_range_stays_finite(self):
+    precision.set_precision('float64')
+    model = models.mlp(input_dim=32, hidden=(8,), outputs=1, seed=0)
+    mse = keras.losses.MeanSquaredError()
+    trainer = RecordingTrainer(model=model, optimizer=keras.optimizers.Adam(1e-3),
+                               loss=lambda y, p: mse(y, p) * 3e40, model_dir=None)
+    summary = trainer.fit(_dataset(), num_steps=5)
+    self.assertEqual(summary['applied_steps'], 5)
+    self.assertEqual(trainer.column('loss').dtype, np.float64)
+    self.assertGreater(summary['final_loss'], 1e39)
+    self.assertTrue(np.isfinite(summary['final_loss']))
+    self.assertEqual(model.trainable_variables[0].dtype, 'float64')
+
+
+if __name__ == '__main__':
+  tf.test.main()
