@@ -131,6 +131,8 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn):
       summary = trainer.last_summary
     if chief:
       _write_operative_config(model_dir)
+    if summary.get('note') == 'dataset empty':
+      raise errors.ConfigError(trainer_lib.EMPTY_DATASET)
   finally:
     if lock is not None:
       lock.release()

@@ -25,7 +25,7 @@ from stable_train import step as step_lib
 
 log = logging.getLogger('stable_train')
 
-_EMPTY_DATASET = ('the dataset is empty (not one batch): check train.dataset_fn, its files, and a '
+EMPTY_DATASET = ('the dataset is empty (not one batch): check train.dataset_fn, its files, and a '
                   'batch_size larger than the data with drop_remainder=True.')
 
 
@@ -501,7 +501,7 @@ class Trainer:
     if isinstance(self.model, keras.Model) and not self.model.built:
       first = next(iter(dataset.take(1)), None)
       if first is None:
-        raise errors.ConfigError(_EMPTY_DATASET)
+        raise errors.ConfigError(EMPTY_DATASET)
       features, _ = self.split_batch(first)
       with self.strategy.scope():
         self.model(features, training=False)
@@ -747,9 +747,12 @@ class Trainer:
         data_ended = bool(outputs.pop('data_ended').numpy())
         reports = self._read_reports(outputs)
         if reports.num_steps == 0:
-          if step == start_step and self.data_position() == 0:
-            raise errors.ConfigError(_EMPTY_DATASET)
-          reason = 'dataset exhausted'
+          # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
+          # turns 'dataset empty' into a configuration error.
+          empty = step == start_step and self.data_position() == 0
+          reason = 'dataset empty' if empty else 'dataset exhausted'
+          if empty:
+            log.warning('the dataset is empty: no step was run')
           break
         step = int(reports.step[-1])
         applied_losses = reports.loss[reports.applied.astype(bool)]
