@@ -1,13 +1,34 @@
 """stable_train: TensorFlow 2 training loops that keep going past NaN."""
 
-from stable_train.clipping import AdaptiveClip, AdaptiveGradClip, ClipByNorm, ClipByValue
-from stable_train.diagnostics import InitialisationCheck
-from stable_train.errors import CheckpointError, ConfigError, NumericsError, StableTrainError
-from stable_train.forensics import Forensics
-from stable_train.interfaces import Decision, Policy, StepReports
-from stable_train.lr import WarmupSchedule
-from stable_train.policies import CheckNumerics, ClipByGlobalNorm, SkipNonFinite, ValidateInputs
-from stable_train.recovery import LossSpike, Rollback
-from stable_train.trainer import Trainer, default_policies
+import importlib
 
+from stable_train.errors import CheckpointError, ConfigError, NumericsError, StableTrainError
+
+# Imported on first use, so that `stable_train.cli` starts (and installs its signal handlers)
+# before TensorFlow is imported: a signal during that import is then a clean one-line stop.
+_LAZY = {
+    'Forensics': 'forensics', 'ValidateInputs': 'policies',
+    'Decision': 'interfaces', 'Policy': 'interfaces', 'StepReports': 'interfaces',
+    'CheckNumerics': 'policies', 'ClipByGlobalNorm': 'policies', 'SkipNonFinite': 'policies',
+    'LossSpike': 'recovery', 'Rollback': 'recovery',
+    'Trainer': 'trainer', 'default_policies': 'trainer',
+    'Faults': 'faults',
+    'AdaptiveClip': 'clipping', 'AdaptiveGradClip': 'clipping', 'ClipByNorm': 'clipping',
+    'ClipByValue': 'clipping', 'InitialisationCheck': 'diagnostics', 'WarmupSchedule': 'lr',
+    'DynamicLossScale': 'precision',
+}
+
+__all__ = ['CheckpointError', 'ConfigError', 'NumericsError', 'StableTrainError', *_LAZY]
 __version__ = '0.1.0'
+
+
+def __getattr__(name):
+  if name in _LAZY:
+    value = getattr(importlib.import_module(f'stable_train.{_LAZY[name]}'), name)
+    globals()[name] = value
+    return value
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__():
+  return sorted(__all__)

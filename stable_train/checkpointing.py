@@ -7,16 +7,26 @@ a `good` mark (written while the run was healthy); only good checkpoints are rol
 """
 
 import dataclasses
+import fcntl
 import json
+import logging
 import os
 import re
-from typing import Callable, List, Optional
+import shutil
+import socket
+import time
+from typing import Any, Callable, Dict, List, Optional
 
 import tensorflow as tf
 
+from stable_train import errors
 from stable_train import events as events_lib
 
 MANIFEST = 'manifest.json'
+LOCK = 'run.lock'
+# TensorFlow writes a checkpoint into `<prefix>_temp/` and renames the files out when complete; a
+# kill during a save leaves the folder behind. It is never committed.
+_TEMP_FOLDER = re.compile(r'ckpt-\d+_temp$')
 
 
 @dataclasses.dataclass
@@ -53,18 +63,48 @@ class CheckpointKeeper:
     self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None,
                                               checkpoint_name='ckpt')
     self.entries: List[Entry] = self._read_manifest()
+    self._remove_orphan_temps()
+
+  def _remove_orphan_temps(self) -> None:
+    """Deletes `ckpt-N_temp/` folders left by a process killed during a save (never committed).
+
+    Safe only while this process owns the directory (the Trainer holds the model_dir's RunLock).
+    """
+    for name in os.listdir(self.directory):
+      path = os.path.join(self.directory, name)
+      if _TEMP_FOLDER.match(name) and os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
 
   # -- manifest -------------------------------------------------------------------------------
   def _manifest_path(self) -> str:
     return os.path.join(self.directory, MANIFEST)
 
   def _read_manifest(self) -> List[Entry]:
+    """The committed entries. A directory with checkpoint files but no readable manifest is
+    refused (CheckpointError): the next save would otherwise start at step 0 and prune them."""
     path = self._manifest_path()
+    fix = (f'restore it from a backup, or move {self.directory} away (or use a new --model_dir) '
+           'to start afresh; nothing was changed.')
     if not os.path.exists(path):
+      found = sorted(set(re.match(r'(ckpt-\d+)\.', n).group(1) for n in os.listdir(self.directory)
+                         if re.match(r'ckpt-\d+\.(index|data-)', n)))
+      if found:
+        raise errors.CheckpointError(
+            f'{path} is missing but {self.directory} holds checkpoint files '
+            f'({", ".join(found[:5])}{", ..." if len(found) > 5 else ""}): the commit record was '
+            f'deleted; {fix}')
+      # Written at once on a fresh directory, so that files without a manifest always mean a
+      # deleted one (a crash during the first save leaves files and this empty manifest).
+      self.entries = []
+      self._write_manifest()
       return []
-    with open(path) as f:
-      data = json.load(f)
-    return [Entry(**e) for e in data.get('checkpoints', [])]
+    try:
+      with open(path) as f:
+        data = json.load(f)
+      return [Entry(**e) for e in data['checkpoints']]
+    except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSONDecodeError: ValueError
+      raise errors.CheckpointError(
+          f'{path} is unreadable ({str(e).splitlines()[0][:120]}); {fix}') from None
 
   def _write_manifest(self) -> None:
     events_lib.write_json_atomic(
@@ -103,14 +143,34 @@ class CheckpointKeeper:
   def save(self, step: int, good: bool) -> Entry:
     """Writes a checkpoint; the caller has verified that every variable is finite."""
     number = self._next_number()
-    path = self._write_files(number)
+    try:
+      path = self._write_files(number)
+    except Exception:
+      self._remove_uncommitted(number)  # A full disk leaves half a checkpoint; never listed.
+      raise
     entry = Entry(number=number, step=int(step), good=bool(good), path=os.path.basename(path))
+    before = list(self.entries)
     self.entries.append(entry)
     self._select_kept()
-    self._write_manifest()  # The commit point.
+    try:
+      self._write_manifest()  # The commit point.
+    except Exception:
+      self.entries = before  # The manifest on disk is the old one (written atomically).
+      self._remove_uncommitted(number)
+      raise
     # Only now delete files: a crash before the commit must still find the old ones.
     self._delete_unlisted()
     return entry
+
+  def _remove_uncommitted(self, number: int) -> None:
+    """Deletes what a failed save of checkpoint `number` left (it is in no manifest)."""
+    prefix = os.path.join(self.directory, f'ckpt-{number}')
+    for name in tf.io.gfile.glob(prefix + '.*'):
+      try:
+        os.remove(name)
+      except OSError:
+        pass
+    shutil.rmtree(prefix + '_temp', ignore_errors=True)
 
   def mark_bad(self, after_step: int) -> List[Entry]:
     """Marks every good checkpoint written after `after_step` as not good (persisted)."""
@@ -164,3 +224,79 @@ class CheckpointKeeper:
         self._warn('checkpoint_corrupt', entry.step, checkpoint=entry.path,
                    error=str(e).splitlines()[0][:300])
     return None
+
+
+class RunLock:
+  """`<model_dir>/run.lock`: at most one live process trains in a model_dir.
+
+  The lock is an exclusive `flock` on the file, which the kernel releases when the holder dies
+  (kill -9 included), so a lock left by a killed process is taken over without guessing from pids.
+  The file names the holder (pid, host, start time) for the refusal message; a clean release
+  empties it, so a non-empty file found unlocked is the mark of a killed holder (`taken_over`).
+  Re-entrant within a process (the CLI and the Trainer both take it). The file is never deleted:
+  deleting a locked file lets two processes lock two different files of the same name.
+  """
+
+  _held: Dict[str, Dict[str, Any]] = {}  # realpath -> {'fd', 'count', 'taken_over'}
+
+  def __init__(self, model_dir: str):
+    self.path = os.path.join(model_dir, LOCK)
+    self._key = None
+
+  @property
+  def taken_over(self) -> Optional[Dict[str, Any]]:
+    """The holder a killed process left in the file, when this process took the lock over."""
+    return self._held[self._key]['taken_over'] if self._key in self._held else None
+
+  def acquire(self) -> 'RunLock':
+    """Takes the lock; raises `errors.ModelDirBusyError` naming the live holder."""
+    os.makedirs(os.path.dirname(self.path) or '.', exist_ok=True)
+    key = os.path.realpath(self.path)
+    if key in self._held:
+      self._held[key]['count'] += 1
+      self._key = key
+      return self
+    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      if not isinstance(e, BlockingIOError):  # ENOLCK, EOPNOTSUPP: this file system cannot lock.
+        os.close(fd)
+        logging.getLogger('stable_train').warning(
+            'cannot lock %s (%s): two runs on this model_dir would not be stopped', self.path, e)
+        return self
+      holder = _read_holder(fd)
+      os.close(fd)
+      who = (f"pid {holder.get('pid')} on host {holder.get('host')}" if holder else
+             'another process (it has not written its pid yet)')
+      raise errors.ModelDirBusyError(
+          f'{os.path.dirname(self.path) or "."} is in use by {who}; wait for it to finish, stop '
+          'it, or use another --model_dir.') from None
+    previous = _read_holder(fd)
+    me = {'pid': os.getpid(), 'host': socket.gethostname(), 'start_time': round(time.time(), 3)}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(me) + '\n').encode(), 0)
+    self._held[key] = {'fd': fd, 'count': 1, 'taken_over': previous or None}
+    self._key = key
+    return self
+
+  def release(self) -> None:
+    if self._key not in self._held:
+      return
+    held = self._held[self._key]
+    held['count'] -= 1
+    if held['count'] == 0:
+      del self._held[self._key]
+      try:
+        os.ftruncate(held['fd'], 0)  # Released cleanly: nothing to take over.
+      finally:
+        os.close(held['fd'])  # Closing the last descriptor releases the flock.
+    self._key = None
+
+
+def _read_holder(fd: int) -> Optional[Dict[str, Any]]:
+  try:
+    text = os.pread(fd, 4096, 0).decode(errors='replace').strip()
+    return json.loads(text) if text else None
+  except (OSError, ValueError):
+    return {'pid': '?', 'host': '?'}

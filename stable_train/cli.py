@@ -1,13 +1,19 @@
 """The command-line entry point: parse gin files and bindings, build the root `train`, run it.
 
 Exit codes: 0 completed; 1 a policy stopped the run (checkpoints intact), no checkpoint could be
-restored, or TensorFlow failed at run time; 2 usage or configuration error; 128+N stopped cleanly by signal N (SIGTERM: 143) after writing a checkpoint. Every failure is one line on stderr, without a traceback.
+restored (none readable, or files without a readable manifest), a checkpoint or file could not be
+written (disk full), or TensorFlow failed at run time; 2 usage or configuration error (an empty
+dataset, a batch size other than the checkpointed one, a model_dir in use by another live process
+included); 128+N stopped cleanly by signal N (SIGTERM: 143, SIGINT: 130), during start-up or after
+writing a checkpoint. Every failure is one line on stderr, without a traceback.
 """
 
 import logging
 import os
 import re
+import signal
 import sys
+import tempfile
 import traceback
 from typing import Callable, Optional
 
@@ -21,6 +27,39 @@ flags.DEFINE_multi_string('gin_param', [], "Gin binding(s), e.g. 'train.num_step
 flags.DEFINE_string('model_dir', None, 'Directory for checkpoints, events, summaries (required).')
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE = 0, 1, 2
+
+
+class _StartupInterrupted(BaseException):
+  """SIGTERM/SIGINT before training began (a BaseException, like KeyboardInterrupt)."""
+
+  def __init__(self, signum: int):
+    super().__init__(signum)
+    self.signum = signum
+
+
+class _Signals:
+  """SIGTERM/SIGINT for the whole process: during start-up the first one stops it cleanly
+  (raises `_StartupInterrupted`); once training began, the Trainer's own handler takes over
+  (it stops at the next loop end with a checkpoint); after that, and for any repeat, a signal is
+  only recorded, so a second SIGTERM 20 ms after the first cannot kill a run mid-checkpoint."""
+
+  def __init__(self):
+    self.received = []
+    self.raising = False
+
+  def install(self) -> None:
+    self.raising = True  # Start-up has begun (flag parsing included).
+    for sig in (signal.SIGINT, signal.SIGTERM):  # SIGTERM last: once it is caught, both are.
+      signal.signal(sig, self._handle)
+
+  def _handle(self, signum, frame):
+    del frame
+    self.received.append(signum)
+    if self.raising and len(self.received) == 1:
+      raise _StartupInterrupted(signum)
+
+
+_SIGNALS = _Signals()
 
 
 @gin.configurable('train', denylist=['model_dir'])
@@ -73,12 +112,30 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn):
   dataset = dataset_fn()
   if not isinstance(dataset, tf.data.Dataset):
     raise errors.ConfigError(f'train.dataset_fn returned {type(dataset).__name__}, not a tf.data.Dataset.')
+  from stable_train import checkpointing  # pylint: disable=g-import-not-at-top
   chief = getattr(trainer, 'is_chief', True)  # Only the chief writes files (multi-worker runs).
-  if chief:
-    _write_operative_config(model_dir)
-  summary = trainer.fit(dataset, num_steps=num_steps)
-  if chief:
-    _write_operative_config(model_dir)
+  # Taken before the first file is written (the Trainer takes it again, re-entrantly).
+  lock = checkpointing.RunLock(model_dir).acquire() if chief else None
+  try:
+    if chief:
+      _write_operative_config(model_dir)
+    try:
+      summary = trainer.fit(dataset, num_steps=num_steps)
+      _SIGNALS.raising = False  # Training ran: from here on a signal is only recorded.
+    except _StartupInterrupted:
+      # Raised by the first signal outside the Trainer's own handler. After fit wrote its summary
+      # (the signal came as fit returned) the run is over and stands; before, nothing trained.
+      _SIGNALS.raising = False
+      if not trainer.last_summary:
+        raise
+      summary = trainer.last_summary
+    if chief:
+      _write_operative_config(model_dir)
+    if summary.get('note') == 'dataset empty':
+      raise errors.ConfigError(trainer_lib.EMPTY_DATASET)
+  finally:
+    if lock is not None:
+      lock.release()
   return summary
 
 
@@ -132,6 +189,21 @@ def _log_traceback(model_dir: str) -> str:
 
 def main(argv) -> int:
   """Runs one training job from flags; returns the exit code."""
+  _SIGNALS.raising = True
+  try:
+    return _main(argv)
+  except _StartupInterrupted as e:
+    return _startup_interrupted(e)
+  finally:
+    _SIGNALS.raising = False
+
+
+def _startup_interrupted(error: _StartupInterrupted) -> int:
+  return _fail(f'interrupted by signal {error.signum} during start-up, before training began; '
+               'no checkpoint was touched; rerun the same command to start.', 128 + error.signum)
+
+
+def _main(argv) -> int:
   if len(argv) > 1:
     return _fail(f'unexpected arguments {argv[1:]}; use --gin_file, --gin_param, --model_dir.',
                  EXIT_USAGE)
@@ -158,8 +230,11 @@ def main(argv) -> int:
     return _fail(f'bad gin configuration: {_one_line(e)}', EXIT_USAGE)
   try:
     os.makedirs(FLAGS.model_dir, exist_ok=True)
+    with tempfile.TemporaryFile(dir=FLAGS.model_dir):  # Writable? Better now than mid-run.
+      pass
   except OSError as e:
-    return _fail(f'cannot use --model_dir={FLAGS.model_dir!r}: {e.strerror or e}.', EXIT_USAGE)
+    return _fail(f'cannot use --model_dir={FLAGS.model_dir!r}: {e.strerror or e}; choose a '
+                 'writable directory.', EXIT_USAGE)
   try:
     summary = train(model_dir=FLAGS.model_dir)
   except errors.ConfigError as e:
@@ -168,6 +243,14 @@ def main(argv) -> int:
     return _fail(f'aborted: {_one_line(e)}', EXIT_ABORTED)
   except errors.CheckpointError as e:
     return _fail(f'checkpoint error: {_one_line(e)}', EXIT_ABORTED)
+  except errors.ModelDirBusyError as e:
+    return _fail(f'model_dir busy: {_one_line(e)}', EXIT_USAGE)
+  except OSError as e:
+    # A full disk or a lost mount while writing a run file (checkpoint writes are CheckpointErrors).
+    path = _log_traceback(FLAGS.model_dir)
+    where = f': {e.filename}' if getattr(e, 'filename', None) else ''
+    return _fail(f'cannot write{where}: {e.strerror or _one_line(e)}; free space (or fix the '
+                 f'directory) and rerun the same command (traceback in {path}).', EXIT_ABORTED)
   except (TypeError, ValueError) as e:
     # Raised while building or tracing from the bindings (a wrong type, a shape that does not
     # fit the data): a configuration problem. The traceback is kept for a real bug.
@@ -197,9 +280,25 @@ def _parse_flags(argv):
     sys.exit(_fail(f'usage error: {e}', EXIT_USAGE))
 
 
+def _final(code: int) -> int:
+  """Ignores SIGTERM/SIGINT from here to the end of the process and returns `code`.
+
+  The outcome is decided; a repeated signal must not change the exit status. Python resets its
+  own handlers to the default action while the interpreter shuts down (a second SIGINT 20 ms
+  after the first then killed the process with -2), but leaves an ignored signal ignored.
+  """
+  for sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(sig, signal.SIG_IGN)
+  return code
+
+
 def run():
   """Console-script entry point (`stable-train`) and `scripts/train.py`."""
-  app.run(lambda argv: sys.exit(main(argv)), flags_parser=_parse_flags)
+  _SIGNALS.install()  # Before TensorFlow is imported: a signal during start-up is one line too.
+  try:
+    app.run(lambda argv: sys.exit(_final(main(argv))), flags_parser=_parse_flags)
+  except _StartupInterrupted as e:  # While absl parsed the flags, before main().
+    sys.exit(_startup_interrupted(e))
 
 
 if __name__ == '__main__':

@@ -298,6 +298,12 @@ class WorkerCheckpointKeeper(checkpointing.CheckpointKeeper):
   def _delete_unlisted(self) -> None:
     pass  # The chief deletes the files.
 
+  def _remove_orphan_temps(self) -> None:
+    pass  # The chief's directory: the chief cleans it, under its lock.
+
+  def _remove_uncommitted(self, number: int) -> None:
+    pass  # Its scratch space is gone already; the chief's files are the chief's.
+
   def _write_manifest(self) -> None:
     pass  # The chief's manifest is the only one.
 

@@ -17,6 +17,10 @@ class CheckpointError(StableTrainError):
   """No usable checkpoint could be restored or written."""
 
 
+class ModelDirBusyError(StableTrainError):
+  """Another live process holds the model_dir's run lock."""
+
+
 def check_int(owner: str, name: str, value, *, minimum: int = 0, maximum=None) -> int:
   """Returns `value` as an int if it is an integer in [minimum, maximum], else raises a one-line
   ConfigError naming `owner: name=value` (bools and floats are refused; numpy integers accepted)."""

@@ -12,12 +12,21 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 
+def _umask() -> int:
+  """The process umask (read by setting and restoring it: Python 3.11 has no getter)."""
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
+
+
 def write_atomic(path: str, text: str) -> None:
   """Writes `text` to `path` so that a reader sees the old file or the new one, never half of it."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.', dir=directory)
   try:
+    # mkstemp creates 0600 whatever the umask; give the file the mode open() would have.
+    os.fchmod(fd, 0o666 & ~_umask())
     with os.fdopen(fd, 'w') as f:
       f.write(text)
       f.flush()

@@ -184,8 +184,8 @@ class Policy(tf.Module):
 
   Set-up hook (eager, once, before the step is traced): `build`.
   In-graph hooks (traced into the train step; use tensor ops, no Python `if` on tensors):
-    `check_batch`, `sanitize_labels`, `transform_gradients`, `allow_update`, `update_state`; and
-    `end_step`, traced into the loop around the step (never compiled with XLA).
+    `check_batch`, `sanitize_labels`, `transform_loss`, `transform_gradients`, `allow_update`,
+    `update_state`; and `end_step`, traced into the loop around the step (never compiled with XLA).
   Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`,
     `summary`.
   """
@@ -212,6 +212,10 @@ class Policy(tf.Module):
     it must not crash the step (e.g. an out-of-range sparse label raises on CPU).
     """
     return labels
+
+  def transform_loss(self, loss):
+    """Returns the loss to differentiate (traced, under the tape; e.g. fault injection)."""
+    return loss
 
   def transform_gradients(self, grads, stats):
     """Returns transformed gradients (`grads` itself, or a new list).

@@ -14,6 +14,7 @@ from stable_train import clipping
 from stable_train import distribute
 from stable_train import errors
 from stable_train import events as events_lib
+from stable_train import faults as faults_lib
 from stable_train import host
 from stable_train import interfaces
 from stable_train import lr as lr_lib
@@ -24,6 +25,10 @@ from stable_train import provenance
 from stable_train import step as step_lib
 
 log = logging.getLogger('stable_train')
+
+EMPTY_DATASET = ('the dataset is empty (not one batch): check train.dataset_fn, its files, and a '
+                  'batch_size larger than the data with drop_remainder=True.')
+
 
 def _tf_global_generator() -> tf.random.Generator:
   """TensorFlow's global generator; created from the global seed when one is set (TF would seed
@@ -76,7 +81,8 @@ class Trainer:
                model_dir: Optional[str], steps_per_loop: int = 1, jit_compile: bool = False,
                checkpoint_every: int = 100, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
-               max_refused_checkpoints: int = 2, strategy=None):
+               max_refused_checkpoints: int = 2, strategy=None,
+               faults: Optional[faults_lib.Faults] = None):
     """Initialises the Trainer.
 
     Args:
@@ -101,7 +107,15 @@ class Trainer:
         many refusals in a row are a fault (a Rollback policy takes over, otherwise the run
         aborts naming the variable), so a run never ends "completed" with a stale checkpoint.
       strategy: a `tf.distribute.Strategy`; None means the current one (the default strategy).
+      faults: a `faults.Faults` plan to rehearse failure (put before the policies); None: none.
     """
+    for name, value, example in (('model', model, 'models.mlp()'),
+                                 ('optimizer', optimizer, 'keras.optimizers.Adam()'),
+                                 ('loss', loss, 'keras.losses.MeanSquaredError()')):
+      if isinstance(value, type):  # gin `@keras.optimizers.Adam` without `()` passes the class.
+        raise errors.ConfigError(
+            f'Trainer: {name}={value.__name__} is a class; pass an instance, e.g. {example} '
+            f'(in gin: add "()" after the reference).')
     if model is None or not callable(model) or not hasattr(model, 'trainable_variables'):
       raise errors.ConfigError(
           f'Trainer: model={model!r} must be a Keras model or a callable tf.Module with '
@@ -114,7 +128,14 @@ class Trainer:
     precision_lib.check_optimizer(optimizer)
     if policies is None:
       policies = default_policies()
+    if isinstance(policies, (interfaces.Policy, str)) or not hasattr(policies, '__iter__'):
+      raise errors.ConfigError(
+          f'Trainer: policies={policies!r} must be a list of policies, e.g. [SkipNonFinite()].')
     policies = list(policies)
+    if faults is not None:
+      if not isinstance(faults, faults_lib.Faults):
+        raise errors.ConfigError(f'Trainer: faults={faults!r} must be a stable_train Faults plan.')
+      policies = [faults] + policies  # First: its loss hook and host faults come before the rest.
     for p in policies:
       if not isinstance(p, interfaces.Policy):
         raise errors.ConfigError(
@@ -122,6 +143,13 @@ class Trainer:
     names = [p.name for p in policies]
     if len(set(names)) != len(names):
       raise errors.ConfigError(f'Trainer: policy names must be unique, got {names}; pass name=... .')
+    for p in policies:
+      # A policy's variables are one run's state (skip counters, detector windows, rollbacks): a
+      # second Trainer would start with the first one's counts.
+      if getattr(p, '_stable_train_owned', False):
+        raise errors.ConfigError(
+            f'Trainer: policy {p.name!r} ({type(p).__name__}) already belongs to another '
+            'Trainer; its counters are that run\'s state: create a new policy for each Trainer.')
     if model_dir is not None and (not isinstance(model_dir, (str, os.PathLike)) or not str(model_dir)):
       raise errors.ConfigError(f'Trainer: model_dir={model_dir!r} must be a directory path or None.')
     if not isinstance(jit_compile, bool):
@@ -149,6 +177,7 @@ class Trainer:
     self.optimizer = optimizer
     self.loss_fn = loss
     self.policies = policies
+    self.faults = next((p for p in policies if isinstance(p, faults_lib.Faults)), None)
     self.model_dir = str(model_dir) if model_dir is not None else None
     self.jit_compile = jit_compile
     self.strategy = strategy or tf.distribute.get_strategy()
@@ -192,7 +221,10 @@ class Trainer:
     self._random_states: List[tf.Variable] = []  # The global generators' states (`_build`).
     self._refused_checkpoints = 0  # Refusals in a row (host-side).
     self._fitted = False
+    self._lock: Optional[checkpointing.RunLock] = None
     self.last_summary: Dict[str, Any] = {}
+    for p in policies:  # Claimed last: a Trainer that failed validation claims nothing.
+      p._stable_train_owned = True  # pylint: disable=protected-access
 
   # ------------------------------------------------------------------------------------------
   # Overridable, traced parts of the step.
@@ -284,6 +316,7 @@ class Trainer:
     self._traced_output_flags = []
     with tf.GradientTape() as tape:
       loss = precision_lib.widen(self.compute_loss(batch, training=True))
+      loss = self._transform_loss(loss)
       target = loss if self.loss_scale is None else self.loss_scale.scale_loss(loss)
     grads = tape.gradient(target, variables)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
@@ -294,6 +327,12 @@ class Trainer:
     outputs_ok = (tf.reduce_all(self._traced_output_flags) if self._traced_output_flags
                   else tf.constant(True))
     return loss, grads, input_ok, outputs_ok
+
+  def _transform_loss(self, loss):
+    """The loss after every policy's `transform_loss` (fault injection). Traced, under the tape."""
+    for p in self.policies:
+      loss = p.transform_loss(loss)
+    return loss
 
   def forward_state(self) -> List[tf.Variable]:
     """Variables a forward pass may assign: the model's non-trainable variables (BatchNorm
@@ -474,7 +513,10 @@ class Trainer:
   def _build(self, dataset):
     """Builds the model and optimizer variables from the dataset's element spec."""
     if isinstance(self.model, keras.Model) and not self.model.built:
-      features, _ = self.split_batch(next(iter(dataset.take(1))))
+      first = next(iter(dataset.take(1)), None)
+      if first is None:
+        raise errors.ConfigError(EMPTY_DATASET)
+      features, _ = self.split_batch(first)
       with self.strategy.scope():
         self.model(features, training=False)
     variables = self._trainable_variables()
@@ -490,6 +532,8 @@ class Trainer:
     for p in self.policies:
       p.build(variables, self._variable_paths)
     self._input_paths = interfaces.input_paths(*self.split_batch(dataset.element_spec))
+    if self.faults is not None:
+      self.faults.bind(self)
 
   def _all_variables(self):
     vs = list(self.model.variables) + list(self.optimizer.variables)
@@ -569,7 +613,18 @@ class Trainer:
                   bad[0] if bad else '?')
       return None
     self._refused_checkpoints = 0
-    entry = self._keeper.save(step, good=self._healthy())
+    try:
+      entry = self._keeper.save(step, good=self._healthy())
+    except (OSError, tf.errors.OpError) as e:
+      # A full disk, a lost mount: the keeper removed what it wrote; the committed checkpoints
+      # stand. Training on without checkpoints would lose work, so the run stops here.
+      error = str(e).splitlines()[0][:200]
+      self.emit('checkpoint_failed', step, error=error)
+      last = self._keeper.committed()
+      resume = f'from {last[-1].path} (step {last[-1].step})' if last else 'from step 0'
+      raise errors.CheckpointError(
+          f'could not write a checkpoint at step {step}: {error}; free space (or fix the '
+          f'directory) and rerun the same command: it resumes {resume}.') from None
     self.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
     return entry
 
@@ -586,6 +641,9 @@ class Trainer:
     if self.model_dir is None:
       self.reset_input()
       return None
+    if self.output_dir is not None and self._lock is None:
+      # Before the keeper reads or cleans the directory: one live process per model_dir.
+      self._lock = checkpointing.RunLock(self.output_dir).acquire()
     objects = self._checkpoint_objects()
     if not self._distributed_input:
       objects['iterator'] = self._iterator  # A tf.data iterator is checkpointable; a distributed one is not.
@@ -673,20 +731,30 @@ class Trainer:
       raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
     num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
     start_time = time.perf_counter()
-    restored = self._setup(dataset)
-    self._fitted = True
-    self._scalars = events_lib.Scalars(
-        os.path.join(self.output_dir, 'tensorboard') if self.output_dir else None)
-    step = int(self.global_step.numpy())
-    if restored is not None:
-      self.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
-    else:
-      self.emit('start', step, num_steps=num_steps)
-    recorder = host.LoopRecorder(emit=self.emit, scalars=self._scalars,
-                                 summary_every=self.summary_every, log_every=self.log_every)
-    signals = host.StopSignals()
-    with signals.catching():
-      return self._host_loop(num_steps, step, start_time, recorder, signals)
+    if self.faults is not None:
+      dataset = self.faults.wrap_dataset(dataset)
+    try:
+      restored = self._setup(dataset)
+      self._fitted = True
+      self._scalars = events_lib.Scalars(
+          os.path.join(self.output_dir, 'tensorboard') if self.output_dir else None)
+      step = int(self.global_step.numpy())
+      if restored is not None:
+        self.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
+      else:
+        self.emit('start', step, num_steps=num_steps)
+      stale = self._lock.taken_over if self._lock is not None else None
+      if stale:
+        self.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
+      recorder = host.LoopRecorder(emit=self.emit, scalars=self._scalars,
+                                   summary_every=self.summary_every, log_every=self.log_every)
+      signals = host.StopSignals()
+      with signals.catching():
+        return self._host_loop(num_steps, step, start_time, recorder, signals)
+    finally:
+      if self._lock is not None:
+        self._lock.release()
+        self._lock = None
 
   def _host_loop(self, num_steps, start_step, start_time, recorder, signals):
     """The eager outer loop of `fit`: run a loop of steps, record, decide, act, checkpoint."""
@@ -702,7 +770,12 @@ class Trainer:
         data_ended = bool(outputs.pop('data_ended').numpy())
         reports = self._read_reports(outputs)
         if reports.num_steps == 0:
-          reason = 'dataset exhausted'
+          # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
+          # turns 'dataset empty' into a configuration error.
+          empty = step == start_step and self.data_position() == 0
+          reason = 'dataset empty' if empty else 'dataset exhausted'
+          if empty:
+            log.warning('the dataset is empty: no step was run')
           break
         step = int(reports.step[-1])
         applied_losses = reports.loss[reports.applied.astype(bool)]
@@ -751,11 +824,16 @@ class Trainer:
         if data_ended:
           reason = 'dataset exhausted'
           break
-    except errors.NumericsError as e:
-      # CheckNumerics(mode='raise'): record the abort (checkpoints stay as they were), re-raise.
+    except (errors.NumericsError, errors.CheckpointError) as e:
+      # CheckNumerics(mode='raise'), or a checkpoint that could not be written: record the abort
+      # (committed checkpoints stay as they were), re-raise.
       status, reason = 'aborted', str(e)
-      self.emit('abort', int(self.global_step.numpy()), reason=reason, trigger='check_numerics')
-      self._finish(status, reason, last_loss, start_step, start_time)
+      trigger = 'check_numerics' if isinstance(e, errors.NumericsError) else 'checkpoint_failed'
+      self.emit('abort', int(self.global_step.numpy()), reason=reason, trigger=trigger)
+      try:
+        self._finish(status, reason, last_loss, start_step, start_time)
+      except OSError:
+        pass  # The disk that refused the checkpoint may refuse summary.json too.
       raise
     step = int(self.global_step.numpy())
     if status == 'completed' and step != last_checkpoint_step:
@@ -778,6 +856,14 @@ class Trainer:
     try:
       return self._loop_fn(self._iterator, tf.constant(n, tf.int64))
     except tf.errors.InvalidArgumentError as e:
+      if 'optional does not match' in (e.message or ''):
+        # A restored tf.data iterator yields elements of the checkpointed shape.
+        detail = next((l.strip() for l in e.message.splitlines() if 'Expected' in l), '')
+        raise errors.ConfigError(
+            'the input pipeline differs from the one checkpointed in '
+            f'{self._keeper.directory if self._keeper else "the checkpoint"} (batch size or '
+            f'element shape changed: {detail[:160]}); use the batch size and shapes the run '
+            'started with, or a new --model_dir to start afresh.') from None
       # The op's message ("non-finite gradient of <path> : Tensor had NaN values") sits among
       # the graph's traceback lines.
       lines = [l for l in (e.message or '').splitlines() if 'non-finite' in l]

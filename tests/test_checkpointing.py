@@ -1,11 +1,16 @@
 """Tests for stable_train.checkpointing: commit by manifest, retention of good checkpoints, fallback."""
 
+import errno
 import json
 import os
+import subprocess
+import sys
+from unittest import mock
 
 import tensorflow as tf
 
 from stable_train import checkpointing
+from stable_train import errors
 
 
 class KeeperTest(tf.test.TestCase):
@@ -109,6 +114,130 @@ class KeeperTest(tf.test.TestCase):
     # json.load accepts NaN/Infinity; strict JSON must not contain them.
     data = json.loads(text, parse_constant=lambda c: self.fail(f'non-strict JSON constant {c}'))
     self.assertEqual(data['checkpoints'][0]['path'], 'ckpt-1')
+
+
+  def _snapshot(self):
+    """{name: bytes} of every file in the checkpoint directory."""
+    out = {}
+    for name in sorted(os.listdir(self.dir)):
+      path = os.path.join(self.dir, name)
+      if os.path.isfile(path):
+        with open(path, 'rb') as f:
+          out[name] = f.read()
+    return out
+
+  def test_checkpoint_files_without_a_manifest_are_refused_and_kept(self):
+    self._save(self.keeper, 1.0, 10)
+    self._save(self.keeper, 2.0, 20)
+    os.remove(os.path.join(self.dir, checkpointing.MANIFEST))
+    before = self._snapshot()
+    with self.assertRaisesRegex(errors.CheckpointError,
+                                r'manifest.json is missing .*ckpt-1, ckpt-2.*restore it'):
+      self._keeper()
+    self.assertEqual(self._snapshot(), before)  # Nothing deleted, nothing written.
+
+  def test_unreadable_manifest_is_refused_and_kept(self):
+    self._save(self.keeper, 1.0, 10)
+    path = os.path.join(self.dir, checkpointing.MANIFEST)
+    for text in ('{"checkpoints": [{"number": 1,', '[]', '{"other": 1}'):
+      with open(path, 'w') as f:
+        f.write(text)
+      before = self._snapshot()
+      with self.assertRaisesRegex(errors.CheckpointError, r'manifest.json is unreadable'):
+        self._keeper()
+      self.assertEqual(self._snapshot(), before, text)
+
+  def test_a_fresh_directory_gets_an_empty_manifest_at_once(self):
+    # So that a crash during the first save (files, no commit) is not read as a deleted manifest.
+    with open(os.path.join(self.dir, checkpointing.MANIFEST)) as f:
+      self.assertEqual(json.load(f), {'checkpoints': []})
+    self.keeper.manager.save(checkpoint_number=1)  # Written, never committed (a crash).
+    keeper = self._keeper()
+    self.assertEqual(keeper.committed(), [])
+    self.assertEqual(self._save(keeper, 1.0, 10).number, 2)
+
+  def test_orphan_temp_folders_are_removed_at_start(self):
+    self._save(self.keeper, 1.0, 10)
+    orphan = os.path.join(self.dir, 'ckpt-2_temp')
+    os.makedirs(orphan)
+    with open(os.path.join(orphan, 'part-00000-of-00001.data-00000-of-00001'), 'w') as f:
+      f.write('half')
+    unrelated = os.path.join(self.dir, 'notes_temp')
+    os.makedirs(unrelated)
+    self._keeper()
+    self.assertFalse(os.path.exists(orphan))
+    self.assertTrue(os.path.exists(unrelated))
+
+  def test_a_failed_write_leaves_no_files_and_the_manifest_as_it_was(self):
+    self._save(self.keeper, 1.0, 10)
+    manifest = self._snapshot()[checkpointing.MANIFEST]
+    write = self.keeper._write_files
+
+    def full_disk(number):
+      write(number)  # The files are written, then the disk fills (e.g. the merge step).
+      raise OSError(errno.ENOSPC, 'No space left on device')
+
+    with mock.patch.object(self.keeper, '_write_files', full_disk):
+      with self.assertRaises(OSError):
+        self._save(self.keeper, 2.0, 20)
+    self.assertEqual(self._snapshot()[checkpointing.MANIFEST], manifest)
+    self.assertEqual([e.step for e in self.keeper.entries], [10])
+    self.assertFalse([n for n in os.listdir(self.dir) if n.startswith('ckpt-2')])
+    with mock.patch.object(self.keeper, '_write_manifest', side_effect=OSError(errno.ENOSPC, 'x')):
+      with self.assertRaises(OSError):
+        self._save(self.keeper, 3.0, 30)
+    self.assertEqual([e.step for e in self.keeper.entries], [10])
+    self.assertFalse([n for n in os.listdir(self.dir) if n.startswith('ckpt-3')])
+    self.assertEqual(self._save(self.keeper, 4.0, 40).step, 40)
+
+
+# Holds the run lock of argv[1] until stdin closes (then releases it), or dies holding it.
+_HOLDER = r"""
+import os, sys
+from stable_train import checkpointing
+lock = checkpointing.RunLock(sys.argv[1]).acquire()
+print('locked', flush=True)
+if sys.argv[2] == 'die':
+  os._exit(137)
+sys.stdin.read()
+lock.release()
+"""
+
+
+class RunLockTest(tf.test.TestCase):
+
+  def _holder(self, model_dir, mode):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+               TF_CPP_MIN_LOG_LEVEL='3')
+    proc = subprocess.Popen([sys.executable, '-c', _HOLDER, model_dir, mode], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    self.addCleanup(lambda: (proc.kill(), proc.wait(), proc.stdin.close(), proc.stdout.close()))
+    self.assertEqual(proc.stdout.readline().strip(), 'locked')
+    return proc
+
+  def test_a_live_holder_is_named_and_a_dead_one_taken_over(self):
+    model_dir = self.get_temp_dir()
+    live = self._holder(model_dir, 'hold')
+    with self.assertRaisesRegex(errors.ModelDirBusyError,
+                                rf'in use by pid {live.pid} on host \S+; wait'):
+      checkpointing.RunLock(model_dir).acquire()
+    live.stdin.close()
+    live.wait(timeout=60)  # Released cleanly: nothing to take over.
+    lock = checkpointing.RunLock(model_dir).acquire()
+    self.assertIsNone(lock.taken_over)
+    lock.release()
+
+    dead = self._holder(model_dir, 'die')
+    dead.wait(timeout=60)
+    lock = checkpointing.RunLock(model_dir).acquire()
+    self.assertEqual(lock.taken_over['pid'], dead.pid)
+    again = checkpointing.RunLock(model_dir).acquire()  # Re-entrant in one process.
+    again.release()
+    with open(lock.path) as f:
+      self.assertEqual(json.load(f)['pid'], os.getpid())
+    lock.release()
+    with open(lock.path) as f:
+      self.assertEqual(f.read(), '')
 
 
 if __name__ == '__main__':

@@ -1,11 +1,13 @@
 """Tests for stable_train.cli: the gin entry point end to end, exit codes and one-line errors."""
 
 import contextlib
+import errno
 import io
 import json
 import os
 import subprocess
 import sys
+from unittest import mock
 
 from absl import flags
 from absl.testing import flagsaver
@@ -89,6 +91,14 @@ class CliTest(tf.test.TestCase):
         ([f'--gin_file={QUICKSTART}', '--gin_param=train.num_steps = 0'], 'train: num_steps=0'),
         # A model that does not fit the data: Keras raises while the step is traced.
         ([f'--gin_file={QUICKSTART}', '--gin_param=mlp.input_dim = 10'], 'incompatible'),
+        # gin passes the class when `()` is left out.
+        ([f'--gin_file={QUICKSTART}', '--gin_param=Trainer.optimizer = @keras.optimizers.Adam'],
+         'optimizer=Adam is a class; pass an instance'),
+        ([f'--gin_file={QUICKSTART}', '--gin_param=Trainer.policies = @SkipNonFinite()'],
+         'must be a list'),
+        ([f'--gin_file={QUICKSTART}', '--gin_param=train.num_steps = 5',
+          '--gin_param=synthetic_regression.num_examples = 10',
+          '--gin_param=synthetic_regression.repeat = False'], 'dataset is empty'),
     ]
     for argv, text in cases:
       code, err = run_main(*argv, f'--model_dir={model_dir}')
@@ -105,6 +115,26 @@ class CliTest(tf.test.TestCase):
     self.assertEqual(code, 2, err)
     self.assertEqual(len(err.strip().splitlines()), 1, err)
     self.assertIn('cannot use --model_dir', err)
+
+  def test_unwritable_model_dir_exits_2_with_one_line(self):
+    for path in ('/proc/sys', '/proc/no_such_dir'):  # Not writable even by root.
+      code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={path}')
+      self.assertEqual(code, 2, err)
+      self.assertEqual(len(err.strip().splitlines()), 1, err)
+      self.assertIn(f"cannot use --model_dir='{path}'", err)
+
+  def test_full_disk_at_start_exits_1_with_one_line(self):
+    model_dir = self.get_temp_dir()
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC),
+                   os.path.join(model_dir, 'operative_config.gin'))
+    with mock.patch.object(events, 'write_atomic', side_effect=full):
+      code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                           *[f'--gin_param={p}' for p in SMALL])
+    self.assertEqual(code, 1, err)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertIn('No space left on device', err)
+    self.assertIn('operative_config.gin', err)
+    self.assertNotIn('Traceback', err)
 
   def test_missing_model_dir_and_unknown_flag_in_a_subprocess(self):
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')

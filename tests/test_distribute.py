@@ -314,7 +314,7 @@ class MultiWorkerTest(TestCase):
       np.testing.assert_array_equal(a, b)
     # The chief alone wrote files: one event log with one start, checkpoints at steps 2, 4, 6.
     self.assertCountEqual(os.listdir(model_dir),
-                          ['checkpoints', 'events.jsonl', 'summary.json', 'tensorboard'])
+                          ['checkpoints', 'events.jsonl', 'summary.json', 'tensorboard', 'run.lock'])
     events = [json.loads(l) for l in open(os.path.join(model_dir, 'events.jsonl'))]
     self.assertEqual([e['event'] for e in events].count('start'), 1)
     self.assertEqual([e['event'] for e in events].count('skip'), 1)

@@ -22,6 +22,18 @@ class EventsTest(tf.test.TestCase):
       self.assertEqual(json.load(f), {'a': 1})
     self.assertEqual(os.listdir(self.get_temp_dir()), ['summary.json'])  # No temp file left.
 
+  def test_write_atomic_honours_the_umask(self):
+    # mkstemp makes 0600 files; summary.json, manifest.json and operative_config.gin must get the
+    # mode any other file of the run gets (0644 under umask 022, 0640 under 027).
+    for mask, mode in ((0o022, 0o644), (0o027, 0o640), (0o077, 0o600)):
+      path = os.path.join(self.get_temp_dir(), f'summary_{mask:o}.json')
+      old = os.umask(mask)
+      try:
+        events.write_json_atomic(path, {'a': 1})
+      finally:
+        os.umask(old)
+      self.assertEqual(os.stat(path).st_mode & 0o777, mode, f'umask {mask:o}')
+
   def test_event_records_are_strict_json(self):
     path = os.path.join(self.get_temp_dir(), 'events.jsonl')
     log = events.EventLog(path)

@@ -89,6 +89,54 @@ class ValidationTest(tf.test.TestCase):
     with self.assertRaisesRegex(errors.ConfigError, 'unique'):
       make_trainer(policies_=[policies.SkipNonFinite(), policies.SkipNonFinite()])
 
+  def test_library_misuse_is_a_one_line_config_error(self):
+    good = dict(model=make_model(), optimizer=keras.optimizers.Adam(),
+                loss=keras.losses.MeanSquaredError(), model_dir=None)
+    cases = [('policies', policies.SkipNonFinite(), 'must be a list'),
+             ('policies', 'skip', 'must be a list'),
+             ('optimizer', keras.optimizers.Adam, r'is a class; pass an instance'),
+             ('loss', keras.losses.MeanSquaredError, r'is a class; pass an instance'),
+             ('model', keras.Sequential, r'is a class; pass an instance')]
+    for name, value, text in cases:
+      with self.assertRaisesRegex(errors.ConfigError, f'{name}=.*{text}'):
+        trainer_lib.Trainer(**dict(good, **{name: value}))
+
+  def test_a_policy_of_another_trainer_is_refused(self):
+    skip = policies.SkipNonFinite(max_consecutive=100)
+    first = make_trainer(policies_=[skip])
+    first.fit(make_data(num_batches=4, poison=[1, 2]), num_steps=4)
+    self.assertEqual(int(skip.total_skips.numpy()), 2)
+    with self.assertRaisesRegex(errors.ConfigError,
+                                "policy 'skip_non_finite' .*already belongs to another Trainer"):
+      make_trainer(policies_=[policies.ClipByGlobalNorm(), skip])
+    # A Trainer that failed validation claims nothing: its fresh policies stay usable.
+    clip = policies.ClipByGlobalNorm()
+    with self.assertRaises(errors.ConfigError):
+      make_trainer(policies_=[clip, policies.SkipNonFinite(), policies.SkipNonFinite()])
+    make_trainer(policies_=[clip])
+
+  def test_an_empty_dataset_is_named(self):
+    # The library trains nothing and says so (the CLI makes it exit 2); `fit(ds.take(0))` is
+    # also how tests build everything without a step.
+    empty = make_data(num_batches=1, batch_size=8).unbatch().batch(16, drop_remainder=True)
+    summary = make_trainer(model_dir=self.get_temp_dir()).fit(empty, num_steps=5)
+    self.assertEqual((summary['global_step'], summary['note']), (0, 'dataset empty'))
+    summary = make_trainer().fit(make_data(num_batches=3), num_steps=5)  # Ends, not empty.
+    self.assertEqual((summary['global_step'], summary['note']), (3, 'dataset exhausted'))
+    unbuilt = keras.Sequential([keras.layers.Dense(1)])
+    with self.assertRaisesRegex(errors.ConfigError, 'dataset is empty'):
+      trainer_lib.Trainer(model=unbuilt, optimizer=keras.optimizers.Adam(),
+                          loss=keras.losses.MeanSquaredError(), model_dir=None).fit(
+                              empty, num_steps=5)
+
+  def test_a_changed_batch_size_is_named(self):
+    model_dir = self.get_temp_dir()
+    batched = lambda size: make_data().unbatch().batch(size, drop_remainder=True)  # Static shapes.
+    make_trainer(model_dir=model_dir, checkpoint_every=2).fit(batched(8), num_steps=4)
+    with self.assertRaisesRegex(errors.ConfigError,
+                                r'input pipeline differs .*batch size or element shape changed'):
+      make_trainer(model_dir=model_dir).fit(batched(4), num_steps=8)
+
   def test_fit_arguments(self):
     t = make_trainer()
     with self.assertRaisesRegex(errors.ConfigError, 'num_steps'):

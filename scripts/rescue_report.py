@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Rescue report: an unstable suite run as Keras fit, stable_train, and stable_train + Rollback.
+
+    python scripts/rescue_report.py [--steps=300] [--cases=lr_too_high,nan_inf_data]
+
+Each case is a small MLP on seeded synthetic data made unstable one way; each is trained with
+  - Keras `fit` with `global_clipnorm=1.0` and `TerminateOnNaN` (the usual first defence),
+  - stable_train's default stack (CheckNumerics, ClipByGlobalNorm(1.0), SkipNonFinite),
+  - the default stack + LossSpike + Rollback,
+and the final model is evaluated on clean data of the same task. The clean case of each task is
+the reference for the ratio column. Prints a Markdown table (for README and BUILD_NOTES).
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import keras  # pylint: disable=g-import-not-at-top
+import numpy as np  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+from stable_train import data  # pylint: disable=g-import-not-at-top
+from stable_train import losses  # pylint: disable=g-import-not-at-top
+from stable_train import models  # pylint: disable=g-import-not-at-top
+from stable_train import recovery  # pylint: disable=g-import-not-at-top
+from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+
+FEATURES = 64
+REGRESSION = dict(num_features=FEATURES, num_examples=2048)
+CLASSIFICATION = dict(num_features=FEATURES, num_classes=8, num_examples=2048)
+
+
+def _regression(**kwargs):
+  return data.synthetic_regression(**dict(REGRESSION, **kwargs))
+
+
+def _classification(**kwargs):
+  return data.synthetic_classification(**dict(CLASSIFICATION, **kwargs))
+
+
+# name: (task, dataset factory, optimizer factory, training loss, initial-weight scale, what).
+# (An fp16 overflow case is to be added with mixed precision.)
+CASES = {
+    'clean_regression': ('regression', _regression, lambda: ('adam', 1e-3), 'mse', 1.0,
+                         'reference'),
+    'lr_too_high': ('regression', _regression, lambda: ('sgd', 1.5), 'mse', 1.0,
+                    'plain SGD at lr 1.5'),
+    'nan_inf_data': ('regression', lambda: _regression(poison_batches=list(range(100, 300, 25))),
+                     lambda: ('adam', 1e-3), 'mse', 1.0, '8 batches with a NaN feature'),
+    'bad_init_x100': ('regression', _regression, lambda: ('adam', 1e-3), 'mse', 100.0,
+                      'every initial weight ×100'),
+    'corrupt_stretch': ('regression',
+                        lambda: _regression(poison_batches=list(range(150, 190)),
+                                            poison_value=1e4),
+                        lambda: ('adam', 1e-3), 'mse', 1.0, 'batches 150-189: a feature = 1e4'),
+    'clean_classification': ('classification', _classification, lambda: ('sgd', 0.5), 'stable_ce',
+                             1.0, 'reference'),
+    'log0_naive_loss': ('classification', lambda: _classification(scale=30.0),
+                        lambda: ('sgd', 0.5), 'naive_ce', 1.0,
+                        'naive -log(softmax), inputs ×30'),
+}
+
+
+def _optimizer(spec, clip):
+  kind, lr = spec
+  kwargs = {'global_clipnorm': 1.0} if clip else {}
+  if kind == 'sgd':
+    return keras.optimizers.SGD(lr, **kwargs)
+  return keras.optimizers.Adam(lr, **kwargs)
+
+
+def _loss(name):
+  return {'mse': keras.losses.MeanSquaredError(), 'stable_ce': losses.sparse_softmax_cross_entropy,
+          'naive_ce': losses.naive_softmax_cross_entropy}[name]
+
+
+def _model(task, scale):
+  model = models.mlp(input_dim=FEATURES, hidden=(64, 32),
+                     outputs=1 if task == 'regression' else CLASSIFICATION['num_classes'])
+  if scale != 1.0:
+    for v in model.trainable_variables:
+      v.assign(v * scale)
+  return model
+
+
+def _finite(model):
+  return all(np.isfinite(v.numpy()).all() for v in model.variables)
+
+
+def _evaluate(task, model):
+  """Mean loss on 20 clean batches of the task (its stable loss), or nan for a broken model."""
+  if not _finite(model):
+    return float('nan')
+  clean = (_regression() if task == 'regression' else _classification()).take(20)
+  loss = _loss('mse' if task == 'regression' else 'stable_ce')
+  values = [float(loss(y, model(x, training=False))) for x, y in clean]
+  return float(np.mean(values))
+
+
+def _keras_fit(case, steps):
+  task, dataset_fn, opt, loss, scale, _ = case
+  model = _model(task, scale)
+  model.compile(optimizer=_optimizer(opt(), clip=True), loss=_loss(loss))
+  start = time.perf_counter()
+  with contextlib.redirect_stdout(sys.stderr):  # TerminateOnNaN prints; keep stdout the table.
+    history = model.fit(dataset_fn(), epochs=1, steps_per_epoch=steps, verbose=0,
+                        callbacks=[keras.callbacks.TerminateOnNaN()])
+  seconds = time.perf_counter() - start
+  terminated = len(history.history.get('loss', [])) == 0 or not np.isfinite(
+      history.history['loss'][-1]) or model.stop_training
+  return dict(stopped=bool(terminated), finite=_finite(model), loss=_evaluate(task, model),
+              skips=None, rollbacks=None, seconds=seconds)
+
+
+def _stable_train(case, steps, rollback):
+  task, dataset_fn, opt, loss, scale, _ = case
+  model = _model(task, scale)
+  stack = trainer_lib.default_policies()
+  if rollback:
+    stack += [recovery.LossSpike(min_ratio=10.0), recovery.Rollback()]
+  with tempfile.TemporaryDirectory() as model_dir:
+    trainer = trainer_lib.Trainer(model=model, optimizer=_optimizer(opt(), clip=False),
+                                  loss=_loss(loss), policies=stack, model_dir=model_dir,
+                                  steps_per_loop=10, checkpoint_every=50, healthy_window=20,
+                                  log_every=10**6)
+    start = time.perf_counter()
+    summary = trainer.fit(dataset_fn(), num_steps=steps)
+    seconds = time.perf_counter() - start
+  return dict(stopped=summary['status'] != 'completed', finite=_finite(model),
+              loss=_evaluate(task, model), skips=summary['skipped_steps'],
+              rollbacks=summary.get('rollbacks'), seconds=seconds)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--steps', type=int, default=300)
+  parser.add_argument('--cases', default=','.join(CASES))
+  args = parser.parse_args()
+  import logging  # pylint: disable=g-import-not-at-top
+  logging.getLogger('stable_train').setLevel(logging.ERROR)
+  tf.get_logger().setLevel('ERROR')  # Each case's new Trainer traces its own functions.
+  tf.config.experimental.enable_op_determinism()
+  names = args.cases.split(',')
+  results = {}
+  for name in names:
+    case = CASES[name]
+    for way, run in (('keras fit', lambda c: _keras_fit(c, args.steps)),
+                     ('stable_train', lambda c: _stable_train(c, args.steps, False)),
+                     ('+ Rollback', lambda c: _stable_train(c, args.steps, True))):
+      results[name, way] = run(case)
+      print(f'{name:22s} {way:13s} {results[name, way]}', file=sys.stderr, flush=True)
+  reference = {CASES[n][0]: n for n in CASES if n.startswith('clean_')}
+  print(f'\n{args.steps} steps each; final loss = mean loss on 20 clean batches of the task; '
+        'ratio = final loss / the clean run of the same task and way.\n')
+  print('| case | what | way | diverged? | final loss | ratio to clean | skips | rollbacks | '
+        'wall s |')
+  print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+  for (name, way), r in results.items():
+    ref = results.get((reference[CASES[name][0]], way))
+    ratio = (r['loss'] / ref['loss'] if ref and np.isfinite(r['loss']) and ref['loss'] > 0
+             else float('nan'))
+    fmt = lambda v: '—' if v is None else str(v)
+    diverged = ('yes: NaN weights' if not r['finite'] else
+                'stopped early, weights finite' if r['stopped'] else 'no')
+    print(f"| {name} | {CASES[name][5]} | {way} | {diverged} | "
+          f"{r['loss']:.4g} | {ratio:.3g} | {fmt(r['skips'])} | {fmt(r['rollbacks'])} | "
+          f"{r['seconds']:.1f} |")
+
+
+if __name__ == '__main__':
+  main()
