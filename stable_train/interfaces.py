@@ -34,51 +34,76 @@ class Decision:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReportField:
+  """One per-step report field (see `REPORT_FIELDS`)."""
+  name: str
+  dtype: Optional[tf.DType]  # None: the run's report float type (float64 for a float64 model).
+  doc: str
+  scalar: str = ''  # The TensorBoard scalar the loop recorder writes it as; '' for none.
+  default: Any = None  # A default (fill value) makes the field optional in `StepReports(...)`.
+
+
+# The per-step report, in one place: the in-graph loop stores these fields (`step.REPORT_DTYPES`),
+# `StepReports` holds them and the loop recorder writes their scalars. Adding a field is one
+# entry here (and its value in `step.guard` or the loop's step).
+REPORT_FIELDS = (
+    ReportField('step', tf.int64, 'global step of each batch after it was consumed (1-based)'),
+    ReportField('loss', None, 'loss, averaged over replicas', scalar='loss'),
+    ReportField('grad_norm', None, 'global gradient norm before clipping (inf or nan when '
+                'non-finite)', scalar='grad_norm'),
+    ReportField('clipped_grad_norm', None, "global gradient norm after the policies' "
+                'transformations', scalar='grad_norm_clipped'),
+    ReportField('loss_finite', tf.bool, 'whether the loss was finite'),
+    ReportField('grads_finite', tf.bool, 'whether every gradient was finite'),
+    ReportField('inputs_finite', tf.bool, 'whether the batch passed every input check'),
+    ReportField('outputs_finite', tf.bool, 'whether the model outputs were finite'),
+    ReportField('first_bad_grad', tf.int32, 'index (into `variable_paths`) of the first '
+                'non-finite gradient, or -1'),
+    ReportField('first_bad_input', tf.int32, 'index (into `input_paths`) of the first bad input '
+                'tensor, or -1'),
+    ReportField('applied', tf.bool, 'whether the update was applied'),
+    ReportField('overflow', tf.bool, 'whether the step was skipped as an fp16 loss-scale '
+                'overflow (not a fault)', scalar='overflow', default=False),
+    ReportField('loss_scale', tf.float32, 'the dynamic loss scale the step used (1.0 without '
+                'loss scaling)', scalar='loss_scale', default=1.0),
+    ReportField('learning_rate', tf.float32, 'learning rate used for the step',
+                scalar='learning_rate'),
+)
+
+
 class StepReports:
   """Per-step reports of one loop, as numpy arrays of length `num_steps` (read once per loop).
 
   Attributes:
-    step: global step of each batch after it was consumed (1-based).
-    loss: loss, averaged over replicas.
-    grad_norm: global gradient norm before clipping (inf or nan when non-finite).
-    clipped_grad_norm: global gradient norm after the policies' transformations.
-    loss_finite: whether the loss was finite.
-    grads_finite: whether every gradient was finite.
-    inputs_finite: whether the batch passed every input check.
-    outputs_finite: whether the model outputs were finite.
-    first_bad_grad: index (into `variable_paths`) of the first non-finite gradient, or -1.
-    first_bad_input: index (into `input_paths`) of the first bad input tensor, or -1.
-    applied: whether the update was applied.
-    overflow: whether the step was skipped as an fp16 loss-scale overflow (not a fault).
-    loss_scale: the dynamic loss scale the step used (1.0 without loss scaling).
-    learning_rate: learning rate used for the step.
+    <each field of `REPORT_FIELDS`>: a numpy array, one value per step (e.g. `reports.loss`).
     variable_paths: names of the trainable variables, in layer order.
     input_paths: names of the input tensors, in the order of the batch's flattened structure.
+    variables_finite: whether every model and optimizer variable was finite after the loop;
+      None unless a policy reads it (`Policy.reads_variables_finite`).
   """
-  step: np.ndarray
-  loss: np.ndarray
-  grad_norm: np.ndarray
-  clipped_grad_norm: np.ndarray
-  loss_finite: np.ndarray
-  grads_finite: np.ndarray
-  inputs_finite: np.ndarray
-  outputs_finite: np.ndarray
-  first_bad_grad: np.ndarray
-  first_bad_input: np.ndarray
-  applied: np.ndarray
-  learning_rate: np.ndarray
-  variable_paths: Sequence[str] = ()
-  input_paths: Sequence[str] = ()
-  variables_finite: Optional[bool] = None  # After the loop; computed if a policy reads it.
-  overflow: Optional[np.ndarray] = None  # None: no loss scaling (all False).
-  loss_scale: Optional[np.ndarray] = None  # None: no loss scaling (all 1.0).
 
-  def __post_init__(self):
-    n = self.step.shape[0]
-    if self.overflow is None:
-      object.__setattr__(self, 'overflow', np.zeros([n], bool))
-    if self.loss_scale is None:
-      object.__setattr__(self, 'loss_scale', np.ones([n], np.float32))
+  def __init__(self, *, variable_paths: Sequence[str] = (), input_paths: Sequence[str] = (),
+               variables_finite: Optional[bool] = None, **fields):
+    """Takes every `REPORT_FIELDS` field by name (one with a default may be left out)."""
+    unknown = sorted(set(fields) - {f.name for f in REPORT_FIELDS})
+    if unknown:
+      raise TypeError(f'StepReports: unknown report fields {unknown}')
+    n = np.asarray(fields['step']).shape[0] if 'step' in fields else None
+    values = {}
+    for f in REPORT_FIELDS:
+      if fields.get(f.name) is not None:
+        values[f.name] = np.asarray(fields[f.name])
+      elif f.default is not None and n is not None:
+        dtype = np.float32 if isinstance(f.default, float) else type(f.default)
+        values[f.name] = np.full([n], f.default, dtype)
+      else:
+        raise TypeError(f'StepReports: missing report field {f.name!r}')
+    values.update(variable_paths=variable_paths, input_paths=input_paths,
+                  variables_finite=variables_finite)
+    self.__dict__.update(values)
+
+  def __setattr__(self, name, value):
+    raise AttributeError(f'StepReports is read-only (tried to set {name!r})')
 
   @property
   def num_steps(self) -> int:
