@@ -1,4 +1,9 @@
-"""The host controller: the eager outer loop of `fit` and the cadence of checkpoints and records."""
+"""The host controller: the eager outer loop of `fit` and the cadence of checkpoints and records.
+
+Per loop: run the traced loop, read its reports, record them, ask every policy to decide (pure,
+from the reports and a `PolicyContext`), carry out the policies' ACT decisions in policy order,
+then the one resolved continue/rollback/abort decision, then checkpoint when due.
+"""
 
 import logging
 import os
@@ -157,6 +162,30 @@ class Controller:
                                   input_paths=t._input_paths,  # pylint: disable=protected-access
                                   **values)
 
+  def context(self) -> interfaces.PolicyContext:
+    """The read-only view the policies decide from."""
+    t = self._trainer
+    keeper = self.keeper
+    return interfaces.PolicyContext(
+        step=int(t.global_step.numpy()), data_position=t.data_position(),
+        lr_scale=float(t.lr_scale.numpy()), variables_finite=t.variables_finite,
+        checkpoints=lambda: keeper.committed() if keeper is not None else [],
+        last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
+
+  def decide(self, reports: interfaces.StepReports):
+    """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one)."""
+    t = self._trainer
+    context = self.context()
+    decisions = [d for d in (p.decide(reports, context) for p in t.policies) if d is not None]
+    acts = [d for d in decisions if d.action == interfaces.ACT]
+    return acts, host.resolve([d for d in decisions if d.action != interfaces.ACT], t.policies,
+                              context)
+
+  def _act(self, decision: interfaces.Decision) -> Optional[str]:
+    """Carries out one policy's ACT decision; returns an abort reason or None to go on."""
+    return self._trainer.state.policies.by_name[decision.policy].execute(
+        decision, self._trainer)
+
   def _execute(self, decision: interfaces.Decision) -> Optional[str]:
     """Carries out a non-abort decision through the policy that made it; returns an abort reason
     or None to go on."""
@@ -164,7 +193,7 @@ class Controller:
     if decision.action == interfaces.CONTINUE:
       return None
     mark = max(decision.step, int(t.global_step.numpy()))
-    stop = t._policy_state.by_name[decision.policy].execute(decision, t)  # pylint: disable=protected-access
+    stop = t.state.policies.by_name[decision.policy].execute(decision, t)
     # Marked after executing: a rollback restores last_fault_step with the checkpoint (from
     # before the fault), which would otherwise let the next checkpoints be marked good.
     t.last_fault_step.assign(max(mark, int(t.last_fault_step.numpy())))
@@ -232,16 +261,20 @@ class Controller:
           t.last_fault_step.assign(int(faulty_steps[-1]))
         recorder.record(reports, int(t.skipped_steps.numpy()))
         t.on_loop_end(reports)
-        decisions = [d for d in (p.decide(reports, t) for p in t.policies) if d is not None]
-        decision = host.resolve(decisions, t.policies, t)
-        if decision.action == interfaces.ABORT:
-          status, reason = 'aborted', decision.reason
-          t.emit('abort', step, reason=reason, trigger=decision.trigger)
-          break
-        stop_reason = self._execute(decision)
+        acts, decision = self.decide(reports)
+        stop_reason = trigger = None
+        for act in acts:  # Every policy's own action, in policy order, whatever comes next.
+          stop_reason = self._act(act)
+          if stop_reason is not None:
+            trigger = act.trigger or act.policy
+            break
+        if stop_reason is None and decision.action == interfaces.ABORT:
+          stop_reason, trigger = decision.reason, decision.trigger
+        elif stop_reason is None:
+          stop_reason, trigger = self._execute(decision), decision.trigger
         if stop_reason is not None:
           status, reason = 'aborted', stop_reason
-          t.emit('abort', step, reason=reason, trigger=decision.trigger)
+          t.emit('abort', step, reason=reason, trigger=trigger)
           break
         step = int(t.global_step.numpy())
         last_checkpoint_step = min(last_checkpoint_step, step)  # A rollback moved the step back.
@@ -258,7 +291,7 @@ class Controller:
           last_checkpoint_step = step
           refused = self._refusal_decision(step)
           if refused is not None:
-            decision = host.resolve([refused], t.policies, t)
+            decision = host.resolve([refused], t.policies, self.context())
             stop_reason = (decision.reason if decision.action == interfaces.ABORT
                            else self._execute(decision))
             if stop_reason is not None:

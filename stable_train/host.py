@@ -19,7 +19,8 @@ def resolve(decisions: Sequence[interfaces.Decision], policies: Sequence[interfa
   """One decision from the policies' decisions: abort > escalation > rollback > continue.
 
   An escalation goes to the first policy that handles it (`handle_escalation`, e.g. Rollback);
-  one that no policy handles stops the run.
+  one that no policy handles stops the run. ACT decisions are not resolved (none outranks
+  another): the controller carries out each one itself, before this one.
   """
   for d in decisions:
     if d.action == interfaces.ABORT:

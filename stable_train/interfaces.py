@@ -7,7 +7,7 @@ step produced and returns a `Decision`. Policy state lives in `tf.Variable`s own
 """
 
 import dataclasses
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -16,6 +16,10 @@ CONTINUE = 'continue'
 ESCALATE = 'escalate'  # "something is wrong that this policy cannot fix": a recovery policy may act.
 ROLLBACK = 'rollback'
 ABORT = 'abort'
+# "Carry out this policy's own action now (`Policy.execute`), then go on": writing a record,
+# emitting a warning, restoring the learning rate. Run for every policy that asks, in policy
+# order, before the one resolved continue/rollback/abort decision.
+ACT = 'act'
 
 # The gradient statistics in the `stats` of `Policy.transform_gradients` / `allow_update`; they
 # always describe the gradients currently being passed (see `Policy.transform_gradients`).
@@ -29,7 +33,7 @@ class Decision:
   reason: str = ''
   trigger: str = ''
   step: int = -1  # The global step at which the trigger fired.
-  policy: str = ''  # Name of the policy that carries out a ROLLBACK decision (`Policy.execute`).
+  policy: str = ''  # Name of the policy that carries out an ACT or ROLLBACK (`Policy.execute`).
   details: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -204,6 +208,50 @@ def input_paths(features, labels):
   return walk('features', features) + walk('labels', labels)
 
 
+class PolicyContext:
+  """What a policy's host half may read when it decides: a small, read-only view of the run.
+
+  `decide` and `handle_escalation` get this, never the Trainer: they return decisions (and may
+  update the policy's own variables), and the controller carries the decisions out.
+
+  Attributes:
+    step: the global step after the loop.
+    data_position: index in the dataset's stream of the next batch the iterator will yield.
+    lr_scale: the learning-rate scale (1.0 = as configured; a rollback backs it off).
+  """
+
+  def __init__(self, *, step: int, data_position: int, lr_scale: float,
+               variables_finite: Callable[[], bool],
+               checkpoints: Callable[[], Sequence[Any]] = tuple,
+               last_good_checkpoint: Callable[[], Optional[Any]] = lambda: None):
+    """Initialises the view; what costs a graph run or a look at the disk is read on demand.
+
+    Args:
+      step, data_position, lr_scale: see the attributes.
+      variables_finite: returns whether every model and optimizer variable is finite.
+      checkpoints: returns the committed checkpoints (`checkpointing.Entry`), oldest first.
+      last_good_checkpoint: returns the newest known-good checkpoint, or None.
+    """
+    self.step = step
+    self.data_position = data_position
+    self.lr_scale = lr_scale
+    self._variables_finite = variables_finite
+    self._checkpoints = checkpoints
+    self._last_good_checkpoint = last_good_checkpoint
+
+  def variables_finite(self) -> bool:
+    """Whether every model and optimizer variable is finite now (one graph run)."""
+    return bool(self._variables_finite())
+
+  def checkpoints(self) -> Sequence[Any]:
+    """The committed checkpoints, oldest first; () without a model_dir."""
+    return tuple(self._checkpoints())
+
+  def last_good_checkpoint(self) -> Optional[Any]:
+    """The newest known-good (rollback target) checkpoint, or None."""
+    return self._last_good_checkpoint()
+
+
 class Policy(tf.Module):
   """Base class of stable_train policies. Override only the hooks a policy needs.
 
@@ -212,7 +260,10 @@ class Policy(tf.Module):
     `check_batch`, `sanitize_labels`, `transform_loss`, `transform_gradients`, `allow_update`,
     `update_state`; and `end_step`, traced into the loop around the step (never compiled with XLA).
   Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`,
-    `summary`.
+    `summary`. `decide` and `handle_escalation` only decide: from the reports, a
+    `PolicyContext` and the policy's own variables (which they may update: that is the policy's
+    state transition). Every action on the run (files, events, logs, a restore, the learning
+    rate) happens in `execute`, which the controller calls with the Trainer.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -296,18 +347,31 @@ class Policy(tf.Module):
     del batch, report
     return None
 
-  def decide(self, reports: StepReports, context) -> Optional[Decision]:
-    """Reads one loop of reports and returns a Decision (or None to continue)."""
+  def decide(self, reports: StepReports,
+             context: Optional[PolicyContext]) -> Optional[Decision]:
+    """Reads one loop of reports and returns a Decision (or None to continue). No side effects
+    on the run: an action it wants is a Decision with `action=ACT` (or ROLLBACK/ESCALATE/ABORT).
+
+    Args:
+      reports: the loop's reports.
+      context: the read-only `PolicyContext` (None in unit tests of a policy that reads none).
+    """
     del reports, context
     return None
 
-  def handle_escalation(self, decision: Decision, context) -> Optional[Decision]:
+  def handle_escalation(self, decision: Decision,
+                        context: Optional[PolicyContext]) -> Optional[Decision]:
     """Turns another policy's escalation into an action (e.g. a rollback); None if it cannot."""
     del decision, context
     return None
 
   def execute(self, decision: Decision, trainer) -> Optional[str]:
-    """Carries out a decision this policy returned (e.g. a rollback).
+    """Carries out a decision this policy returned: an ACT, or a ROLLBACK it resolved to.
+
+    Args:
+      decision: the decision (`decision.policy` is this policy's name).
+      trainer: the Trainer, the only place where a policy acts on the run (its `emit`,
+        `checkpoints`, `restore_latest`, `skip_batches`, `lr_control`, `scalars`, ...).
 
     Returns:
       None to go on training, or the reason why the run must stop (it then ends "aborted").

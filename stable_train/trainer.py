@@ -203,7 +203,6 @@ class Trainer:
     # Everything a checkpoint holds besides the model and optimizer (`state.TrainState`).
     self.state = state_lib.TrainState(policies=policies, strategy=self.strategy)
     self.lr_control = lr_lib.LearningRateControl(optimizer, self.lr_scale)
-    self._policy_state = self.state.policies
 
     self.events = events_lib.EventLog(
         os.path.join(self.output_dir, 'events.jsonl') if self.output_dir else None)
