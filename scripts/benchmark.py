@@ -116,7 +116,7 @@ def recovery_costs(data):
                                    trigger='benchmark', step=int(trainer.global_step.numpy()))
     start = time.perf_counter()
     rollback.execute(decision, trainer)
-    trainer._run_loop(1)  # pylint: disable=protected-access  (the first step after the restore)
+    trainer._train_loop.run(trainer.iterator, 1)  # pylint: disable=protected-access  (the first step after the restore)
     latencies.append(time.perf_counter() - start)
   print('recovery (quickstart MLP, 289k parameters, 10 steps/loop):')
   print(f'  checkpoint save: {min(saves) * 1e3:.1f} ms (min of 5), {np.median(saves) * 1e3:.1f} ms median')

@@ -8,7 +8,8 @@ from stable_train.errors import CheckpointError, ConfigError, NumericsError, Sta
 # before TensorFlow is imported: a signal during that import is then a clean one-line stop.
 _LAZY = {
     'Forensics': 'forensics', 'ValidateInputs': 'policies',
-    'Decision': 'interfaces', 'Policy': 'interfaces', 'StepReports': 'interfaces',
+    'Decision': 'interfaces', 'Policy': 'interfaces', 'PolicyContext': 'interfaces',
+    'StepReports': 'interfaces',
     'CheckNumerics': 'policies', 'ClipByGlobalNorm': 'policies', 'SkipNonFinite': 'policies',
     'LossSpike': 'recovery', 'Rollback': 'recovery',
     'Trainer': 'trainer', 'default_policies': 'trainer',

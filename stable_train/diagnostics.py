@@ -75,19 +75,19 @@ class InitialisationCheck(interfaces.Policy):
     if np.isnan(self.output_rms.numpy()):  # Not yet checked (a resumed run has been).
       self._initial_weights = [np.array(v.numpy()) for v in variables]
 
-  def _warn(self, context, step: int, kind: int, cause: str, message: str, **fields) -> None:
+  def _warn(self, trainer, step: int, kind: int, cause: str, message: str, **fields) -> None:
     self.warned.assign(int(self.warned.numpy()) | kind)
     log.warning('step %d: %s', step, message)
-    context.emit('warning', step, policy=self.name, cause=cause, message=message, **fields)
+    trainer.emit('warning', step, policy=self.name, cause=cause, message=message, **fields)
 
-  def _check_outputs(self, context, step: int) -> None:
+  def _check_outputs(self, trainer, step: int) -> None:
     """Runs the model with its initial weights on the first batch (inference mode)."""
     initial, self._initial_weights = self._initial_weights, None
-    dataset = getattr(context, 'dataset', None)
-    model = context.model
+    dataset = getattr(trainer, 'dataset', None)
+    model = trainer.model
     if dataset is None or initial is None or not hasattr(model, 'stateless_call'):
       return
-    features, labels = context.split_batch(next(iter(dataset.take(1))))
+    features, labels = trainer.split_batch(next(iter(dataset.take(1))))
     outputs, _ = model.stateless_call(
         initial, [v.value for v in model.non_trainable_variables], features, training=False)
     out = _rms([o for o in tf.nest.flatten(outputs) if o.dtype.is_floating])
@@ -96,20 +96,24 @@ class InitialisationCheck(interfaces.Policy):
     self.output_rms.assign(out)
     self.label_rms.assign(ref)
     if out > self.output_ratio * ref:
-      self._warn(context, step, _OUTPUTS, 'initialisation',
+      self._warn(trainer, step, _OUTPUTS, 'initialisation',
                  f'model outputs at the start are huge (RMS {out:.4g} vs {ref:.4g} for the '
                  f'labels, over {self.output_ratio:g}x): the initial weights are too large; '
                  f'{INIT_REMEDY}, or scale the inputs.',
                  output_rms=out, label_rms=ref)
 
   def decide(self, reports, context):
+    del context
     warned = int(self.warned.numpy())
-    if np.isnan(self.output_rms.numpy()):
-      self._check_outputs(context, int(reports.step[0]) - 1)
-    self._initial_weights = None  # Checked now, or before a resume: the copy is not needed.
+    # The output check runs the model, so it is an action: asked for once, before the first
+    # loop's losses are judged (a resumed run has done it already).
+    check_outputs = (self._initial_weights is not None and np.isnan(self.output_rms.numpy()))
+    if not check_outputs:
+      self._initial_weights = None  # Checked before a resume: the copy is not needed.
     initial = float(self.initial_loss.numpy())
     recent = self.recent_losses.numpy()
     count = int(self.num_losses.numpy())
+    warnings = []
     for i in range(reports.num_steps):
       if not reports.applied[i]:
         continue
@@ -122,16 +126,32 @@ class InitialisationCheck(interfaces.Policy):
       median = float(np.median(recent[:min(count, self.patience)]))
       if (count >= self.patience and median >= self.loss_ratio * abs(initial)
           and not warned & _LOSS):
-        self._warn(context, int(reports.step[i]), _LOSS, 'learning_rate_or_initialisation',
-                   f'the median loss of the last {self.patience} steps is {median:.4g}, over '
-                   f'{self.loss_ratio:g}x its first value {initial:.4g}: the learning rate is '
-                   'likely too high, or the initial weights too large; lower the learning rate '
-                   f'(or warm it up with WarmupSchedule), or {INIT_REMEDY}.',
-                   initial_loss=initial, median_loss=median)
+        warnings.append(dict(
+            step=int(reports.step[i]), kind=_LOSS, cause='learning_rate_or_initialisation',
+            message=(f'the median loss of the last {self.patience} steps is {median:.4g}, over '
+                     f'{self.loss_ratio:g}x its first value {initial:.4g}: the learning rate is '
+                     'likely too high, or the initial weights too large; lower the learning rate '
+                     f'(or warm it up with WarmupSchedule), or {INIT_REMEDY}.'),
+            fields={'initial_loss': initial, 'median_loss': median}))
         warned |= _LOSS
     self.initial_loss.assign(initial)
     self.recent_losses.assign(recent)
     self.num_losses.assign(count)
+    self.warned.assign(warned)  # Decided: a later loop never warns of it again.
+    if not check_outputs and not warnings:
+      return None
+    return interfaces.Decision(
+        action=interfaces.ACT, policy=self.name, trigger='init_check', step=int(reports.step[0]),
+        details={'check_outputs_at': int(reports.step[0]) - 1 if check_outputs else None,
+                 'warnings': warnings})
+
+  def execute(self, decision, trainer):
+    """Runs the initial-output check if asked, then emits the loss warnings decided."""
+    at = decision.details['check_outputs_at']
+    if at is not None:
+      self._check_outputs(trainer, at)
+    for w in decision.details['warnings']:
+      self._warn(trainer, w['step'], w['kind'], w['cause'], w['message'], **w['fields'])
     return None
 
   def summary(self):

@@ -255,33 +255,48 @@ class Faults(interfaces.Policy):
     return loss
 
   # -- host faults and the event log -------------------------------------------------------------
-  def decide(self, reports: interfaces.StepReports, context) -> None:
+  def decide(self, reports: interfaces.StepReports,
+             context: interfaces.PolicyContext) -> Optional[interfaces.Decision]:
     if reports.num_steps == 0:
       return None
     steps = [int(s) for s in reports.step]
+    # The `fault_injected` records of the faults the loop injected, and the host faults due.
+    records = []
     if self.has_data_faults:
       # The batch of step s: the loop read its batches in order up to the current position.
-      position = context.data_position()
+      position = context.data_position
       for i, s in enumerate(steps):
         for fault in self.data_faults(position - (len(steps) - i)):
-          context.emit('fault_injected', s, **fault)
+          records.append((s, fault))
     step_faults = dict(self.loss_steps, gradient_nan=self.gradient_nan_steps)
     for s in steps:
       for kind, at in step_faults.items():
         if s in at:
           extra = ({'variable': self.gradient_variable} if kind == 'gradient_nan' else
                    {'factor': self.loss_spike_factor} if kind == 'loss_spike' else {})
-          context.emit('fault_injected', s, kind=kind, **extra)
+          records.append((s, dict(kind=kind, **extra)))
+    inject = []
     for kind in _HOST_FAULTS:
       at = self.host_steps.get(kind)
       # Only a loop that reaches the step fires it (a run resumed past it does not).
       if at is not None and kind not in self._fired and steps[0] <= at <= steps[-1]:
         self._fired.add(kind)
-        self._inject(kind, steps[-1], context)
+        inject.append(kind)
+    if not records and not inject:
+      return None
+    return interfaces.Decision(action=interfaces.ACT, policy=self.name, trigger='faults',
+                               step=steps[-1], details={'records': records, 'inject': inject})
+
+  def execute(self, decision, trainer) -> None:
+    """Emits the injected faults' records, then injects the host faults due (in order)."""
+    for s, fields in decision.details['records']:
+      trainer.emit('fault_injected', s, **fields)
+    for kind in decision.details['inject']:
+      self._inject(kind, decision.step, trainer)
     return None
 
-  def _inject(self, kind: str, step: int, context) -> None:
-    keeper = context.checkpoints
+  def _inject(self, kind: str, step: int, trainer) -> None:
+    keeper = trainer.checkpoints
     fields: Dict[str, Any] = {'kind': kind}
     if kind in ('corrupt_checkpoint', 'delete_checkpoint'):
       committed = keeper.committed() if keeper is not None else []
@@ -312,7 +327,7 @@ class Faults(interfaces.Policy):
                       os.path.join(keeper.directory, f'ckpt-{number}'))
 
       keeper._write_files = full_disk
-    context.emit('fault_injected', step, **fields)
+    trainer.emit('fault_injected', step, **fields)
     log.warning('step %d: fault injected: %s', step, kind)
     if kind == 'sigterm':
       os.kill(os.getpid(), signal.SIGTERM)

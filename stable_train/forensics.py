@@ -176,6 +176,7 @@ class Forensics(interfaces.Policy):
 
   # -- host -----------------------------------------------------------------------------------
   def decide(self, reports, context):
+    del context
     stash = self._stash
     if stash is None or not bool(stash.captured.numpy()):
       return None
@@ -184,8 +185,13 @@ class Forensics(interfaces.Policy):
     hits = np.nonzero(reports.step == step)[0]
     if not hits.size:
       return None
-    self.investigate(context, reports, int(hits[-1]))
-    stash.armed.assign(self.recheck or self._deep_due())
+    return interfaces.Decision(action=interfaces.ACT, policy=self.name, trigger='forensics',
+                               step=step, details={'reports': reports, 'index': int(hits[-1])})
+
+  def execute(self, decision, trainer):
+    """Investigates the captured step (re-run, record folder, event), then re-arms the stash."""
+    self.investigate(trainer, decision.details['reports'], decision.details['index'])
+    self._stash.armed.assign(self.recheck or self._deep_due())
     return None
 
   def investigate(self, trainer, reports, i: int) -> Dict[str, Any]:

@@ -19,7 +19,8 @@ def resolve(decisions: Sequence[interfaces.Decision], policies: Sequence[interfa
   """One decision from the policies' decisions: abort > escalation > rollback > continue.
 
   An escalation goes to the first policy that handles it (`handle_escalation`, e.g. Rollback);
-  one that no policy handles stops the run.
+  one that no policy handles stops the run. ACT decisions are not resolved (none outranks
+  another): the controller carries out each one itself, before this one.
   """
   for d in decisions:
     if d.action == interfaces.ABORT:
@@ -61,12 +62,10 @@ class LoopRecorder:
         self._emit('skip', step, fault=fault or 'policy', tensor=reports.offending_tensor(i),
                    loss=reports.loss[i], grad_norm=reports.grad_norm[i])
       if fault or step % self._summary_every == 0:
-        self._scalars.write(step, {
-            'loss': reports.loss[i], 'grad_norm': reports.grad_norm[i],
-            'grad_norm_clipped': reports.clipped_grad_norm[i],
-            'learning_rate': reports.learning_rate[i],
-            'skipped_steps': float(skipped_after[i]), 'skipped': float(skipped[i]),
-            'overflow': float(reports.overflow[i]), 'loss_scale': reports.loss_scale[i]})
+        values = {f.scalar: float(getattr(reports, f.name)[i])
+                  for f in interfaces.REPORT_FIELDS if f.scalar}
+        values.update(skipped_steps=float(skipped_after[i]), skipped=float(skipped[i]))
+        self._scalars.write(step, values)
       self._steps += 1
       if step % self._log_every == 0:
         now = time.perf_counter()

@@ -7,7 +7,7 @@ step produced and returns a `Decision`. Policy state lives in `tf.Variable`s own
 """
 
 import dataclasses
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -16,6 +16,10 @@ CONTINUE = 'continue'
 ESCALATE = 'escalate'  # "something is wrong that this policy cannot fix": a recovery policy may act.
 ROLLBACK = 'rollback'
 ABORT = 'abort'
+# "Carry out this policy's own action now (`Policy.execute`), then go on": writing a record,
+# emitting a warning, restoring the learning rate. Run for every policy that asks, in policy
+# order, before the one resolved continue/rollback/abort decision.
+ACT = 'act'
 
 # The gradient statistics in the `stats` of `Policy.transform_gradients` / `allow_update`; they
 # always describe the gradients currently being passed (see `Policy.transform_gradients`).
@@ -29,56 +33,81 @@ class Decision:
   reason: str = ''
   trigger: str = ''
   step: int = -1  # The global step at which the trigger fired.
-  policy: str = ''  # Name of the policy that carries out a ROLLBACK decision (`Policy.execute`).
+  policy: str = ''  # Name of the policy that carries out an ACT or ROLLBACK (`Policy.execute`).
   details: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
+class ReportField:
+  """One per-step report field (see `REPORT_FIELDS`)."""
+  name: str
+  dtype: Optional[tf.DType]  # None: the run's report float type (float64 for a float64 model).
+  doc: str
+  scalar: str = ''  # The TensorBoard scalar the loop recorder writes it as; '' for none.
+  default: Any = None  # A default (fill value) makes the field optional in `StepReports(...)`.
+
+
+# The per-step report, in one place: the in-graph loop stores these fields (`step.REPORT_DTYPES`),
+# `StepReports` holds them and the loop recorder writes their scalars. Adding a field is one
+# entry here (and its value in `step.guard` or the loop's step).
+REPORT_FIELDS = (
+    ReportField('step', tf.int64, 'global step of each batch after it was consumed (1-based)'),
+    ReportField('loss', None, 'loss, averaged over replicas', scalar='loss'),
+    ReportField('grad_norm', None, 'global gradient norm before clipping (inf or nan when '
+                'non-finite)', scalar='grad_norm'),
+    ReportField('clipped_grad_norm', None, "global gradient norm after the policies' "
+                'transformations', scalar='grad_norm_clipped'),
+    ReportField('loss_finite', tf.bool, 'whether the loss was finite'),
+    ReportField('grads_finite', tf.bool, 'whether every gradient was finite'),
+    ReportField('inputs_finite', tf.bool, 'whether the batch passed every input check'),
+    ReportField('outputs_finite', tf.bool, 'whether the model outputs were finite'),
+    ReportField('first_bad_grad', tf.int32, 'index (into `variable_paths`) of the first '
+                'non-finite gradient, or -1'),
+    ReportField('first_bad_input', tf.int32, 'index (into `input_paths`) of the first bad input '
+                'tensor, or -1'),
+    ReportField('applied', tf.bool, 'whether the update was applied'),
+    ReportField('overflow', tf.bool, 'whether the step was skipped as an fp16 loss-scale '
+                'overflow (not a fault)', scalar='overflow', default=False),
+    ReportField('loss_scale', tf.float32, 'the dynamic loss scale the step used (1.0 without '
+                'loss scaling)', scalar='loss_scale', default=1.0),
+    ReportField('learning_rate', tf.float32, 'learning rate used for the step',
+                scalar='learning_rate'),
+)
+
+
 class StepReports:
   """Per-step reports of one loop, as numpy arrays of length `num_steps` (read once per loop).
 
   Attributes:
-    step: global step of each batch after it was consumed (1-based).
-    loss: loss, averaged over replicas.
-    grad_norm: global gradient norm before clipping (inf or nan when non-finite).
-    clipped_grad_norm: global gradient norm after the policies' transformations.
-    loss_finite: whether the loss was finite.
-    grads_finite: whether every gradient was finite.
-    inputs_finite: whether the batch passed every input check.
-    outputs_finite: whether the model outputs were finite.
-    first_bad_grad: index (into `variable_paths`) of the first non-finite gradient, or -1.
-    first_bad_input: index (into `input_paths`) of the first bad input tensor, or -1.
-    applied: whether the update was applied.
-    overflow: whether the step was skipped as an fp16 loss-scale overflow (not a fault).
-    loss_scale: the dynamic loss scale the step used (1.0 without loss scaling).
-    learning_rate: learning rate used for the step.
+    <each field of `REPORT_FIELDS`>: a numpy array, one value per step (e.g. `reports.loss`).
     variable_paths: names of the trainable variables, in layer order.
     input_paths: names of the input tensors, in the order of the batch's flattened structure.
+    variables_finite: whether every model and optimizer variable was finite after the loop;
+      None unless a policy reads it (`Policy.reads_variables_finite`).
   """
-  step: np.ndarray
-  loss: np.ndarray
-  grad_norm: np.ndarray
-  clipped_grad_norm: np.ndarray
-  loss_finite: np.ndarray
-  grads_finite: np.ndarray
-  inputs_finite: np.ndarray
-  outputs_finite: np.ndarray
-  first_bad_grad: np.ndarray
-  first_bad_input: np.ndarray
-  applied: np.ndarray
-  learning_rate: np.ndarray
-  variable_paths: Sequence[str] = ()
-  input_paths: Sequence[str] = ()
-  variables_finite: Optional[bool] = None  # After the loop; computed if a policy reads it.
-  overflow: Optional[np.ndarray] = None  # None: no loss scaling (all False).
-  loss_scale: Optional[np.ndarray] = None  # None: no loss scaling (all 1.0).
 
-  def __post_init__(self):
-    n = self.step.shape[0]
-    if self.overflow is None:
-      object.__setattr__(self, 'overflow', np.zeros([n], bool))
-    if self.loss_scale is None:
-      object.__setattr__(self, 'loss_scale', np.ones([n], np.float32))
+  def __init__(self, *, variable_paths: Sequence[str] = (), input_paths: Sequence[str] = (),
+               variables_finite: Optional[bool] = None, **fields):
+    """Takes every `REPORT_FIELDS` field by name (one with a default may be left out)."""
+    unknown = sorted(set(fields) - {f.name for f in REPORT_FIELDS})
+    if unknown:
+      raise TypeError(f'StepReports: unknown report fields {unknown}')
+    n = np.asarray(fields['step']).shape[0] if 'step' in fields else None
+    values = {}
+    for f in REPORT_FIELDS:
+      if fields.get(f.name) is not None:
+        values[f.name] = np.asarray(fields[f.name])
+      elif f.default is not None and n is not None:
+        dtype = np.float32 if isinstance(f.default, float) else type(f.default)
+        values[f.name] = np.full([n], f.default, dtype)
+      else:
+        raise TypeError(f'StepReports: missing report field {f.name!r}')
+    values.update(variable_paths=variable_paths, input_paths=input_paths,
+                  variables_finite=variables_finite)
+    self.__dict__.update(values)
+
+  def __setattr__(self, name, value):
+    raise AttributeError(f'StepReports is read-only (tried to set {name!r})')
 
   @property
   def num_steps(self) -> int:
@@ -179,6 +208,50 @@ def input_paths(features, labels):
   return walk('features', features) + walk('labels', labels)
 
 
+class PolicyContext:
+  """What a policy's host half may read when it decides: a small, read-only view of the run.
+
+  `decide` and `handle_escalation` get this, never the Trainer: they return decisions (and may
+  update the policy's own variables), and the controller carries the decisions out.
+
+  Attributes:
+    step: the global step after the loop.
+    data_position: index in the dataset's stream of the next batch the iterator will yield.
+    lr_scale: the learning-rate scale (1.0 = as configured; a rollback backs it off).
+  """
+
+  def __init__(self, *, step: int, data_position: int, lr_scale: float,
+               variables_finite: Callable[[], bool],
+               checkpoints: Callable[[], Sequence[Any]] = tuple,
+               last_good_checkpoint: Callable[[], Optional[Any]] = lambda: None):
+    """Initialises the view; what costs a graph run or a look at the disk is read on demand.
+
+    Args:
+      step, data_position, lr_scale: see the attributes.
+      variables_finite: returns whether every model and optimizer variable is finite.
+      checkpoints: returns the committed checkpoints (`checkpointing.Entry`), oldest first.
+      last_good_checkpoint: returns the newest known-good checkpoint, or None.
+    """
+    self.step = step
+    self.data_position = data_position
+    self.lr_scale = lr_scale
+    self._variables_finite = variables_finite
+    self._checkpoints = checkpoints
+    self._last_good_checkpoint = last_good_checkpoint
+
+  def variables_finite(self) -> bool:
+    """Whether every model and optimizer variable is finite now (one graph run)."""
+    return bool(self._variables_finite())
+
+  def checkpoints(self) -> Sequence[Any]:
+    """The committed checkpoints, oldest first; () without a model_dir."""
+    return tuple(self._checkpoints())
+
+  def last_good_checkpoint(self) -> Optional[Any]:
+    """The newest known-good (rollback target) checkpoint, or None."""
+    return self._last_good_checkpoint()
+
+
 class Policy(tf.Module):
   """Base class of stable_train policies. Override only the hooks a policy needs.
 
@@ -187,7 +260,10 @@ class Policy(tf.Module):
     `check_batch`, `sanitize_labels`, `transform_loss`, `transform_gradients`, `allow_update`,
     `update_state`; and `end_step`, traced into the loop around the step (never compiled with XLA).
   Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`,
-    `summary`.
+    `summary`. `decide` and `handle_escalation` only decide: from the reports, a
+    `PolicyContext` and the policy's own variables (which they may update: that is the policy's
+    state transition). Every action on the run (files, events, logs, a restore, the learning
+    rate) happens in `execute`, which the controller calls with the Trainer.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -271,18 +347,31 @@ class Policy(tf.Module):
     del batch, report
     return None
 
-  def decide(self, reports: StepReports, context) -> Optional[Decision]:
-    """Reads one loop of reports and returns a Decision (or None to continue)."""
+  def decide(self, reports: StepReports,
+             context: Optional[PolicyContext]) -> Optional[Decision]:
+    """Reads one loop of reports and returns a Decision (or None to continue). No side effects
+    on the run: an action it wants is a Decision with `action=ACT` (or ROLLBACK/ESCALATE/ABORT).
+
+    Args:
+      reports: the loop's reports.
+      context: the read-only `PolicyContext` (None in unit tests of a policy that reads none).
+    """
     del reports, context
     return None
 
-  def handle_escalation(self, decision: Decision, context) -> Optional[Decision]:
+  def handle_escalation(self, decision: Decision,
+                        context: Optional[PolicyContext]) -> Optional[Decision]:
     """Turns another policy's escalation into an action (e.g. a rollback); None if it cannot."""
     del decision, context
     return None
 
   def execute(self, decision: Decision, trainer) -> Optional[str]:
-    """Carries out a decision this policy returned (e.g. a rollback).
+    """Carries out a decision this policy returned: an ACT, or a ROLLBACK it resolved to.
+
+    Args:
+      decision: the decision (`decision.policy` is this policy's name).
+      trainer: the Trainer, the only place where a policy acts on the run (its `emit`,
+        `checkpoints`, `restore_latest`, `skip_batches`, `lr_control`, `scalars`, ...).
 
     Returns:
       None to go on training, or the reason why the run must stop (it then ends "aborted").

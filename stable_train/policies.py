@@ -75,17 +75,24 @@ class CheckNumerics(interfaces.Policy):
     return checked
 
   def decide(self, reports, context):
-    for i in range(reports.num_steps):
-      if reports.fault(i) in (None, 'overflow'):
-        continue
-      step = int(reports.step[i])
-      tensor = reports.offending_tensor(i)
+    del context
+    faults = [(int(reports.step[i]), reports.fault(i), reports.offending_tensor(i),
+               float(reports.loss[i]))
+              for i in range(reports.num_steps) if reports.fault(i) not in (None, 'overflow')]
+    if not faults:
+      return None
+    return interfaces.Decision(action=interfaces.ACT, policy=self.name, trigger='check_numerics',
+                               step=faults[0][0], details={'faults': faults})
+
+  def execute(self, decision, trainer):
+    """Logs each faulty step ('flag'), or raises `NumericsError` on the first one ('raise')."""
+    del trainer
+    for step, fault, tensor, loss in decision.details['faults']:
       if self.mode == 'raise':
         raise errors.NumericsError(
-            f'non-finite value at step {step}: {tensor} (loss={reports.loss[i]}); '
+            f'non-finite value at step {step}: {tensor} (loss={loss}); '
             "CheckNumerics(mode='raise') stops here; use mode='flag' with SkipNonFinite to skip it.")
-      log.warning('step %d: non-finite %s fault, first offending tensor: %s',
-                  step, reports.fault(i), tensor)
+      log.warning('step %d: non-finite %s fault, first offending tensor: %s', step, fault, tensor)
     return None
 
 

@@ -173,10 +173,10 @@ class Rollback(interfaces.Policy):
       return interfaces.Decision(action=interfaces.ROLLBACK, policy=self.name,
                                  trigger='non_finite_variable', step=step,
                                  reason=f'a model or optimizer variable is non-finite at step {step}')
-    if (self.restore_lr_after is not None and context.lr_control.scale.numpy() < 1.0 and
+    if (self.restore_lr_after is not None and context.lr_scale < 1.0 and
         step - int(self.last_trigger_step.numpy()) >= self.restore_lr_after):
-      context.lr_control.set_scale(1.0)
-      context.emit('lr_restored', step, learning_rate=context.lr_control.current())
+      return interfaces.Decision(action=interfaces.ACT, policy=self.name, trigger='lr_restored',
+                                 step=step, reason=f'{self.restore_lr_after} steps without a trigger')
     return None
 
   def handle_escalation(self, decision, context):
@@ -187,6 +187,10 @@ class Rollback(interfaces.Policy):
 
   # -- what -----------------------------------------------------------------------------------
   def execute(self, decision, trainer) -> Optional[str]:
+    if decision.action == interfaces.ACT:  # Back to the configured learning rate.
+      trainer.lr_control.set_scale(1.0)
+      trainer.emit('lr_restored', decision.step, learning_rate=trainer.lr_control.current())
+      return None
     keeper = trainer.checkpoints
     from_step = int(trainer.global_step.numpy())
     done = int(self.num_rollbacks.numpy())

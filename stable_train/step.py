@@ -7,24 +7,9 @@ import tensorflow as tf
 from stable_train import interfaces
 from stable_train import numerics
 
-# Report fields the loop stores per step, with their dtypes (see interfaces.StepReports); `None`
-# stands for the run's report float type (`report_dtypes`).
-REPORT_DTYPES = {
-    'step': tf.int64,
-    'loss': None,
-    'grad_norm': None,
-    'clipped_grad_norm': None,
-    'loss_finite': tf.bool,
-    'grads_finite': tf.bool,
-    'inputs_finite': tf.bool,
-    'outputs_finite': tf.bool,
-    'first_bad_grad': tf.int32,
-    'first_bad_input': tf.int32,
-    'applied': tf.bool,
-    'overflow': tf.bool,
-    'loss_scale': tf.float32,
-    'learning_rate': tf.float32,
-}
+# Report fields the loop stores per step, with their dtypes (derived from
+# `interfaces.REPORT_FIELDS`); `None` stands for the run's report float type (`report_dtypes`).
+REPORT_DTYPES = {f.name: f.dtype for f in interfaces.REPORT_FIELDS}
 
 
 def report_dtypes(float_dtype: tf.DType = tf.float32) -> Dict[str, tf.DType]:

@@ -1,8 +1,7 @@
-"""The Trainer: one traced train step, an in-graph loop of steps, and the eager host loop."""
+"""The Trainer: validation, the overridable step hooks, and the public face of a run."""
 
 import logging
 import os
-import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import keras
@@ -11,17 +10,20 @@ import tensorflow as tf
 
 from stable_train import checkpointing
 from stable_train import clipping
+from stable_train import controller as controller_lib
 from stable_train import distribute
 from stable_train import errors
 from stable_train import events as events_lib
 from stable_train import faults as faults_lib
-from stable_train import host
+from stable_train import inputs as inputs_lib
 from stable_train import interfaces
+from stable_train import loop as loop_lib
 from stable_train import lr as lr_lib
 from stable_train import numerics
 from stable_train import policies as policies_lib
 from stable_train import precision as precision_lib
 from stable_train import provenance
+from stable_train import state as state_lib
 from stable_train import step as step_lib
 
 log = logging.getLogger('stable_train')
@@ -64,6 +66,12 @@ def default_policies() -> List[interfaces.Policy]:
   return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite()]
 
 
+def _state_variable(name: str) -> property:
+  """A read-only Trainer attribute for one `TrainState` variable (e.g. `trainer.global_step`)."""
+  return property(lambda self: getattr(self.state, name),
+                  doc=f'`TrainState.{name}`: the run\'s checkpointed `{name}` variable.')
+
+
 class Trainer:
   """Trains a model with a traced GradientTape step guarded by policies; keeps going past NaN.
 
@@ -74,7 +82,10 @@ class Trainer:
     - `apply_gradients(grads)` — traced: applies the (aggregated, clipped) gradients.
     - `on_loop_end(reports)` — eager: called after each loop with its `StepReports`.
     - `on_event(record)` — eager: called with each record written to events.jsonl.
-  Everything else (checkpoints, summaries, decisions) is the host loop's job.
+  Everything else has its own module: the checkpointed counters are `trainer.state`
+  (`state.TrainState`), the traced step and loop `loop.TrainLoop`, the input position
+  `inputs.InputPosition`, and the host loop (checkpoints, summaries, decisions and their actions)
+  `controller.Controller`; the Trainer keeps the public face of each.
   """
 
   def __init__(self, *, model, optimizer, loss, policies: Optional[Sequence] = None,
@@ -189,39 +200,23 @@ class Trainer:
     self._distributed_input = distribute.uses_distributed_input(self.strategy)
     distribute.check_jit(self.strategy, jit_compile)
 
-    with self.strategy.scope():
-      self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
-      self.applied_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='applied_steps')
-      self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='skipped_steps')
-      self.input_faults = tf.Variable(0, dtype=tf.int64, trainable=False, name='input_faults')
-      # Skips caused by an fp16 loss-scale overflow (counted in skipped_steps too).
-      self.overflow_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='overflow_steps')
-      # Batches skipped by rollbacks: the data position is global_step + data_offset.
-      self.data_offset = tf.Variable(0, dtype=tf.int64, trainable=False, name='data_offset')
-      self.last_fault_step = tf.Variable(-(2**62), dtype=tf.int64, trainable=False,
-                                         name='last_fault_step')
-      self.lr_scale = tf.Variable(1.0, dtype=tf.float32, trainable=False, name='lr_scale')
+    # Everything a checkpoint holds besides the model and optimizer (`state.TrainState`).
+    self.state = state_lib.TrainState(policies=policies, strategy=self.strategy)
     self.lr_control = lr_lib.LearningRateControl(optimizer, self.lr_scale)
-    self._policy_state = tf.Module(name='policies')
-    self._policy_state.by_name = {p.name: p for p in policies}
 
     self.events = events_lib.EventLog(
         os.path.join(self.output_dir, 'events.jsonl') if self.output_dir else None)
-    self._loop_fn = None
-    self._step_fn = None
     self._variables_finite_fn = None
-    self._skip_fn = None
-    self._scalars = events_lib.Scalars(None)
-    self._iterator = None
-    self._keeper = None
     self._variable_paths: List[str] = []
     self._input_paths: List[str] = []
     self._traced_output_flags: List[tf.Tensor] = []
     self._report_dtypes = step_lib.report_dtypes()
     self._random_states: List[tf.Variable] = []  # The global generators' states (`_build`).
-    self._refused_checkpoints = 0  # Refusals in a row (host-side).
-    self._fitted = False
-    self._lock: Optional[checkpointing.RunLock] = None
+    self._input = inputs_lib.InputPosition(
+        strategy=self.strategy, global_step=self.global_step, data_offset=self.data_offset,
+        distributed=self._distributed_input)
+    self._train_loop = loop_lib.TrainLoop(self)
+    self._controller = controller_lib.Controller(self)
     self.last_summary: Dict[str, Any] = {}
     for p in policies:  # Claimed last: a Trainer that failed validation claims nothing.
       p._stable_train_owned = True  # pylint: disable=protected-access
@@ -281,7 +276,7 @@ class Trainer:
     """Called eagerly with each event record."""
 
   # ------------------------------------------------------------------------------------------
-  # The traced step.
+  # Traced pieces the step (`loop.TrainLoop`) calls.
   # ------------------------------------------------------------------------------------------
   def _trainable_variables(self):
     return list(self.model.trainable_variables)
@@ -340,175 +335,65 @@ class Trainer:
     `call`). A skipped step puts them back as they were."""
     return [v for v in self.model.variables if not v.trainable]
 
-  def _restore_forward_state(self, snapshot):
-    """Assigns a snapshot taken by `_replica_compute` back (skip branch; per replica). Traced."""
-    for v, value in zip(self.forward_state(), snapshot):
-      v.assign(value)
-
-  def _replica_compute(self, batch):
-    """Per replica: snapshot of the forward state, loss, aggregated gradients, checks and policy
-    transforms. Traced."""
-    # Read before the forward pass assigns: automatic control dependencies order the reads and
-    # the layers' assigns of each variable in program order (under XLA too).
-    snapshot = [tf.identity(v) for v in self.forward_state()]
-    loss, grads, input_ok, outputs_ok = self.loss_and_gradients(batch)
-    inputs_bad = tf.cast(tf.logical_not(input_ok), tf.float32)
-    outputs_bad = tf.cast(tf.logical_not(outputs_ok), tf.float32)
-    grads, loss, inputs_bad, outputs_bad = step_lib.aggregate(
-        grads, loss, inputs_bad, outputs_bad, self.strategy.num_replicas_in_sync)
-    grads, report = step_lib.guard(grads, loss, inputs_bad, outputs_bad, self.policies,
-                                   self._variable_paths, self.jit_compile,
-                                   loss_scale=self.loss_scale)
-    return grads, report, snapshot
-
-  def _step(self, batch):
-    """One train step: compute on every replica, then one agreed apply-or-skip. Traced."""
-    with self.strategy.scope():  # Cross-replica context, also when fit() is called outside it.
-      return self._step_in_scope(batch)
-
-  def _apply_aggregated(self, grads):
-    """Per replica, inside the agreed apply: applies the already aggregated gradients. Traced."""
-    self.apply_gradients(list(grads))
-
-  def _step_in_scope(self, batch):
-    # The process-wide generators (a layer drawing keras.random.* without a seed) move in the
-    # forward pass too: read here, before it (cross-replica context), put back on a skip.
-    random_snapshot = [tf.identity(v) for v in self._random_states]
-    grads, report, snapshot = self.strategy.run(self._replica_compute, (batch,))
-    # Every field is computed from aggregated values, so all replicas agree: take the first copy.
-    report = {k: self.strategy.experimental_local_results(v)[0] for k, v in report.items()}
-    applied = report['applied']
-    learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)
-
-    def apply():
-      if self._distributed_input:
-        # The cond is taken in cross-replica context on the one agreed flag; the apply itself must
-        # run in replica context (Keras's optimizer merge_calls from there), without a second
-        # all-reduce of the already aggregated gradients.
-        # (Switched off around strategy.run, not inside it: replicas are traced in threads.)
-        with distribute.gradients_already_aggregated(self.optimizer):
-          self.strategy.run(self._apply_aggregated, (grads,))
-      else:
-        self.apply_gradients(grads)
-      return tf.constant(True)
-
-    def skip():
-      # The optimizer never ran; the forward pass's assigns (BatchNorm statistics, seed states)
-      # are undone, so every model and optimizer variable is bit-identical after a skip.
-      if snapshot:
-        if self._distributed_input:
-          self.strategy.run(self._restore_forward_state, (snapshot,))
-        else:
-          self._restore_forward_state(snapshot)
-      for v, value in zip(self._random_states, random_snapshot):
-        v.assign(value)
-      return tf.constant(False)
-
-    tf.cond(applied, apply, skip)
-    for p in self.policies:
-      p.update_state(report, applied)
-    self.applied_steps.assign_add(tf.cast(applied, tf.int64))
-    self.skipped_steps.assign_add(tf.cast(tf.logical_not(applied), tf.int64))
-    self.overflow_steps.assign_add(tf.cast(report['overflow'], tf.int64))
-    self.input_faults.assign_add(tf.cast(tf.logical_not(report['inputs_finite']), tf.int64))
-    with tf.control_dependencies([applied]):
-      report['step'] = self.global_step.assign_add(1)
-    report['learning_rate'] = learning_rate
-    return report
-
-  def _loop(self, iterator, num_steps):
-    """Runs up to `num_steps` steps in one graph (stops early when the data ends). Traced."""
-    dtypes = self._report_dtypes
-    arrays = {k: tf.TensorArray(d, size=0, dynamic_size=True) for k, d in dtypes.items()}
-    data_ended = tf.constant(False)
-    for i in tf.range(num_steps):
-      optional = iterator.get_next_as_optional()
-      if not optional.has_value():
-        data_ended = tf.constant(True)
-        break
-      batch = optional.get_value()
-      report = self._step_fn(batch)
-      index = tf.cast(i, tf.int32)
-      arrays = {k: arrays[k].write(index, tf.cast(report[k], dtypes[k])) for k in arrays}
-      stop = self._end_step(batch, report)
-      if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
-        if stop:
-          break
-    outputs = {k: a.stack() for k, a in arrays.items()}
-    outputs['data_ended'] = data_ended  # Not a policy's `end_step`: the data ran out.
-    if self._loop_checks_variables:
-      outputs['variables_finite'] = tf.reduce_all(numerics.finite_flags(self._all_variables()))
-    return outputs
-
-  def _end_step(self, batch, report) -> Optional[tf.Tensor]:
-    """Calls every policy's `end_step` hook; returns 'end the loop now' or None. Traced."""
-    local = tf.nest.map_structure(self._local_value, batch)
-    stop = None
-    for p in self.policies:
-      verdict = p.end_step(local, report)
-      if verdict is not None:
-        stop = verdict if stop is None else tf.logical_or(stop, verdict)
-    return stop
-
-  def _local_value(self, value):
-    """One tensor from a possibly per-replica value (replica parts concatenated on axis 0)."""
-    parts = self.strategy.experimental_local_results(value)
-    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
-
-  def _build_functions(self):
-    # Under a strategy the replica computation is traced inline in the loop: a nested tf.function
-    # around code that all-reduces breaks MirroredStrategy's merge_call (TF 2.21), and so jit_compile
-    # is refused there (distribute.check_jit). One device: the whole step is one function.
-    if self._distributed_input:
-      self._step_fn = self._step
-    else:
-      self._step_fn = tf.function(self._step, jit_compile=self.jit_compile or None)
-    self._loop_checks_variables = any(p.reads_variables_finite for p in self.policies)
-    self._loop_fn = tf.function(self._loop)
+  # ------------------------------------------------------------------------------------------
+  # The run's state, input and checkpoints, as policies and tests read them.
+  # ------------------------------------------------------------------------------------------
+  global_step = _state_variable('global_step')
+  applied_steps = _state_variable('applied_steps')
+  skipped_steps = _state_variable('skipped_steps')
+  input_faults = _state_variable('input_faults')
+  overflow_steps = _state_variable('overflow_steps')
+  data_offset = _state_variable('data_offset')
+  last_fault_step = _state_variable('last_fault_step')
+  lr_scale = _state_variable('lr_scale')
 
   @property
   def checkpoints(self) -> Optional[checkpointing.CheckpointKeeper]:
     """The run's checkpoint keeper (None without a model_dir or before `fit`)."""
-    return self._keeper
+    return self._controller.keeper
 
   @property
   def scalars(self) -> events_lib.Scalars:
-    return self._scalars
+    """The TensorBoard scalar writer of the current (or last) `fit`."""
+    return self._controller.scalars
 
   def data_position(self) -> int:
     """Index (in the dataset's stream) of the next batch the iterator will yield."""
-    return int(self.global_step.numpy()) + int(self.data_offset.numpy())
+    return self._input.position()
 
   def skip_batches(self, count: int):
     """Drops `count` batches from the iterator; returns the [start, end) stream indices dropped."""
-    start = self.data_position()
-    if count > 0 and self._distributed_input:
-      self.data_offset.assign_add(count)
-      self.reset_input()
-    elif count > 0:
-      if self._skip_fn is None:
-        def skip(iterator, n):
-          for _ in tf.range(n):
-            optional = iterator.get_next_as_optional()
-            if not optional.has_value():
-              break
-        self._skip_fn = tf.function(skip)
-      self._skip_fn(self._iterator, tf.constant(count, tf.int64))
-      self.data_offset.assign_add(count)
-    return start, start + count
+    return self._input.skip(count)
+
+  def reset_input(self) -> None:
+    """(Re)builds the distributed iterator at `data_position()`; called after every restore.
+
+    A no-op for single-device input, whose iterator is restored with the checkpoint itself (a
+    distributed iterator cannot be checkpointed, so the position is saved instead).
+    """
+    self._input.reset()
 
   @property
   def dataset(self) -> Optional[tf.data.Dataset]:
     """The dataset of the current (or last) `fit` call (None before `fit`)."""
-    return getattr(self, '_dataset', None)
+    return self._input.dataset
 
   @property
   def iterator(self):
     """The iterator of the current (or last) `fit` call; restored with each checkpoint."""
-    return self._iterator
+    return self._input.iterator
+
+  def save_checkpoint(self, reason: str = 'interval') -> Optional[checkpointing.Entry]:
+    """Writes a checkpoint if every variable is finite; otherwise refuses and records why."""
+    return self._controller.save_checkpoint(reason)
+
+  def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
+    """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
+    the next older tried), then repositions the input. Returns the entry, or None."""
+    return self._controller.restore_latest(candidates)
 
   # ------------------------------------------------------------------------------------------
-  # Set-up: build, checkpoint, resume.
+  # Set-up (the controller calls `_build` at the start of each `fit`).
   # ------------------------------------------------------------------------------------------
   def _build(self, dataset):
     """Builds the model and optimizer variables from the dataset's element spec."""
@@ -551,24 +436,6 @@ class Trainer:
     return [provenance.variable_path(v) for v in self._all_variables()
             if not np.all(np.isfinite(v.numpy()))]
 
-  def _stale_checkpoint_note(self) -> str:
-    committed = self._keeper.committed() if self._keeper is not None else []
-    if not committed:
-      return 'no checkpoint was written before it'
-    return f'the newest checkpoint on disk is from step {committed[-1].step}, before it'
-
-  def _refusal_decision(self, step: int) -> Optional[interfaces.Decision]:
-    """A fault once `max_refused_checkpoints` checkpoints in a row were refused, else None."""
-    if self._refused_checkpoints < self.max_refused_checkpoints:
-      return None
-    bad = self.non_finite_variables()
-    return interfaces.Decision(
-        action=interfaces.ESCALATE, trigger='checkpoint_refused', step=step,
-        reason=(f'{self._refused_checkpoints} checkpoints in a row refused: variable '
-                f'{bad[0] if bad else "?"} is non-finite'
-                + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else '')
-                + '; ' + self._stale_checkpoint_note()))
-
   def model_checkpoint(self) -> tf.train.Checkpoint:
     """The model and optimizer state alone (forensics records, replay, inference): the model, the
     optimizer and the model's forward state, which includes the seed-generator states that a
@@ -577,15 +444,9 @@ class Trainer:
                                model_state=list(self.forward_state()))
 
   def _checkpoint_objects(self) -> Dict[str, Any]:
-    return dict(model=self.model, optimizer=self.optimizer, global_step=self.global_step,
-                applied_steps=self.applied_steps, skipped_steps=self.skipped_steps,
-                input_faults=self.input_faults, overflow_steps=self.overflow_steps,
-                data_offset=self.data_offset, last_fault_step=self.last_fault_step,
-                lr_scale=self.lr_scale, policies=self._policy_state,
-                # Keras seed generators are not trackable objects, so a model checkpoint leaves
-                # their states (dropout masks to come) out: saved here by position, with the
-                # global generators, so a resume or rollback continues the same random stream.
-                model_state=list(self.forward_state()), random=list(self._random_states))
+    return self.state.checkpoint_objects(model=self.model, optimizer=self.optimizer,
+                                         forward_state=self.forward_state(),
+                                         random_states=self._random_states)
 
   def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
     """Writes one record to events.jsonl (and passes it to `on_event`)."""
@@ -594,128 +455,9 @@ class Trainer:
     self.on_event(record)
     return record
 
-  def _healthy(self) -> bool:
-    step = int(self.global_step.numpy())
-    recent_fault = step - int(self.last_fault_step.numpy()) <= self.healthy_window
-    return not recent_fault and all(p.is_healthy() for p in self.policies)
-
-  def save_checkpoint(self, reason: str = 'interval') -> Optional[checkpointing.Entry]:
-    """Writes a checkpoint if every variable is finite; otherwise refuses and records why."""
-    if self._keeper is None:
-      return None
-    step = int(self.global_step.numpy())
-    if not self.variables_finite():
-      self._refused_checkpoints += 1
-      bad = self.non_finite_variables()
-      self.emit('checkpoint_refused', step, reason='non-finite variable', variables=bad[:10],
-                in_a_row=self._refused_checkpoints)
-      log.warning('step %d: checkpoint refused, non-finite variable %s', step,
-                  bad[0] if bad else '?')
-      return None
-    self._refused_checkpoints = 0
-    try:
-      entry = self._keeper.save(step, good=self._healthy())
-    except (OSError, tf.errors.OpError) as e:
-      # A full disk, a lost mount: the keeper removed what it wrote; the committed checkpoints
-      # stand. Training on without checkpoints would lose work, so the run stops here.
-      error = str(e).splitlines()[0][:200]
-      self.emit('checkpoint_failed', step, error=error)
-      last = self._keeper.committed()
-      resume = f'from {last[-1].path} (step {last[-1].step})' if last else 'from step 0'
-      raise errors.CheckpointError(
-          f'could not write a checkpoint at step {step}: {error}; free space (or fix the '
-          f'directory) and rerun the same command: it resumes {resume}.') from None
-    self.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
-    return entry
-
-  def _setup(self, dataset):
-    self._build(dataset)
-    if self._fitted:
-      # A later fit() reads its dataset from the start: keep data_position() true to that.
-      self.data_offset.assign(-self.global_step.numpy())
-    if self._loop_fn is None:
-      self._build_functions()
-    self._dataset = dataset
-    if not self._distributed_input:
-      self._iterator = iter(dataset)
-    if self.model_dir is None:
-      self.reset_input()
-      return None
-    if self.output_dir is not None and self._lock is None:
-      # Before the keeper reads or cleans the directory: one live process per model_dir.
-      self._lock = checkpointing.RunLock(self.output_dir).acquire()
-    objects = self._checkpoint_objects()
-    if not self._distributed_input:
-      objects['iterator'] = self._iterator  # A tf.data iterator is checkpointable; a distributed one is not.
-    ckpt = tf.train.Checkpoint(**objects)
-    self._keeper = distribute.make_keeper(
-        self.strategy, ckpt, os.path.join(self.model_dir, 'checkpoints'),
-        max_to_keep=self.max_checkpoints, keep_good=self.keep_good_checkpoints,
-        warn=lambda event, step, **f: self.emit(event, step, **f))
-    committed = self._keeper.committed()
-    if self._keeper.entries and not committed and not self._fitted:
-      raise errors.CheckpointError(
-          f'{self._keeper.directory}/manifest.json lists {len(self._keeper.entries)} '
-          'checkpoint(s) but none of their files is there; restore them, or use a new '
-          '--model_dir to start afresh.')
-    entry = None
-    if committed and not self._fitted:
-      # Only a fresh Trainer resumes from disk; a later fit() in the same process continues from
-      # the in-memory state (which the last fit() saved) with the new dataset from its start.
-      entry = self.restore_latest(committed)
-      if entry is None:
-        raise errors.CheckpointError(
-            f'no checkpoint in {self._keeper.directory} could be restored (corrupt, or written '
-            'for another model or policy set: see the checkpoint_corrupt events); use a new '
-            '--model_dir or move that one away to start afresh.')
-    else:
-      self.reset_input()
-    return entry
-
-  def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
-    """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
-    the next older tried), then repositions the input. Returns the entry, or None."""
-    entry = self._keeper.restore_latest(candidates)
-    if entry is not None:
-      self._refused_checkpoints = 0
-      # The optimizer's learning-rate variable came back from the checkpoint; the rate is the
-      # configured base times the restored scale, so a changed config takes effect on resume.
-      self.lr_control.set_scale(float(self.lr_scale.numpy()))
-      self.reset_input()
-    return entry
-
-  def reset_input(self) -> None:
-    """(Re)builds the distributed iterator at `data_position()`; called after every restore.
-
-    A no-op for single-device input, whose iterator is restored with the checkpoint itself (a
-    distributed iterator cannot be checkpointed, so the position is saved instead).
-    """
-    if self._distributed_input:
-      self._iterator = distribute.distributed_iterator(
-          self.strategy, self._dataset, self.data_position())
-
   # ------------------------------------------------------------------------------------------
-  # The host loop.
+  # fit.
   # ------------------------------------------------------------------------------------------
-  def _read_reports(self, tensors) -> interfaces.StepReports:
-    values = {k: v.numpy() for k, v in tensors.items()}
-    if 'variables_finite' in values:
-      values['variables_finite'] = bool(values['variables_finite'])
-    return interfaces.StepReports(variable_paths=self._variable_paths,
-                                  input_paths=self._input_paths, **values)
-
-  def _execute(self, decision: interfaces.Decision) -> Optional[str]:
-    """Carries out a non-abort decision through the policy that made it; returns an abort reason
-    or None to go on."""
-    if decision.action == interfaces.CONTINUE:
-      return None
-    mark = max(decision.step, int(self.global_step.numpy()))
-    stop = self._policy_state.by_name[decision.policy].execute(decision, self)
-    # Marked after executing: a rollback restores last_fault_step with the checkpoint (from
-    # before the fault), which would otherwise let the next checkpoints be marked good.
-    self.last_fault_step.assign(max(mark, int(self.last_fault_step.numpy())))
-    return stop
-
   def fit(self, dataset: tf.data.Dataset, *, num_steps: int) -> Dict[str, Any]:
     """Trains until the global step reaches `num_steps` (a total, so a resumed run stops at the same
     step) or the dataset ends.
@@ -730,179 +472,6 @@ class Trainer:
     if not isinstance(dataset, tf.data.Dataset):
       raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
     num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
-    start_time = time.perf_counter()
     if self.faults is not None:
       dataset = self.faults.wrap_dataset(dataset)
-    try:
-      restored = self._setup(dataset)
-      self._fitted = True
-      self._scalars = events_lib.Scalars(
-          os.path.join(self.output_dir, 'tensorboard') if self.output_dir else None)
-      step = int(self.global_step.numpy())
-      if restored is not None:
-        self.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
-      else:
-        self.emit('start', step, num_steps=num_steps)
-      stale = self._lock.taken_over if self._lock is not None else None
-      if stale:
-        self.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
-      recorder = host.LoopRecorder(emit=self.emit, scalars=self._scalars,
-                                   summary_every=self.summary_every, log_every=self.log_every)
-      signals = host.StopSignals()
-      with signals.catching():
-        return self._host_loop(num_steps, step, start_time, recorder, signals)
-    finally:
-      if self._lock is not None:
-        self._lock.release()
-        self._lock = None
-
-  def _host_loop(self, num_steps, start_step, start_time, recorder, signals):
-    """The eager outer loop of `fit`: run a loop of steps, record, decide, act, checkpoint."""
-    step = start_step
-    status, reason = 'completed', ''
-    interrupted_by = stop_checkpoint = None
-    last_loss = None
-    last_checkpoint_step = step
-    try:
-      while step < num_steps:
-        n = min(self.steps_per_loop, num_steps - step)
-        outputs = self._run_loop(n)
-        data_ended = bool(outputs.pop('data_ended').numpy())
-        reports = self._read_reports(outputs)
-        if reports.num_steps == 0:
-          # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
-          # turns 'dataset empty' into a configuration error.
-          empty = step == start_step and self.data_position() == 0
-          reason = 'dataset empty' if empty else 'dataset exhausted'
-          if empty:
-            log.warning('the dataset is empty: no step was run')
-          break
-        step = int(reports.step[-1])
-        applied_losses = reports.loss[reports.applied.astype(bool)]
-        if applied_losses.size:
-          last_loss = float(applied_losses[-1])
-        # An fp16 overflow skip is the loss scale's business, not a fault of the run.
-        faulty_steps = reports.step[~(reports.applied | reports.overflow).astype(bool)]
-        if faulty_steps.size:
-          self.last_fault_step.assign(int(faulty_steps[-1]))
-        recorder.record(reports, int(self.skipped_steps.numpy()))
-        self.on_loop_end(reports)
-        decisions = [d for d in (p.decide(reports, self) for p in self.policies) if d is not None]
-        decision = host.resolve(decisions, self.policies, self)
-        if decision.action == interfaces.ABORT:
-          status, reason = 'aborted', decision.reason
-          self.emit('abort', step, reason=reason, trigger=decision.trigger)
-          break
-        stop_reason = self._execute(decision)
-        if stop_reason is not None:
-          status, reason = 'aborted', stop_reason
-          self.emit('abort', step, reason=reason, trigger=decision.trigger)
-          break
-        step = int(self.global_step.numpy())
-        last_checkpoint_step = min(last_checkpoint_step, step)  # A rollback moved the step back.
-        if signals.received is not None:
-          interrupted_by = signals.received
-          saved = self.save_checkpoint(reason=f'signal {interrupted_by}')
-          stop_checkpoint = saved.path if saved else None
-          last_checkpoint_step = step
-          status, reason = 'interrupted', f'stopped by signal {interrupted_by}'
-          self.emit('interrupted', step, signal=interrupted_by)
-          break
-        if step - last_checkpoint_step >= self.checkpoint_every:
-          self.save_checkpoint()
-          last_checkpoint_step = step
-          refused = self._refusal_decision(step)
-          if refused is not None:
-            decision = host.resolve([refused], self.policies, self)
-            stop_reason = (decision.reason if decision.action == interfaces.ABORT
-                           else self._execute(decision))
-            if stop_reason is not None:
-              status, reason = 'aborted', stop_reason
-              self.emit('abort', step, reason=reason, trigger=refused.trigger)
-              break
-            step = last_checkpoint_step = int(self.global_step.numpy())
-        if data_ended:
-          reason = 'dataset exhausted'
-          break
-    except (errors.NumericsError, errors.CheckpointError) as e:
-      # CheckNumerics(mode='raise'), or a checkpoint that could not be written: record the abort
-      # (committed checkpoints stay as they were), re-raise.
-      status, reason = 'aborted', str(e)
-      trigger = 'check_numerics' if isinstance(e, errors.NumericsError) else 'checkpoint_failed'
-      self.emit('abort', int(self.global_step.numpy()), reason=reason, trigger=trigger)
-      try:
-        self._finish(status, reason, last_loss, start_step, start_time)
-      except OSError:
-        pass  # The disk that refused the checkpoint may refuse summary.json too.
-      raise
-    step = int(self.global_step.numpy())
-    if status == 'completed' and step != last_checkpoint_step:
-      self.save_checkpoint(reason='end')
-    if status == 'completed' and self._refused_checkpoints:
-      # Never "completed" while the newest checkpoint is stale.
-      bad = self.non_finite_variables()
-      status = 'aborted'
-      reason = (f'the final checkpoint was refused: variable {bad[0] if bad else "?"} is '
-                'non-finite; ' + self._stale_checkpoint_note())
-      self.emit('abort', step, reason=reason, trigger='checkpoint_refused')
-    if status == 'completed':
-      self.emit('done', step, reason=reason or 'num_steps reached')
-    extra = ({'signal': interrupted_by, 'checkpoint': stop_checkpoint}
-             if interrupted_by is not None else {})
-    return self._finish(status, reason, last_loss, start_step, start_time, **extra)
-
-  def _run_loop(self, n: int):
-    """Runs one traced loop of `n` steps; turns in-graph check_numerics failures into errors."""
-    try:
-      return self._loop_fn(self._iterator, tf.constant(n, tf.int64))
-    except tf.errors.InvalidArgumentError as e:
-      if 'optional does not match' in (e.message or ''):
-        # A restored tf.data iterator yields elements of the checkpointed shape.
-        detail = next((l.strip() for l in e.message.splitlines() if 'Expected' in l), '')
-        raise errors.ConfigError(
-            'the input pipeline differs from the one checkpointed in '
-            f'{self._keeper.directory if self._keeper else "the checkpoint"} (batch size or '
-            f'element shape changed: {detail[:160]}); use the batch size and shapes the run '
-            'started with, or a new --model_dir to start afresh.') from None
-      # The op's message ("non-finite gradient of <path> : Tensor had NaN values") sits among
-      # the graph's traceback lines.
-      lines = [l for l in (e.message or '').splitlines() if 'non-finite' in l]
-      if not lines:
-        raise
-      message = lines[-1]
-      step = int(self.global_step.numpy()) + 1
-      raise errors.NumericsError(
-          f"non-finite value at step {step}: {message.strip()}; CheckNumerics(mode='raise') "
-          "stops here; use mode='flag' with SkipNonFinite to skip it.") from None
-
-  def _finish(self, status, reason, last_loss, start_step, start_time, **extra) -> Dict[str, Any]:
-    """Writes summary.json and flushes the summaries."""
-    elapsed = time.perf_counter() - start_time
-    step = int(self.global_step.numpy())
-    summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
-    summary.update(extra)
-    self._scalars.close()
-    if self.output_dir:
-      events_lib.write_json_atomic(os.path.join(self.output_dir, 'summary.json'), summary)
-    self.last_summary = summary
-    return summary
-
-  def _summary(self, status, reason, last_loss, steps_run, elapsed) -> Dict[str, Any]:
-    summary = {
-        'status': status,
-        'global_step': int(self.global_step.numpy()),
-        'applied_steps': int(self.applied_steps.numpy()),
-        'skipped_steps': int(self.skipped_steps.numpy()),
-        'input_faults': int(self.input_faults.numpy()),
-        'overflow_skips': int(self.overflow_steps.numpy()),
-        'final_loss': last_loss,
-        'steps_this_run': steps_run,
-        'seconds': round(elapsed, 3),
-    }
-    for p in self.policies:
-      summary.update(p.summary())
-    if reason and status != 'completed':
-      summary['reason'] = reason
-    elif reason:
-      summary['note'] = reason
-    return summary
+    return self._controller.fit(dataset, num_steps)

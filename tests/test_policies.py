@@ -83,13 +83,18 @@ class CheckNumericsTest(tf.test.TestCase):
 
   def test_raise_mode_on_host_names_the_tensor(self):
     p = policies.CheckNumerics(mode='raise')
+    decision = p.decide(_reports([True, False]), None)  # Decides only: the raise is its action.
+    self.assertEqual((decision.action, decision.policy), (interfaces.ACT, p.name))
     with self.assertRaisesRegex(errors.NumericsError, 'gradient of dense/kernel'):
-      p.decide(_reports([True, False]), None)
+      p.execute(decision, None)
 
   def test_flag_mode_does_not_raise(self):
     p = policies.CheckNumerics(mode='flag')
+    self.assertIsNone(p.decide(_reports([True, True]), None))
+    with self.assertNoLogs('stable_train', level='WARNING'):
+      decision = p.decide(_reports([True, False]), None)
     with self.assertLogs('stable_train', level='WARNING') as logs:
-      self.assertIsNone(p.decide(_reports([True, False]), None))
+      self.assertIsNone(p.execute(decision, None))
     self.assertIn('dense/kernel', logs.output[0])
 
 

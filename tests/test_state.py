@@ -18,6 +18,7 @@ from stable_train import losses
 from stable_train import models
 from stable_train import policies
 from stable_train import recovery
+from stable_train import state as state_lib
 from stable_train import trainer as trainer_lib
 
 BATCH = 8
@@ -373,6 +374,31 @@ class NamedTupleBatchTest(TestCase):
     np.testing.assert_array_equal(batch.features.image, x[2 * BATCH:3 * BATCH])
     np.testing.assert_array_equal(batch.label, y[2 * BATCH:3 * BATCH])
     self.assertIn('features/image', report['offending_tensor'])
+
+
+class TrainStateTest(tf.test.TestCase):
+
+  def test_the_checkpoint_object_map_keeps_its_format(self):
+    skip = policies.SkipNonFinite()
+    state = state_lib.TrainState(policies=[skip], strategy=tf.distribute.get_strategy())
+    objects = state.checkpoint_objects(model='m', optimizer='o', forward_state=(),
+                                       random_states=())
+    # The keys are the checkpoint format: a renamed key would orphan every saved run.
+    self.assertCountEqual(objects, [
+        'model', 'optimizer', 'global_step', 'applied_steps', 'skipped_steps', 'input_faults',
+        'overflow_steps', 'data_offset', 'last_fault_step', 'lr_scale', 'policies',
+        'model_state', 'random'])
+    self.assertIs(objects['policies'].by_name['skip_non_finite'], skip)
+    self.assertEqual(int(state.global_step.numpy()), 0)
+    self.assertEqual(int(state.last_fault_step.numpy()), -(2**62))
+    self.assertEqual(float(state.lr_scale.numpy()), 1.0)
+
+  def test_the_trainer_reads_its_state_through_the_same_variables(self):
+    trainer = trainer_lib.Trainer(model=models.mlp(hidden=(4,)), optimizer=keras.optimizers.SGD(),
+                                  loss=keras.losses.MeanSquaredError(), model_dir=None)
+    for name, _, _ in state_lib.COUNTERS:
+      self.assertIs(getattr(trainer, name), getattr(trainer.state, name))
+    self.assertIs(trainer.lr_scale, trainer.state.lr_scale)
 
 
 if __name__ == '__main__':

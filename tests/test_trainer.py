@@ -265,7 +265,7 @@ class LoopTest(tf.test.TestCase):
     t = make_trainer(steps_per_loop=3)
     t.fit(make_data(num_batches=20), num_steps=10)  # Loops of 3, 3, 3 and 1 steps.
     t.fit(make_data(num_batches=20, seed=3), num_steps=17)
-    self.assertEqual(t._loop_fn.experimental_get_tracing_count(), 1)  # pylint: disable=protected-access
+    self.assertEqual(t._train_loop.loop_fn.experimental_get_tracing_count(), 1)  # pylint: disable=protected-access
 
   def test_dataset_end_stops_the_run(self):
     t = make_trainer(steps_per_loop=4)

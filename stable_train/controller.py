@@ -1,0 +1,364 @@
+"""The host controller: the eager outer loop of `fit` and the cadence of checkpoints and records.
+
+Per loop: run the traced loop, read its reports, record them, ask every policy to decide (pure,
+from the reports and a `PolicyContext`), carry out the policies' ACT decisions in policy order,
+then the one resolved continue/rollback/abort decision, then checkpoint when due.
+"""
+
+import logging
+import os
+import time
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+
+from stable_train import checkpointing
+from stable_train import distribute
+from stable_train import errors
+from stable_train import events as events_lib
+from stable_train import host
+from stable_train import interfaces
+
+log = logging.getLogger('stable_train')
+
+
+class Controller:
+  """Owns the host side of a Trainer's runs: set-up and resume, the checkpoint keeper and its
+  cadence, the refused-checkpoint fault, signals, decisions and their actions, summary.json."""
+
+  def __init__(self, trainer):
+    """Args: trainer: the `Trainer` (its state, hooks, policies and traced loop)."""
+    self._trainer = trainer
+    self.keeper: Optional[checkpointing.CheckpointKeeper] = None
+    self.scalars = events_lib.Scalars(None)
+    self.refused_checkpoints = 0  # Refusals in a row.
+    self.fitted = False
+    self._lock: Optional[checkpointing.RunLock] = None
+
+  # ------------------------------------------------------------------------------------------
+  # Set-up and resume.
+  # ------------------------------------------------------------------------------------------
+  def setup(self, dataset) -> Optional[checkpointing.Entry]:
+    """Builds the run for `dataset`, opens the keeper and resumes; returns the restored entry."""
+    t = self._trainer
+    t._build(dataset)  # pylint: disable=protected-access
+    if not t._train_loop.built:  # pylint: disable=protected-access
+      t._train_loop.build()  # pylint: disable=protected-access
+    t._input.start(dataset, from_start=self.fitted)  # pylint: disable=protected-access
+    if t.model_dir is None:
+      t.reset_input()
+      return None
+    if t.output_dir is not None and self._lock is None:
+      # Before the keeper reads or cleans the directory: one live process per model_dir.
+      self._lock = checkpointing.RunLock(t.output_dir).acquire()
+    objects = t._checkpoint_objects()  # pylint: disable=protected-access
+    if not t._distributed_input:  # pylint: disable=protected-access
+      objects['iterator'] = t.iterator  # A tf.data iterator is checkpointable; a distributed one is not.
+    ckpt = tf.train.Checkpoint(**objects)
+    self.keeper = distribute.make_keeper(
+        t.strategy, ckpt, os.path.join(t.model_dir, 'checkpoints'),
+        max_to_keep=t.max_checkpoints, keep_good=t.keep_good_checkpoints,
+        warn=lambda event, step, **f: t.emit(event, step, **f))
+    committed = self.keeper.committed()
+    if self.keeper.entries and not committed and not self.fitted:
+      raise errors.CheckpointError(
+          f'{self.keeper.directory}/manifest.json lists {len(self.keeper.entries)} '
+          'checkpoint(s) but none of their files is there; restore them, or use a new '
+          '--model_dir to start afresh.')
+    entry = None
+    if committed and not self.fitted:
+      # Only a fresh Trainer resumes from disk; a later fit() in the same process continues from
+      # the in-memory state (which the last fit() saved) with the new dataset from its start.
+      entry = self.restore_latest(committed)
+      if entry is None:
+        raise errors.CheckpointError(
+            f'no checkpoint in {self.keeper.directory} could be restored (corrupt, or written '
+            'for another model or policy set: see the checkpoint_corrupt events); use a new '
+            '--model_dir or move that one away to start afresh.')
+    else:
+      t.reset_input()
+    return entry
+
+  def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
+    """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
+    the next older tried), then repositions the input. Returns the entry, or None."""
+    t = self._trainer
+    entry = self.keeper.restore_latest(candidates)
+    if entry is not None:
+      self.refused_checkpoints = 0
+      # The optimizer's learning-rate variable came back from the checkpoint; the rate is the
+      # configured base times the restored scale, so a changed config takes effect on resume.
+      t.lr_control.set_scale(float(t.lr_scale.numpy()))
+      t.reset_input()
+    return entry
+
+  # ------------------------------------------------------------------------------------------
+  # Checkpoints.
+  # ------------------------------------------------------------------------------------------
+  def _healthy(self) -> bool:
+    t = self._trainer
+    step = int(t.global_step.numpy())
+    recent_fault = step - int(t.last_fault_step.numpy()) <= t.healthy_window
+    return not recent_fault and all(p.is_healthy() for p in t.policies)
+
+  def save_checkpoint(self, reason: str = 'interval') -> Optional[checkpointing.Entry]:
+    """Writes a checkpoint if every variable is finite; otherwise refuses and records why."""
+    t = self._trainer
+    if self.keeper is None:
+      return None
+    step = int(t.global_step.numpy())
+    if not t.variables_finite():
+      self.refused_checkpoints += 1
+      bad = t.non_finite_variables()
+      t.emit('checkpoint_refused', step, reason='non-finite variable', variables=bad[:10],
+             in_a_row=self.refused_checkpoints)
+      log.warning('step %d: checkpoint refused, non-finite variable %s', step,
+                  bad[0] if bad else '?')
+      return None
+    self.refused_checkpoints = 0
+    try:
+      entry = self.keeper.save(step, good=self._healthy())
+    except (OSError, tf.errors.OpError) as e:
+      # A full disk, a lost mount: the keeper removed what it wrote; the committed checkpoints
+      # stand. Training on without checkpoints would lose work, so the run stops here.
+      error = str(e).splitlines()[0][:200]
+      t.emit('checkpoint_failed', step, error=error)
+      last = self.keeper.committed()
+      resume = f'from {last[-1].path} (step {last[-1].step})' if last else 'from step 0'
+      raise errors.CheckpointError(
+          f'could not write a checkpoint at step {step}: {error}; free space (or fix the '
+          f'directory) and rerun the same command: it resumes {resume}.') from None
+    t.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
+    return entry
+
+  def _stale_checkpoint_note(self) -> str:
+    committed = self.keeper.committed() if self.keeper is not None else []
+    if not committed:
+      return 'no checkpoint was written before it'
+    return f'the newest checkpoint on disk is from step {committed[-1].step}, before it'
+
+  def _refusal_decision(self, step: int) -> Optional[interfaces.Decision]:
+    """A fault once `max_refused_checkpoints` checkpoints in a row were refused, else None."""
+    t = self._trainer
+    if self.refused_checkpoints < t.max_refused_checkpoints:
+      return None
+    bad = t.non_finite_variables()
+    return interfaces.Decision(
+        action=interfaces.ESCALATE, trigger='checkpoint_refused', step=step,
+        reason=(f'{self.refused_checkpoints} checkpoints in a row refused: variable '
+                f'{bad[0] if bad else "?"} is non-finite'
+                + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else '')
+                + '; ' + self._stale_checkpoint_note()))
+
+  # ------------------------------------------------------------------------------------------
+  # Reports, decisions, actions.
+  # ------------------------------------------------------------------------------------------
+  def _read_reports(self, tensors) -> interfaces.StepReports:
+    t = self._trainer
+    values = {k: v.numpy() for k, v in tensors.items()}
+    if 'variables_finite' in values:
+      values['variables_finite'] = bool(values['variables_finite'])
+    return interfaces.StepReports(variable_paths=t._variable_paths,  # pylint: disable=protected-access
+                                  input_paths=t._input_paths,  # pylint: disable=protected-access
+                                  **values)
+
+  def context(self) -> interfaces.PolicyContext:
+    """The read-only view the policies decide from."""
+    t = self._trainer
+    keeper = self.keeper
+    return interfaces.PolicyContext(
+        step=int(t.global_step.numpy()), data_position=t.data_position(),
+        lr_scale=float(t.lr_scale.numpy()), variables_finite=t.variables_finite,
+        checkpoints=lambda: keeper.committed() if keeper is not None else [],
+        last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
+
+  def decide(self, reports: interfaces.StepReports):
+    """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one)."""
+    t = self._trainer
+    context = self.context()
+    decisions = [d for d in (p.decide(reports, context) for p in t.policies) if d is not None]
+    acts = [d for d in decisions if d.action == interfaces.ACT]
+    return acts, host.resolve([d for d in decisions if d.action != interfaces.ACT], t.policies,
+                              context)
+
+  def _act(self, decision: interfaces.Decision) -> Optional[str]:
+    """Carries out one policy's ACT decision; returns an abort reason or None to go on."""
+    return self._trainer.state.policies.by_name[decision.policy].execute(
+        decision, self._trainer)
+
+  def _execute(self, decision: interfaces.Decision) -> Optional[str]:
+    """Carries out a non-abort decision through the policy that made it; returns an abort reason
+    or None to go on."""
+    t = self._trainer
+    if decision.action == interfaces.CONTINUE:
+      return None
+    mark = max(decision.step, int(t.global_step.numpy()))
+    stop = t.state.policies.by_name[decision.policy].execute(decision, t)
+    # Marked after executing: a rollback restores last_fault_step with the checkpoint (from
+    # before the fault), which would otherwise let the next checkpoints be marked good.
+    t.last_fault_step.assign(max(mark, int(t.last_fault_step.numpy())))
+    return stop
+
+  # ------------------------------------------------------------------------------------------
+  # The outer loop.
+  # ------------------------------------------------------------------------------------------
+  def fit(self, dataset, num_steps: int) -> Dict[str, Any]:
+    """Sets the run up (resuming from disk) and runs the host loop to `num_steps`."""
+    t = self._trainer
+    start_time = time.perf_counter()
+    try:
+      restored = self.setup(dataset)
+      self.fitted = True
+      self.scalars = events_lib.Scalars(
+          os.path.join(t.output_dir, 'tensorboard') if t.output_dir else None)
+      step = int(t.global_step.numpy())
+      if restored is not None:
+        t.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
+      else:
+        t.emit('start', step, num_steps=num_steps)
+      stale = self._lock.taken_over if self._lock is not None else None
+      if stale:
+        t.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
+      recorder = host.LoopRecorder(emit=t.emit, scalars=self.scalars,
+                                   summary_every=t.summary_every, log_every=t.log_every)
+      signals = host.StopSignals()
+      with signals.catching():
+        return self._host_loop(num_steps, step, start_time, recorder, signals)
+    finally:
+      if self._lock is not None:
+        self._lock.release()
+        self._lock = None
+
+  def _host_loop(self, num_steps, start_step, start_time, recorder, signals):
+    """The eager outer loop of `fit`: run a loop of steps, record, decide, act, checkpoint."""
+    t = self._trainer
+    step = start_step
+    status, reason = 'completed', ''
+    interrupted_by = stop_checkpoint = None
+    last_loss = None
+    last_checkpoint_step = step
+    try:
+      while step < num_steps:
+        n = min(t.steps_per_loop, num_steps - step)
+        outputs = t._train_loop.run(t.iterator, n)  # pylint: disable=protected-access
+        data_ended = bool(outputs.pop('data_ended').numpy())
+        reports = self._read_reports(outputs)
+        if reports.num_steps == 0:
+          # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
+          # turns 'dataset empty' into a configuration error.
+          empty = step == start_step and t.data_position() == 0
+          reason = 'dataset empty' if empty else 'dataset exhausted'
+          if empty:
+            log.warning('the dataset is empty: no step was run')
+          break
+        step = int(reports.step[-1])
+        applied_losses = reports.loss[reports.applied.astype(bool)]
+        if applied_losses.size:
+          last_loss = float(applied_losses[-1])
+        # An fp16 overflow skip is the loss scale's business, not a fault of the run.
+        faulty_steps = reports.step[~(reports.applied | reports.overflow).astype(bool)]
+        if faulty_steps.size:
+          t.last_fault_step.assign(int(faulty_steps[-1]))
+        recorder.record(reports, int(t.skipped_steps.numpy()))
+        t.on_loop_end(reports)
+        acts, decision = self.decide(reports)
+        stop_reason = trigger = None
+        for act in acts:  # Every policy's own action, in policy order, whatever comes next.
+          stop_reason = self._act(act)
+          if stop_reason is not None:
+            trigger = act.trigger or act.policy
+            break
+        if stop_reason is None and decision.action == interfaces.ABORT:
+          stop_reason, trigger = decision.reason, decision.trigger
+        elif stop_reason is None:
+          stop_reason, trigger = self._execute(decision), decision.trigger
+        if stop_reason is not None:
+          status, reason = 'aborted', stop_reason
+          t.emit('abort', step, reason=reason, trigger=trigger)
+          break
+        step = int(t.global_step.numpy())
+        last_checkpoint_step = min(last_checkpoint_step, step)  # A rollback moved the step back.
+        if signals.received is not None:
+          interrupted_by = signals.received
+          saved = self.save_checkpoint(reason=f'signal {interrupted_by}')
+          stop_checkpoint = saved.path if saved else None
+          last_checkpoint_step = step
+          status, reason = 'interrupted', f'stopped by signal {interrupted_by}'
+          t.emit('interrupted', step, signal=interrupted_by)
+          break
+        if step - last_checkpoint_step >= t.checkpoint_every:
+          self.save_checkpoint()
+          last_checkpoint_step = step
+          refused = self._refusal_decision(step)
+          if refused is not None:
+            decision = host.resolve([refused], t.policies, self.context())
+            stop_reason = (decision.reason if decision.action == interfaces.ABORT
+                           else self._execute(decision))
+            if stop_reason is not None:
+              status, reason = 'aborted', stop_reason
+              t.emit('abort', step, reason=reason, trigger=refused.trigger)
+              break
+            step = last_checkpoint_step = int(t.global_step.numpy())
+        if data_ended:
+          reason = 'dataset exhausted'
+          break
+    except (errors.NumericsError, errors.CheckpointError) as e:
+      # CheckNumerics(mode='raise'), or a checkpoint that could not be written: record the abort
+      # (committed checkpoints stay as they were), re-raise.
+      status, reason = 'aborted', str(e)
+      trigger = 'check_numerics' if isinstance(e, errors.NumericsError) else 'checkpoint_failed'
+      t.emit('abort', int(t.global_step.numpy()), reason=reason, trigger=trigger)
+      try:
+        self._finish(status, reason, last_loss, start_step, start_time)
+      except OSError:
+        pass  # The disk that refused the checkpoint may refuse summary.json too.
+      raise
+    step = int(t.global_step.numpy())
+    if status == 'completed' and step != last_checkpoint_step:
+      self.save_checkpoint(reason='end')
+    if status == 'completed' and self.refused_checkpoints:
+      # Never "completed" while the newest checkpoint is stale.
+      bad = t.non_finite_variables()
+      status = 'aborted'
+      reason = (f'the final checkpoint was refused: variable {bad[0] if bad else "?"} is '
+                'non-finite; ' + self._stale_checkpoint_note())
+      t.emit('abort', step, reason=reason, trigger='checkpoint_refused')
+    if status == 'completed':
+      t.emit('done', step, reason=reason or 'num_steps reached')
+    extra = ({'signal': interrupted_by, 'checkpoint': stop_checkpoint}
+             if interrupted_by is not None else {})
+    return self._finish(status, reason, last_loss, start_step, start_time, **extra)
+
+  def _finish(self, status, reason, last_loss, start_step, start_time, **extra) -> Dict[str, Any]:
+    """Writes summary.json and flushes the summaries."""
+    t = self._trainer
+    elapsed = time.perf_counter() - start_time
+    step = int(t.global_step.numpy())
+    summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
+    summary.update(extra)
+    self.scalars.close()
+    if t.output_dir:
+      events_lib.write_json_atomic(os.path.join(t.output_dir, 'summary.json'), summary)
+    t.last_summary = summary
+    return summary
+
+  def _summary(self, status, reason, last_loss, steps_run, elapsed) -> Dict[str, Any]:
+    t = self._trainer
+    summary = {
+        'status': status,
+        'global_step': int(t.global_step.numpy()),
+        'applied_steps': int(t.applied_steps.numpy()),
+        'skipped_steps': int(t.skipped_steps.numpy()),
+        'input_faults': int(t.input_faults.numpy()),
+        'overflow_skips': int(t.overflow_steps.numpy()),
+        'final_loss': last_loss,
+        'steps_this_run': steps_run,
+        'seconds': round(elapsed, 3),
+    }
+    for p in t.policies:
+      summary.update(p.summary())
+    if reason and status != 'completed':
+      summary['reason'] = reason
+    elif reason:
+      summary['note'] = reason
+    return summary

@@ -1,0 +1,180 @@
+"""Tests for stable_train.controller: decisions are pure, the controller carries out the actions."""
+
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train import diagnostics
+from stable_train import faults
+from stable_train import forensics
+from stable_train import interfaces
+from stable_train import policies
+from stable_train import recovery
+from stable_train import trainer as trainer_lib
+
+FEATURES = 8
+
+
+def make_data(num_batches=40, batch_size=8):
+  rng = np.random.RandomState(0)
+  x = rng.normal(size=(num_batches * batch_size, FEATURES)).astype(np.float32)
+  y = (x[:, :1] * 0.5).astype(np.float32)
+  return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+
+
+def make_trainer(policies_, trainer_class=trainer_lib.Trainer, **kwargs):
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, activation='relu'),
+                            keras.layers.Dense(1)], name='net')
+  kwargs.setdefault('model_dir', None)
+  return trainer_class(model=model, optimizer=keras.optimizers.Adam(0.01),
+                       loss=keras.losses.MeanSquaredError(), policies=policies_, **kwargs)
+
+
+class _Watched(trainer_lib.Trainer):
+  """Fails on any event written while a policy decides; keeps the events."""
+
+  deciding = None
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self.records = []
+
+  def on_event(self, record):
+    assert self.deciding is None, f'{self.deciding}.decide emitted {record}'
+    self.records.append(record)
+
+
+def _files(root):
+  return sorted((os.path.join(d, f), os.path.getsize(os.path.join(d, f)))
+                for d, _, names in os.walk(root) for f in names)
+
+
+class _Act(interfaces.Policy):
+  """Asks for its own action every loop; optionally stops the run from it."""
+
+  def __init__(self, log, stop_at=None, **kwargs):
+    super().__init__(**kwargs)
+    self._log, self._stop_at = log, stop_at
+
+  def decide(self, reports, context):
+    return interfaces.Decision(action=interfaces.ACT, policy=self.name, step=context.step)
+
+  def execute(self, decision, trainer):
+    self._log.append((self.name, decision.step))
+    return 'stopped by an action' if decision.step == self._stop_at else None
+
+
+class _Abort(interfaces.Policy):
+
+  def __init__(self, log, at, **kwargs):
+    super().__init__(**kwargs)
+    self._log, self._at = log, at
+
+  def decide(self, reports, context):
+    if int(reports.step[-1]) >= self._at:
+      return interfaces.Decision(action=interfaces.ABORT, reason='enough', trigger='abort_test',
+                                 step=int(reports.step[-1]))
+    return None
+
+
+class _Reader(interfaces.Policy):
+  """Keeps the context of every loop."""
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self.seen = []
+
+  def decide(self, reports, context):
+    good = context.last_good_checkpoint()
+    self.seen.append((int(reports.step[-1]), context, [e.step for e in context.checkpoints()],
+                      good.step if good else None))
+    return None
+
+
+class ControllerTest(tf.test.TestCase):
+
+  def test_decide_never_acts_and_every_action_still_happens(self):
+    model_dir = self.get_temp_dir()
+    stack = [faults.Faults(feature_nan_batches=[7]), policies.CheckNumerics(),
+             diagnostics.InitialisationCheck(), forensics.Forensics(when='first'),
+             policies.SkipNonFinite(max_consecutive=0), recovery.Rollback(restore_lr_after=6)]
+    t = make_trainer(stack[1:], trainer_class=_Watched, model_dir=model_dir,
+                     faults=stack[0], checkpoint_every=5, healthy_window=0)
+    set_scale = t.lr_control.set_scale
+
+    def guarded_set_scale(scale):
+      assert t.deciding is None, f'{t.deciding}.decide changed the learning rate'
+      set_scale(scale)
+
+    t.lr_control.set_scale = guarded_set_scale
+    kinds = []
+
+    def watch(p):
+      decide = p.decide
+
+      def wrapped(reports, context):
+        self.assertIsInstance(context, interfaces.PolicyContext)
+        before = ([v.numpy().copy() for v in t.model.variables + t.optimizer.variables],
+                  int(t.global_step.numpy()), t.data_position(), _files(model_dir))
+        t.deciding = p.name
+        try:
+          decision = decide(reports, context)
+        finally:
+          t.deciding = None
+        after = ([v.numpy() for v in t.model.variables + t.optimizer.variables],
+                 int(t.global_step.numpy()), t.data_position(), _files(model_dir))
+        for a, b in zip(before[0], after[0]):
+          np.testing.assert_array_equal(a, b, err_msg=f'{p.name}.decide changed a variable')
+        self.assertEqual(before[1:], after[1:], f'{p.name}.decide acted on the run')
+        if decision is not None:
+          kinds.append((p.name, decision.action))
+        return decision
+
+      p.decide = wrapped
+
+    for p in t.policies:
+      watch(p)
+    summary = t.fit(make_data(), num_steps=20)
+    self.assertEqual(summary['status'], 'completed')
+    events = {r['event'] for r in t.records}
+    # Each policy's action happened, through execute.
+    self.assertContainsSubset({'fault_injected', 'forensics', 'rollback', 'lr_restored'}, events)
+    self.assertIsNotNone(summary['init_check']['output_rms'])  # The model ran, in execute.
+    self.assertContainsSubset({('faults', interfaces.ACT), ('forensics', interfaces.ACT),
+                               ('check_numerics', interfaces.ACT),
+                               ('init_check', interfaces.ACT), ('rollback', interfaces.ACT),
+                               ('skip_non_finite', interfaces.ESCALATE)}, set(kinds))
+
+  def test_actions_run_in_policy_order_before_the_resolved_decision(self):
+    log = []
+    t = make_trainer([_Act(log, name='a'), _Abort(log, at=3, name='stop'), _Act(log, name='b')])
+    summary = t.fit(make_data(), num_steps=10)
+    self.assertEqual((summary['status'], summary['reason']), ('aborted', 'enough'))
+    self.assertEqual(log, [('a', 1), ('b', 1), ('a', 2), ('b', 2), ('a', 3), ('b', 3)])
+
+  def test_an_action_that_returns_a_reason_aborts_the_run(self):
+    log = []
+    t = make_trainer([_Act(log, stop_at=2, name='a'), _Act(log, name='b')])
+    summary = t.fit(make_data(), num_steps=10)
+    self.assertEqual((summary['status'], summary['reason']), ('aborted', 'stopped by an action'))
+    self.assertEqual(log, [('a', 1), ('b', 1), ('a', 2)])  # The run stops at the first reason.
+
+  def test_the_policy_context_is_a_narrow_read_only_view(self):
+    reader = _Reader(name='reader')
+    t = make_trainer([reader], model_dir=self.get_temp_dir(), steps_per_loop=2,
+                     checkpoint_every=2, healthy_window=0)
+    t.fit(make_data(), num_steps=6)
+    self.assertEqual([s[0] for s in reader.seen], [2, 4, 6])
+    step, context, checkpoints, last_good = reader.seen[-1]
+    self.assertEqual((context.step, context.data_position, context.lr_scale), (step, 6, 1.0))
+    self.assertTrue(context.variables_finite())
+    self.assertEqual((checkpoints, last_good), ([2, 4], 4))  # Decided before step 6's save.
+    for name in ('emit', 'model', 'restore_latest', 'skip_batches', 'lr_control', 'policies'):
+      self.assertFalse(hasattr(context, name), name)
+
+
+if __name__ == '__main__':
+  tf.test.main()
