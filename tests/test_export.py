@@ -66,7 +66,8 @@ def _run(script, *args):
   """Runs a script; returns (exit code, stdout, its own stderr lines without TF's C++ logging)."""
   proc = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', script), *args],
                         capture_output=True, text=True, timeout=300, env=ENV, cwd=REPO)
-  own = [l for l in proc.stderr.splitlines() if not re.match(r'(WARNING: All log|[IWE]\d{4} |To enable the following)', l)]
+  tf_logging = r'(WARNING: All log|[IWE]\d{4} |To enable the following)'
+  own = [l for l in proc.stderr.splitlines() if not re.match(tf_logging, l)]
   return proc.returncode, proc.stdout, '\n'.join(own)
 
 
