@@ -129,8 +129,8 @@ def load_for_inference(model: keras.Model, model_dir: Optional[str] = None, *,
           f"<model_dir>/checkpoints/ckpt-3, or one of {CHECKPOINT_CHOICES} with model_dir.")
   if not model.built:
     _build(model, sample_input, input_shape)
-  # The same keys as Trainer.model_checkpoint(): BN statistics are saved under `model_state/…`
-  # (a checkpoint stores a variable reachable by two paths once), so both keys are needed.
+  # The keys Trainer.model_checkpoint() writes: `model_state` also reaches the seed-generator
+  # states, which Keras models do not track.
   reader = tf.train.Checkpoint(model=model,
                                model_state=[v for v in model.variables if not v.trainable])
   try:
@@ -224,7 +224,15 @@ def model_from_config(gin_files: Sequence[str], gin_params: Sequence[str] = ()) 
   """Builds the model a run's gin configuration describes (`Trainer.model`), untrained.
 
   The Trainer is built from the bindings (as in the run, on the default strategy, without a
-  model_dir) and its model returned; `train.*` bindings (the CLI's root) are ignored.
+  model_dir) and its model returned; `train.*` bindings (the CLI's root) are ignored. The global
+  gin configuration is cleared and replaced by these files' bindings.
+
+  Args:
+    gin_files: gin files, e.g. `[<model_dir>/operative_config.gin]`.
+    gin_params: extra bindings.
+
+  Returns:
+    The model, built (weights as initialised).
 
   Raises:
     ConfigError: a missing gin file or a configuration that does not build.
