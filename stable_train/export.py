@@ -80,6 +80,13 @@ def checkpoint_path(model_dir: str, checkpoint: str = 'last_good') -> str:
   return good[-1]['prefix']
 
 
+def _check_keras_model(model) -> None:
+  if not isinstance(model, keras.Model):
+    raise errors.ConfigError(
+        f'model is a {type(model).__name__}, not a keras.Model; export and load_for_inference '
+        'handle Keras models (save a tf.Module with tf.saved_model.save).')
+
+
 def _build(model: keras.Model, sample_input, input_shape) -> None:
   if sample_input is not None:
     model(sample_input, training=False)
@@ -117,6 +124,7 @@ def load_for_inference(model: keras.Model, model_dir: Optional[str] = None, *,
     CheckpointError: no such directory or checkpoint, or the checkpoint does not fit `model`.
     ConfigError: a bad `checkpoint` name, or an unbuilt model without a way to build it.
   """
+  _check_keras_model(model)
   if checkpoint in CHECKPOINT_CHOICES:
     if model_dir is None:
       raise errors.ConfigError(f'checkpoint={checkpoint!r} needs model_dir.')
@@ -184,6 +192,7 @@ def export(model: keras.Model, path: str, *, format: str = 'keras') -> str:  # p
   """
   if format not in FORMATS:
     raise errors.ConfigError(f'format={format!r} must be one of {FORMATS}.')
+  _check_keras_model(model)
   if format == 'keras' and not path.endswith('.keras'):
     raise errors.ConfigError(f'path={path!r} must end in .keras for format=\'keras\'.')
   if not model.built:

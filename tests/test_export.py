@@ -208,6 +208,8 @@ class ExportTest(tf.test.TestCase):
       export.export(model, '/tmp/x.keras', format='onnx')
     with self.assertRaisesRegex(errors.ConfigError, 'must end in .keras'):
       export.export(model, '/tmp/x.h5')
+    with self.assertRaisesRegex(errors.ConfigError, 'not a keras.Model'):
+      export.export(tf.Module(), '/tmp/x.keras')
 
 
 class ExportScriptTest(tf.test.TestCase):
