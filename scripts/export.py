@@ -81,7 +81,7 @@ def main(argv) -> int:
 
 def _parse_flags(argv):
   if any(arg in ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull') for arg in argv[1:]):
-    # absl's --help exits 1; this lists the flags (filed under argv[0], this being __main__), exit 0.
+    # absl's --help exits 1; this lists the flags (filed under argv[0]: this is __main__).
     sys.stdout.write(__doc__.strip() + '\n\nFlags:\n' + FLAGS.module_help(sys.argv[0]) + '\n')
     sys.exit(EXIT_OK)
   try:

@@ -306,7 +306,7 @@ def _main(argv) -> int:
 _HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull')
 
 
-def exit_on_help(argv, doc: str, module_name: str) -> None:
+def _exit_on_help(argv, doc: str, module_name: str) -> None:
   """On --help (-h, -?, --helpshort, --helpfull): prints `doc` and the flags `module_name`
   defines, each with its help, to stdout and exits 0.
 
@@ -321,8 +321,8 @@ def exit_on_help(argv, doc: str, module_name: str) -> None:
 
 
 def _parse_flags(argv):
-  exit_on_help(argv, __doc__.split('\n\n')[0] + '\n\nUsage: stable-train --gin_file=CONFIG.gin '
-               "[--gin_param='train.num_steps=200'] --model_dir=DIR", _FLAGS_MODULE)
+  _exit_on_help(argv, __doc__.split('\n\n')[0] + '\n\nUsage: stable-train --gin_file=CONFIG.gin '
+                "[--gin_param='train.num_steps=200'] --model_dir=DIR", _FLAGS_MODULE)
   try:
     return FLAGS(argv)
   except flags.Error as e:

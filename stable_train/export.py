@@ -170,7 +170,8 @@ def _inference_copy(model: keras.Model) -> keras.Model:
   return clone
 
 
-def export(model: keras.Model, path: str, *, format: str = 'keras') -> str:  # pylint: disable=redefined-builtin
+def export(model: keras.Model, path: str, *,
+           format: str = 'keras') -> str:  # pylint: disable=redefined-builtin
   """Writes `model` for inference, atomically (a temporary file or folder, then a rename).
 
   The file holds no training optimizer, so it loads with plain Keras/TensorFlow, without

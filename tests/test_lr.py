@@ -167,7 +167,8 @@ class SerializationTest(tf.test.TestCase):
                             policies=[])
     t.fit(data.synthetic_regression(num_features=8, num_examples=64), num_steps=3)
     t.lr_control.set_scale(0.5)
-    self.assertIsInstance(t.optimizer._learning_rate, lr.ScaledSchedule)  # pylint: disable=protected-access
+    wrapped = t.optimizer._learning_rate  # pylint: disable=protected-access
+    self.assertIsInstance(wrapped, lr.ScaledSchedule)
     t.model.compile(optimizer=t.optimizer, loss='mse')
     path = os.path.join(self.get_temp_dir(), 'with_optimizer.keras')
     t.model.save(path)
