@@ -1,6 +1,8 @@
 """Inference from a training run: restore a checkpoint into a fresh model, export it atomically."""
 
+import gc
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -141,16 +143,28 @@ def load_for_inference(model: keras.Model, model_dir: Optional[str] = None, *,
   # states, which Keras models do not track.
   reader = tf.train.Checkpoint(model=model,
                                model_state=[v for v in model.variables if not v.trainable])
+  failure = None
   try:
     status = reader.read(prefix)
     status.expect_partial()  # The optimizer, counters and policy state are not wanted here.
     status.assert_existing_objects_matched()
   except (tf.errors.OpError, ValueError, AssertionError) as e:
-    raise errors.CheckpointError(
-        f'checkpoint {prefix} does not fit model {model.name!r} '
-        f'({str(e).strip().splitlines()[0][:200]}); build the model from the run\'s '
-        'operative_config.gin.') from None
-  return model
+    failure = (f'checkpoint {prefix} does not fit model {model.name!r} '
+               f'({str(e).strip().splitlines()[0][:200]}); build the model from the run\'s '
+               'operative_config.gin (the model may be partly restored).')
+  if failure is None:
+    return model
+  # A read that failed midway never reached expect_partial(): its pending restore would log a
+  # screenful of "Value in checkpoint could not be found" warnings when collected.
+  logger = tf.get_logger()
+  level = logger.level
+  logger.setLevel(logging.ERROR)
+  try:
+    del reader
+    gc.collect()
+  finally:
+    logger.setLevel(level)
+  raise errors.CheckpointError(failure)
 
 
 def _inference_copy(model: keras.Model) -> keras.Model:
