@@ -16,7 +16,7 @@ _LAZY = {
     'Faults': 'faults',
     'AdaptiveClip': 'clipping', 'AdaptiveGradClip': 'clipping', 'ClipByNorm': 'clipping',
     'ClipByValue': 'clipping', 'InitialisationCheck': 'diagnostics', 'WarmupSchedule': 'lr',
-    'DynamicLossScale': 'precision',
+    'DynamicLossScale': 'precision', 'load_for_inference': 'export',
 }
 
 __all__ = ['CheckpointError', 'ConfigError', 'NumericsError', 'StableTrainError', *_LAZY]

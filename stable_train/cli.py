@@ -27,6 +27,8 @@ flags.DEFINE_multi_string('gin_param', [], "Gin binding(s), e.g. 'train.num_step
 flags.DEFINE_string('model_dir', None, 'Directory for checkpoints, events, summaries (required).')
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE = 0, 1, 2
+# The module absl files the flags above under (`python -m stable_train.cli` runs this as __main__).
+_FLAGS_MODULE = __name__ if __name__ != '__main__' else sys.argv[0]
 
 
 class _StartupInterrupted(BaseException):
@@ -65,7 +67,8 @@ _SIGNALS = _Signals()
 @gin.configurable('train', denylist=['model_dir'])
 def train(*, model_dir: str, num_steps: Optional[int] = None,
           dataset_fn: Optional[Callable] = None, trainer_fn: Optional[Callable] = None,
-          strategy_fn: Optional[Callable] = None, precision: str = 'float32'):
+          strategy_fn: Optional[Callable] = None, precision: str = 'float32',
+          seed: Optional[int] = None, export_format: Optional[str] = None):
   """The root configurable: builds the strategy, the trainer and the dataset, then trains.
 
   Args:
@@ -78,6 +81,13 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
       default strategy (one device).
     precision: 'float32', 'mixed_float16' (dynamic loss scaling added), 'mixed_bfloat16' or
       'float64'; set before the model is built, and put back afterwards.
+    seed: seeds Python's, numpy's and TensorFlow's random generators
+      (`keras.utils.set_random_seed`) before anything is built, so a model factory that does not
+      seed itself (`mlp.seed = None`) initialises the same way on a rerun of operative_config.gin.
+      None: not seeded.
+    export_format: None, 'keras' or 'saved_model': once the run has completed, the last good
+      checkpoint is exported to `<model_dir>/export/model.keras` or `<model_dir>/export/saved_model`
+      (chief only), loadable without stable_train.
 
   Returns:
     The run summary.
@@ -88,6 +98,11 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
         'train.num_steps is not set; add `train.num_steps = 1000` to a gin file or '
         "--gin_param='train.num_steps=1000'.")
   num_steps = errors.check_int('train', 'num_steps', num_steps, minimum=1)
+  if seed is not None:
+    seed = errors.check_int('train', 'seed', seed, minimum=0)
+  if export_format not in (None, 'keras', 'saved_model'):
+    raise errors.ConfigError(f"train.export_format={export_format!r} must be None, 'keras' or "
+                             "'saved_model'.")
   if dataset_fn is None:
     raise errors.ConfigError(
         'train.dataset_fn is not set; bind it, e.g. `train.dataset_fn = @synthetic_regression`.')
@@ -95,14 +110,16 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
   from stable_train import precision as precision_lib  # pylint: disable=g-import-not-at-top
   previous = (keras.config.floatx(), keras.mixed_precision.global_policy())
   precision_lib.set_precision(precision)
+  if seed is not None:
+    keras.utils.set_random_seed(seed)  # Before the strategy, the model and the dataset.
   try:
-    return _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn)
+    return _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format)
   finally:  # In-process callers (tests, notebooks) get their precision back.
     keras.config.set_floatx(previous[0])
     keras.mixed_precision.set_global_policy(previous[1])
 
 
-def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn):
+def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from stable_train import errors  # pylint: disable=g-import-not-at-top
   from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
@@ -133,10 +150,21 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn):
       _write_operative_config(model_dir)
     if summary.get('note') == 'dataset empty':
       raise errors.ConfigError(trainer_lib.EMPTY_DATASET)
+    if chief and export_format and summary.get('status') == 'completed':
+      summary['export'] = _export(trainer, model_dir, export_format)
   finally:
     if lock is not None:
       lock.release()
   return summary
+
+
+def _export(trainer, model_dir: str, export_format: str) -> str:
+  """Restores the run's last good checkpoint into the trainer's model (the run is over) and
+  exports it to `<model_dir>/export/`; returns the path written."""
+  from stable_train import export  # pylint: disable=g-import-not-at-top
+  export.load_for_inference(trainer.model, model_dir, checkpoint='last_good')
+  path = os.path.join(model_dir, 'export', export.DEFAULT_NAMES[export_format])
+  return export.export(trainer.model, path, format=export_format)
 
 
 def _write_operative_config(model_dir: str) -> None:
@@ -262,6 +290,8 @@ def _main(argv) -> int:
   print(f"stable_train: {summary['status']} at step {summary['global_step']} "
         f"(applied {summary['applied_steps']}, skipped {summary['skipped_steps']}, "
         f"final loss {summary['final_loss']})", flush=True)
+  if summary.get('export'):
+    print(f"stable_train: exported {summary['export']}", flush=True)
   if summary['status'] == 'interrupted':
     # A clean stop on SIGTERM/SIGINT: the shell's code for that signal.
     saved = ('checkpoint written' if summary.get('checkpoint') else
@@ -273,7 +303,26 @@ def _main(argv) -> int:
   return EXIT_OK
 
 
+_HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull')
+
+
+def _exit_on_help(argv, doc: str, module_name: str) -> None:
+  """On --help (-h, -?, --helpshort, --helpfull): prints `doc` and the flags `module_name`
+  defines, each with its help, to stdout and exits 0.
+
+  absl's own --help exits 1 and lists only the flags of the main module (a console script's
+  wrapper defines none), so the entry points answer it themselves, before absl parses.
+  """
+  if not any(arg in _HELP for arg in argv[1:]):
+    return
+  sys.stdout.write((doc or '').strip() + '\n\nFlags:\n' + FLAGS.module_help(module_name) + '\n')
+  sys.stdout.flush()
+  sys.exit(EXIT_OK)
+
+
 def _parse_flags(argv):
+  _exit_on_help(argv, __doc__.split('\n\n')[0] + '\n\nUsage: stable-train --gin_file=CONFIG.gin '
+                "[--gin_param='train.num_steps=200'] --model_dir=DIR", _FLAGS_MODULE)
   try:
     return FLAGS(argv)
   except flags.Error as e:

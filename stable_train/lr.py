@@ -15,6 +15,7 @@ _BASE_ATTR = '_stable_train_lr_base'
 
 
 @gin.register(module='stable_train')
+@keras.saving.register_keras_serializable(package='stable_train')
 class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
   """Linear learning-rate warm-up in front of a constant rate or any Keras schedule.
 
@@ -55,9 +56,23 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 else self.schedule)
     return {'schedule_or_rate': schedule, 'warmup_steps': self.warmup_steps}
 
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if isinstance(config['schedule_or_rate'], dict):
+      config['schedule_or_rate'] = keras.optimizers.schedules.deserialize(
+          config['schedule_or_rate'])
+    return cls(**config)
 
+
+@keras.saving.register_keras_serializable(package='stable_train')
 class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
-  """`schedule(step) * scale`, where `scale` is a variable the host can change between loops."""
+  """`schedule(step) * scale`, where `scale` is a variable the host can change between loops.
+
+  Serializable (registered as 'stable_train>ScaledSchedule'), so an optimizer that a
+  `LearningRateControl` wrapped saves into a `.keras` file and loads again (with stable_train
+  imported); the loaded copy owns a new scale variable holding the value saved.
+  """
 
   def __init__(self, schedule, scale: tf.Variable):
     self.schedule = schedule
@@ -69,6 +84,12 @@ class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
   def get_config(self):
     return {'schedule': keras.optimizers.schedules.serialize(self.schedule),
             'scale': float(self.scale.numpy())}
+
+  @classmethod
+  def from_config(cls, config):
+    schedule = keras.optimizers.schedules.deserialize(config['schedule'])
+    return cls(schedule, tf.Variable(float(config['scale']), trainable=False, dtype=tf.float32,
+                                     name='lr_scale'))
 
 
 class LearningRateControl:

@@ -34,6 +34,45 @@ def run_main(*argv):
 
 class CliTest(tf.test.TestCase):
 
+  def test_help_lists_the_flags_and_exits_0(self):
+    for command in ([os.path.join(REPO, 'scripts', 'train.py')], ['-m', 'stable_train.cli']):
+      proc = subprocess.run([sys.executable, *command, '--help'], capture_output=True, text=True,
+                            timeout=120, env=dict(os.environ, PYTHONPATH=REPO), cwd=REPO)
+      self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+      for flag in ('--gin_file: Gin config file(s)', '--gin_param: Gin binding(s)',
+                   '--model_dir: Directory for checkpoints'):
+        self.assertIn(flag, proc.stdout)
+
+  def test_train_seed_makes_a_rerun_of_the_operative_config_reproduce_the_summary(self):
+    unseeded = SMALL + ['mlp.seed = None']  # The model factory does not seed itself.
+
+    def final_loss(model_dir, *args):
+      code, err = run_main(f'--model_dir={model_dir}', *args)
+      self.assertEqual(code, 0, err)
+      with open(os.path.join(model_dir, 'summary.json')) as f:
+        return json.load(f)['final_loss']
+
+    first_dir = os.path.join(self.get_temp_dir(), 'first')
+    first = final_loss(first_dir, f'--gin_file={QUICKSTART}',
+                       *[f'--gin_param={p}' for p in unseeded + ['train.seed = 3']])
+    operative = os.path.join(first_dir, 'operative_config.gin')
+    with open(operative) as f:
+      self.assertIn('train.seed = 3', f.read())
+    rerun = final_loss(os.path.join(self.get_temp_dir(), 'rerun'), f'--gin_file={operative}')
+    self.assertEqual(rerun, first)
+    other = final_loss(os.path.join(self.get_temp_dir(), 'other'), f'--gin_file={QUICKSTART}',
+                       *[f'--gin_param={p}' for p in unseeded + ['train.seed = 4']])
+    self.assertNotEqual(other, first)  # The seed, not the model factory, decided the weights.
+
+  def test_bad_export_format_or_seed_exits_2(self):
+    for param, text in (("train.export_format = 'onnx'", "export_format='onnx'"),
+                        ('train.seed = -1', 'seed')):
+      code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={self.get_temp_dir()}',
+                           *[f'--gin_param={p}' for p in SMALL + [param]])
+      self.assertEqual(code, 2, err)
+      self.assertEqual(len(err.strip().splitlines()), 1, err)
+      self.assertIn(text, err)
+
   def test_quickstart_end_to_end_in_a_subprocess(self):
     model_dir = os.path.join(self.get_temp_dir(), 'run')
     args = [sys.executable, os.path.join(REPO, 'scripts', 'train.py'), f'--gin_file={QUICKSTART}',

@@ -1,5 +1,7 @@
 """Tests for stable_train.lr: scaling a constant learning rate and a schedule."""
 
+import os
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -138,6 +140,44 @@ class WarmupScheduleTest(tf.test.TestCase):
       with self.assertRaises(errors.ConfigError) as ctx:
         lr.WarmupSchedule(**kwargs)
       self.assertIn(text, str(ctx.exception))
+
+
+class SerializationTest(tf.test.TestCase):
+
+  def test_scaled_schedule_config_round_trips(self):
+    cosine = keras.optimizers.schedules.CosineDecay(0.1, decay_steps=100)
+    schedule = lr.ScaledSchedule(lr.WarmupSchedule(schedule_or_rate=cosine, warmup_steps=4),
+                                 tf.Variable(0.25))
+    config = keras.optimizers.schedules.serialize(schedule)
+    again = keras.optimizers.schedules.deserialize(config)
+    self.assertIsInstance(again, lr.ScaledSchedule)
+    self.assertIsInstance(again.schedule, lr.WarmupSchedule)
+    self.assertEqual(keras.optimizers.schedules.serialize(again), config)
+    for step in (0, 3, 50):
+      self.assertAllClose(again(step), schedule(step), rtol=1e-7)
+
+  def test_keras_file_saved_with_the_trainers_optimizer_reloads(self):
+    from stable_train import data  # pylint: disable=g-import-not-at-top
+    from stable_train import models  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    cosine = keras.optimizers.schedules.CosineDecay(0.01, decay_steps=100)
+    t = trainer_lib.Trainer(model=models.mlp(input_dim=8, hidden=(4,)),
+                            optimizer=keras.optimizers.Adam(cosine),
+                            loss=keras.losses.MeanSquaredError(), model_dir=self.get_temp_dir(),
+                            policies=[])
+    t.fit(data.synthetic_regression(num_features=8, num_examples=64), num_steps=3)
+    t.lr_control.set_scale(0.5)
+    wrapped = t.optimizer._learning_rate  # pylint: disable=protected-access
+    self.assertIsInstance(wrapped, lr.ScaledSchedule)
+    t.model.compile(optimizer=t.optimizer, loss='mse')
+    path = os.path.join(self.get_temp_dir(), 'with_optimizer.keras')
+    t.model.save(path)
+    loaded = keras.saving.load_model(path)
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
+    self.assertAllClose(loaded.predict(x, verbose=0), t.model.predict(x, verbose=0), atol=0)
+    schedule = loaded.optimizer._learning_rate  # pylint: disable=protected-access
+    self.assertIsInstance(schedule, lr.ScaledSchedule)
+    self.assertAllClose(schedule(7), 0.5 * cosine(7), rtol=1e-6)
 
 
 if __name__ == '__main__':
