@@ -123,17 +123,20 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_for
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from stable_train import errors  # pylint: disable=g-import-not-at-top
   from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
-  strategy = strategy_fn() if strategy_fn is not None else tf.distribute.get_strategy()
-  with strategy.scope():
-    trainer = (trainer_fn or trainer_lib.Trainer)(model_dir=model_dir, strategy=strategy)
-  dataset = dataset_fn()
-  if not isinstance(dataset, tf.data.Dataset):
-    raise errors.ConfigError(f'train.dataset_fn returned {type(dataset).__name__}, not a tf.data.Dataset.')
   from stable_train import checkpointing  # pylint: disable=g-import-not-at-top
-  chief = getattr(trainer, 'is_chief', True)  # Only the chief writes files (multi-worker runs).
-  # Taken before the first file is written (the Trainer takes it again, re-entrantly).
+  from stable_train import distribute  # pylint: disable=g-import-not-at-top
+  strategy = strategy_fn() if strategy_fn is not None else tf.distribute.get_strategy()
+  chief = distribute.is_chief(strategy)  # Only the chief writes files (multi-worker runs).
+  # Taken before the model and the data are built, so a busy model_dir is refused at once (the
+  # Trainer takes it again, re-entrantly).
   lock = checkpointing.RunLock(model_dir).acquire() if chief else None
   try:
+    with strategy.scope():
+      trainer = (trainer_fn or trainer_lib.Trainer)(model_dir=model_dir, strategy=strategy)
+    dataset = dataset_fn()
+    if not isinstance(dataset, tf.data.Dataset):
+      raise errors.ConfigError(
+          f'train.dataset_fn returned {type(dataset).__name__}, not a tf.data.Dataset.')
     if chief:
       _write_operative_config(model_dir)
     try:

@@ -85,22 +85,36 @@ class InitialisationCheck(interfaces.Policy):
     initial, self._initial_weights = self._initial_weights, None
     dataset = getattr(trainer, 'dataset', None)
     model = trainer.model
-    if dataset is None or initial is None or not hasattr(model, 'stateless_call'):
+    if dataset is None or initial is None:
       return
     features, labels = trainer.split_batch(next(iter(dataset.take(1))))
-    outputs, _ = model.stateless_call(
-        initial, [v.value for v in model.non_trainable_variables], features, training=False)
+    if hasattr(model, 'stateless_call'):
+      outputs, _ = model.stateless_call(
+          initial, [v.value for v in model.non_trainable_variables], features, training=False)
+    else:  # A plain tf.Module: run it with its initial weights put back for the call.
+      variables = list(model.trainable_variables)
+      current = [v.numpy() for v in variables]
+      try:
+        for v, w in zip(variables, initial):
+          v.assign(w)
+        outputs = model(features)
+      finally:
+        for v, w in zip(variables, current):
+          v.assign(w)
     out = _rms([o for o in tf.nest.flatten(outputs) if o.dtype.is_floating])
     flat = tf.nest.flatten(labels)
-    ref = 1.0 if any(l.dtype.is_integer for l in flat) else max(_rms(flat), 1e-12)
+    label_rms = 1.0 if any(l.dtype.is_integer for l in flat) else _rms(flat)
+    # Outputs of order 1 are what a well-initialised model gives on unit-scale inputs: small
+    # labels must not make them read as huge (that is a label-scale matter, not the init's).
+    ref = max(label_rms, 1.0)
     self.output_rms.assign(out)
-    self.label_rms.assign(ref)
+    self.label_rms.assign(label_rms)
     if out > self.output_ratio * ref:
       self._warn(trainer, step, _OUTPUTS, 'initialisation',
-                 f'model outputs at the start are huge (RMS {out:.4g} vs {ref:.4g} for the '
-                 f'labels, over {self.output_ratio:g}x): the initial weights are too large; '
-                 f'{INIT_REMEDY}, or scale the inputs.',
-                 output_rms=out, label_rms=ref)
+                 f'model outputs at the start are huge (RMS {out:.4g} vs {label_rms:.4g} for the '
+                 f'labels, over {self.output_ratio:g}x the larger of that and 1): the initial '
+                 f'weights are too large; {INIT_REMEDY}, or scale the inputs.',
+                 output_rms=out, label_rms=label_rms)
 
   def decide(self, reports, context):
     del context

@@ -12,6 +12,19 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 
+def make_temp_dir(prefix: str, directory: str, suffix: str = '') -> str:
+  """`tempfile.mkdtemp` with the mode `os.mkdir` would give (mkdtemp makes 0700 whatever the
+  umask), for folders that are renamed into place."""
+  path = tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=directory)
+  os.chmod(path, 0o777 & ~_umask())
+  return path
+
+
+def default_file_mode() -> int:
+  """The mode `open()` gives a new file under the current umask (0644 under umask 022)."""
+  return 0o666 & ~_umask()
+
+
 def _umask() -> int:
   """The process umask (read by setting and restoring it: Python 3.11 has no getter)."""
   mask = os.umask(0o022)

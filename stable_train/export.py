@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from stable_train import checkpointing
 from stable_train import errors
+from stable_train import events as events_lib
 
 CHECKPOINT_CHOICES = ('last_good', 'latest', 'best')
 FORMATS = ('keras', 'saved_model')
@@ -221,13 +222,14 @@ def export(model: keras.Model, path: str, *,
     os.close(fd)
     try:
       model.save(temp)
+      os.chmod(temp, events_lib.default_file_mode())  # mkstemp made it 0600.
       os.replace(temp, path)  # The commit point.
     except BaseException:
       if os.path.exists(temp):
         os.remove(temp)
       raise
     return path
-  temp = tempfile.mkdtemp(prefix=f'.{name}.', suffix='.tmp', dir=parent)
+  temp = events_lib.make_temp_dir(f'.{name}.', parent, suffix='.tmp')
   try:
     model.export(temp, format='tf_saved_model', verbose=False)
     if os.path.isdir(path):  # A folder cannot be replaced by rename: move the old one aside.

@@ -64,6 +64,10 @@ class _Bound:
     self.global_step = trainer.global_step
     self.variables = trainer._trainable_variables  # pylint: disable=protected-access
     self.variable_index = variable_index
+    # The highest step this process has run: a step fault fires once per process, so the
+    # steps a rollback repeats do not fault again (a restarted process replays its plan).
+    with tf.init_scope():
+      self.ran_until = tf.Variable(0, dtype=tf.int64, trainable=False, name='faults_ran_until')
 
 
 @gin.register(module='stable_train')
@@ -187,6 +191,22 @@ class Faults(interfaces.Policy):
     """The dataset with the configured data faults; the dataset itself when there are none."""
     if not self.has_data_faults:
       return dataset
+    spec = dataset.element_spec
+    if isinstance(spec, dict):
+      labels_spec = spec.get('labels', spec.get('label'))
+      features_spec = {k: v for k, v in spec.items() if k not in ('labels', 'label')}
+    else:
+      features_spec, labels_spec = spec
+    for part, part_spec in (('feature', features_spec), ('label', labels_spec)):
+      wanted = [k for k, b in self.data_steps.items() if k.startswith(part) and b]
+      if part == 'feature' and self.feature_nan_probability > 0:
+        wanted.append('feature_nan')
+      floats = [s for s in tf.nest.flatten(part_spec) if s.dtype.is_floating]
+      if wanted and not floats:  # Checked here: raised inside the map it becomes a traceback.
+        raise errors.ConfigError(
+            f'Faults: {wanted[0]}_batches needs a floating-point {part} tensor to make '
+            f'non-finite, but the {part}s are {[s.dtype.name for s in tf.nest.flatten(part_spec)]}; '
+            f'drop the {part}_* faults for this dataset.')
 
     def poison_first(tensors, value, what):
       leaves = tf.nest.flatten(tensors)
@@ -231,9 +251,10 @@ class Faults(interfaces.Policy):
     if self._bound is None:
       raise errors.ConfigError('Faults: not bound to a Trainer; pass it as Trainer(faults=...).')
     step = self._bound.global_step + 1  # The step being computed (reports' numbering).
+    fresh = step > self._bound.ran_until  # Not a step a rollback repeats.
 
     def hit(steps):
-      return tf.reduce_any(tf.equal(tf.constant(steps, tf.int64), step))
+      return tf.logical_and(fresh, tf.reduce_any(tf.equal(tf.constant(steps, tf.int64), step)))
 
     factor = tf.constant(1.0, loss.dtype)
     for kind, value in (('loss_nan', float('nan')), ('loss_inf', float('inf')),
@@ -260,6 +281,9 @@ class Faults(interfaces.Policy):
     if reports.num_steps == 0:
       return None
     steps = [int(s) for s in reports.step]
+    ran_until = int(self._bound.ran_until.numpy()) if self._bound is not None else 0
+    if self._bound is not None:  # The policy's own state: the steps this process has run.
+      self._bound.ran_until.assign(max(ran_until, steps[-1]))
     # The `fault_injected` records of the faults the loop injected, and the host faults due.
     records = []
     if self.has_data_faults:
@@ -271,7 +295,7 @@ class Faults(interfaces.Policy):
     step_faults = dict(self.loss_steps, gradient_nan=self.gradient_nan_steps)
     for s in steps:
       for kind, at in step_faults.items():
-        if s in at:
+        if s in at and s > ran_until:
           extra = ({'variable': self.gradient_variable} if kind == 'gradient_nan' else
                    {'factor': self.loss_spike_factor} if kind == 'loss_spike' else {})
           records.append((s, dict(kind=kind, **extra)))

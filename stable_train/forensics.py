@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 import gin
@@ -309,7 +308,7 @@ def write_record(trainer, report: Dict[str, Any], batch, structure) -> Optional[
   while os.path.exists(final):  # The same step again (e.g. after a rollback): keep both.
     n += 1
     final = os.path.join(root, f"step_{report['step']}_{n}")
-  tmp = tempfile.mkdtemp(prefix=f".step_{report['step']}.", dir=root)
+  tmp = events_lib.make_temp_dir(f".step_{report['step']}.", root)
   try:
     flat = [np.asarray(t) for t in tf.nest.flatten(batch)]
     np.savez(os.path.join(tmp, BATCH_FILE), **{f'input_{j}': a for j, a in enumerate(flat)})

@@ -88,7 +88,8 @@ class StopSignals:
 
     def handler(signum, frame):
       del frame
-      self.received = signum
+      if self.received is None:  # The first signal is the cause; a repeat changes nothing.
+        self.received = signum
 
     for sig in (signal.SIGTERM, signal.SIGINT):
       try:

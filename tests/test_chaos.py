@@ -306,5 +306,52 @@ class ChaosTest(tf.test.TestCase):
     self.assertEqual(_checkpoint_files(model_dir), before)
 
 
+
+def _small_run(model_dir, *params, umask=None):
+  """One small quickstart CLI run (the SMALL sizes) with extra gin params."""
+  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='2')
+  args = [sys.executable, SCRIPT, f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}']
+  args += [f'--gin_param={p}' for p in list(SMALL) + list(params)]
+  pre = (lambda: os.umask(umask)) if umask is not None else None
+  return subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=REPO,
+                        preexec_fn=pre)
+
+
+class ChaosRegressionsTest(tf.test.TestCase):
+  """Found by a break-it round: each failed before its fix."""
+
+  def test_label_fault_on_integer_labels_is_one_line_exit_2(self):
+    r = _small_run(os.path.join(self.get_temp_dir(), 'labels'), 'train.num_steps=5',
+                   'Trainer.faults=@Faults()', 'Faults.label_nan_batches=[0]',
+                   'train.dataset_fn=@synthetic_classification',
+                   'Trainer.loss=@sparse_softmax_cross_entropy', 'mlp.input_dim=64',
+                   'mlp.outputs=10', 'synthetic_classification.num_features=64')
+    self.assertNotIn('Traceback', r.stderr)
+    self.assertEqual(r.returncode, 2, r.stderr[-500:])
+    self.assertIn('label_nan_batches needs a floating-point label', r.stderr)
+
+  def test_forensics_folder_honours_the_umask(self):
+    model_dir = os.path.join(self.get_temp_dir(), 'umask')
+    r = _small_run(model_dir, 'train.num_steps=10', 'Trainer.faults=@Faults()',
+                   'Faults.gradient_nan_steps=[5]', "Faults.gradient_variable='mlp/dense_0/kernel'",
+                   'Trainer.policies=[@CheckNumerics(),@AdaptiveClip(),@SkipNonFinite(),@Forensics()]',
+                   umask=0o022)
+    self.assertEqual(r.returncode, 0, r.stderr[-500:])
+    folder = os.path.join(model_dir, 'forensics', 'step_5')
+    self.assertEqual(oct(os.stat(folder).st_mode & 0o777), oct(0o755))
+
+  def test_rollback_gets_past_an_injected_loss_nan_burst(self):
+    # A step fault fires once per process: the steps a rollback repeats do not fault again.
+    model_dir = os.path.join(self.get_temp_dir(), 'burst')
+    r = _small_run(model_dir, 'train.num_steps=120', 'Trainer.faults=@Faults()',
+                   'Faults.loss_nan_steps=[50,51,52,53]', 'SkipNonFinite.max_consecutive=2',
+                   'Trainer.steps_per_loop=1',
+                   'Trainer.policies=[@CheckNumerics(),@AdaptiveClip(),@SkipNonFinite(),@Rollback()]')
+    self.assertEqual(r.returncode, 0, r.stderr[-500:])
+    self.assertEqual(_read_json(os.path.join(model_dir, 'summary.json'))['rollbacks'], 1)
+    # 50-52 escalate (3 in a row) and roll back; 53 had not run yet, so it fires once, later.
+    injected = [e['step'] for e in _events(model_dir, 'fault_injected') if e['kind'] == 'loss_nan']
+    self.assertEqual(injected, [50, 51, 52, 53])
+
 if __name__ == '__main__':
   tf.test.main()

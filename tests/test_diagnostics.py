@@ -4,6 +4,7 @@ import json
 import os
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from stable_train import data
@@ -11,6 +12,7 @@ from stable_train import diagnostics
 from stable_train import errors
 from stable_train import events
 from stable_train import models
+from stable_train import policies
 from stable_train import trainer as trainer_lib
 
 
@@ -81,6 +83,44 @@ class InitialisationCheckTest(tf.test.TestCase):
         diagnostics.InitialisationCheck(**kwargs)
       self.assertIn(text, str(ctx.exception))
 
+
+
+class _Linear(tf.Module):
+  """A plain tf.Module model (no stateless_call) with weights x1000."""
+
+  def __init__(self):
+    super().__init__()
+    self.w = tf.Variable(tf.random.stateless_normal([20, 1], seed=[0, 0]) * 1000.0)
+
+  def __call__(self, inputs, training=False):
+    return inputs @ self.w
+
+
+class InitialisationCheckRegressionsTest(tf.test.TestCase):
+  """Found by a break-it round: each failed before its fix."""
+
+  def _fit(self, model, y_scale, optimizer):
+    rng = np.random.RandomState(0)
+    x = rng.randn(256, 20).astype('float32')
+    y = (x @ rng.randn(20, 1) * y_scale).astype('float32')
+    data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32)
+    t = trainer_lib.Trainer(model=model, optimizer=optimizer, loss=keras.losses.MeanSquaredError(),
+                            policies=[policies.SkipNonFinite(), diagnostics.InitialisationCheck()],
+                            model_dir=None, log_every=10000)
+    return t.fit(data, num_steps=20)['init_check']
+
+  def test_small_labels_do_not_blame_a_healthy_initialisation(self):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((20,)), keras.layers.Dense(64, activation='relu'),
+                              keras.layers.Dense(1)])
+    check = self._fit(model, 1e-3, keras.optimizers.Adam(1e-3))
+    self.assertNotIn('huge_initial_outputs', check['warnings'])
+    self.assertIsNotNone(check['output_rms'])
+
+  def test_a_tf_module_model_gets_the_output_check_too(self):
+    check = self._fit(_Linear(), 1.0, keras.optimizers.SGD(1e-3))
+    self.assertIsNotNone(check['output_rms'])
+    self.assertIn('huge_initial_outputs', check['warnings'])
 
 if __name__ == '__main__':
   tf.test.main()

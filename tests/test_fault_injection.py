@@ -160,5 +160,20 @@ class FaultsTest(tf.test.TestCase):
       self.assertEqual(json.load(f)['checkpoints'][-1]['step'], 12)
 
 
+
+class FaultPlanChecksTest(tf.test.TestCase):
+
+  def test_label_fault_on_integer_labels_is_a_config_error(self):
+    x = np.random.RandomState(0).randn(64, 4).astype('float32')
+    y = np.random.RandomState(1).randint(0, 3, 64).astype('int32')
+    data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    t = trainer_lib.Trainer(
+        model=model, optimizer=keras.optimizers.SGD(0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), model_dir=None,
+        faults=faults.Faults(label_nan_batches=[0]))
+    with self.assertRaisesRegex(errors.ConfigError, 'label_nan_batches needs a floating-point'):
+      t.fit(data, num_steps=3)
+
 if __name__ == '__main__':
   tf.test.main()

@@ -68,6 +68,13 @@ class LoopRecorderTest(tf.test.TestCase):
 
 class StopSignalsTest(tf.test.TestCase):
 
+  def test_the_first_signal_decides(self):
+    stop = host.StopSignals()
+    with stop.catching():
+      os.kill(os.getpid(), signal.SIGTERM)
+      os.kill(os.getpid(), signal.SIGINT)
+    self.assertEqual(stop.received, signal.SIGTERM)
+
   def test_sigterm_is_held_and_the_handler_restored(self):
     before = signal.getsignal(signal.SIGTERM)
     signals = host.StopSignals()
