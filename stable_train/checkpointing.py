@@ -63,6 +63,7 @@ class CheckpointKeeper:
     self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None,
                                               checkpoint_name='ckpt')
     self.entries: List[Entry] = self._read_manifest()
+    self.restore_errors: List = []  # (path, first error line) of the last restore_latest.
     self._remove_orphan_temps()
 
   def _remove_orphan_temps(self) -> None:
@@ -215,15 +216,33 @@ class CheckpointKeeper:
     Returns the restored entry, or None when there was none to restore.
     """
     candidates = self.committed() if candidates is None else candidates
+    self.restore_errors = []
     for entry in reversed(candidates):
       try:
         self.restore(entry)
         return entry
       except Exception as e:  # pylint: disable=broad-except
         # A truncated file surfaces as IndexError, DataLossError, ValueError...: all mean corrupt.
-        self._warn('checkpoint_corrupt', entry.step, checkpoint=entry.path,
-                   error=str(e).splitlines()[0][:300])
+        error = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        self.restore_errors.append((entry.path, error))
+        self._warn('checkpoint_corrupt', entry.step, checkpoint=entry.path, error=error)
     return None
+
+
+def why_unrestorable(errors_seen) -> str:
+  """What the restore errors of `CheckpointKeeper.restore_latest` say, as advice for one line."""
+  if not errors_seen:
+    return 'no checkpoint to restore'
+  path, error = errors_seen[0]  # The newest checkpoint's error.
+  text = error.lower()
+  if any(k in text for k in ('not bound', 'unresolved', 'not found in checkpoint',
+                             'python objects', 'shape')):
+    return (f'{path} was written for another model or policy set (its checkpoint_corrupt event '
+            'has the details); resume with the same model and Trainer.policies that wrote it')
+  if 'dtype' in text:
+    return (f'{path} was written in another precision ({error[:80]}); resume with the '
+            'train.precision that wrote it')
+  return f'{path} is corrupt ({error[:120]}) and so is every older one'
 
 
 class RunLock:

@@ -204,7 +204,7 @@ def _one_line(error: BaseException) -> str:
     line = re.sub(r'^[A-Za-z_.]*(Error|Exception): ', '', line)
     if line and not line.startswith(noise):
       lines.append(line)
-  return (lines[0] if lines else type(error).__name__)[:300]
+  return (lines[0] if lines else type(error).__name__)[:600]
 
 
 def _log_traceback(model_dir: str) -> str:

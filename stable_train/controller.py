@@ -71,10 +71,10 @@ class Controller:
       # the in-memory state (which the last fit() saved) with the new dataset from its start.
       entry = self.restore_latest(committed)
       if entry is None:
+        why = checkpointing.why_unrestorable(getattr(self.keeper, 'restore_errors', []))
         raise errors.CheckpointError(
-            f'no checkpoint in {self.keeper.directory} could be restored (corrupt, or written '
-            'for another model or policy set: see the checkpoint_corrupt events); use a new '
-            '--model_dir or move that one away to start afresh.')
+            f'no checkpoint in {self.keeper.directory} could be restored: {why}; or use a new '
+            '--model_dir (or move that one away) to start afresh.')
     else:
       t.reset_input()
     return entry

@@ -208,5 +208,29 @@ class CliTest(tf.test.TestCase):
       self.assertEqual(json.load(f)['status'], 'aborted')
 
 
+  def test_a_changed_precision_or_policy_set_on_resume_is_named(self):
+    model_dir = self.get_temp_dir()
+    common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
+        f'--gin_param={p}' for p in SMALL]
+    code, err = run_main(*common)
+    self.assertEqual(code, 0, err)
+    code, err = run_main(*common, '--gin_param=train.num_steps = 40',
+                         "--gin_param=train.precision = 'float64'")
+    self.assertEqual(code, 1, err)
+    self.assertIn('written in another precision', err)
+    self.assertIn('train.precision', err)
+    self.assertNotIn('corrupt', err)
+    # A run of the fixed-clip stack resumed with the default one (AdaptiveClip has state).
+    fixed = os.path.join(model_dir, 'fixed')
+    common = [f'--gin_file={QUICKSTART}', f'--model_dir={fixed}'] + [
+        f'--gin_param={p}' for p in SMALL]
+    code, err = run_main(*common, '--gin_param=Trainer.policies = [@CheckNumerics(), '
+                         '@ClipByGlobalNorm(), @SkipNonFinite()]')
+    self.assertEqual(code, 0, err)
+    code, err = run_main(*common, '--gin_param=train.num_steps = 40')
+    self.assertEqual(code, 1, err)
+    self.assertIn('another model or policy set', err)
+    self.assertIn('Trainer.policies', err)
+
 if __name__ == '__main__':
   tf.test.main()
