@@ -1,5 +1,6 @@
 """The traced train step and the in-graph loop of steps: (state, batch) -> (new state, report)."""
 
+import re
 from typing import Dict, Optional
 
 import tensorflow as tf
@@ -50,13 +51,16 @@ class TrainLoop:
     except tf.errors.InvalidArgumentError as e:
       if 'optional does not match' in (e.message or ''):
         # A restored tf.data iterator yields elements of the checkpointed shape.
-        detail = next((l.strip() for l in e.message.splitlines() if 'Expected' in l), '')
+        # TF's wording: "Expected" is this run's pipeline, "Actual" the checkpointed one.
+        found = re.search(r'Expected: (\[[^\]]*\])\. Actual: (\[[^\]]*\])', e.message)
+        detail = (f'checkpointed batches {found.group(2)}, this pipeline {found.group(1)}'
+                  if found else 'shapes differ')
         keeper = t.checkpoints
         raise errors.ConfigError(
             'the input pipeline differs from the one checkpointed in '
-            f'{keeper.directory if keeper else "the checkpoint"} (batch size or '
-            f'element shape changed: {detail[:160]}); use the batch size and shapes the run '
-            'started with, or a new --model_dir to start afresh.') from None
+            f'{keeper.directory if keeper else "the checkpoint"} (batch size or element shape '
+            f'changed: {detail}); use the batch size and shapes the run started with, or a new '
+            '--model_dir to start afresh.') from None
       # The op's message ("non-finite gradient of <path> : Tensor had NaN values") sits among
       # the graph's traceback lines.
       lines = [l for l in (e.message or '').splitlines() if 'non-finite' in l]

@@ -134,7 +134,7 @@ class ValidationTest(tf.test.TestCase):
     batched = lambda size: make_data().unbatch().batch(size, drop_remainder=True)  # Static shapes.
     make_trainer(model_dir=model_dir, checkpoint_every=2).fit(batched(8), num_steps=4)
     with self.assertRaisesRegex(errors.ConfigError,
-                                r'input pipeline differs .*batch size or element shape changed'):
+                                r'input pipeline differs .*checkpointed batches \[8,16\], this pipeline \[4,16\]'):
       make_trainer(model_dir=model_dir).fit(batched(4), num_steps=8)
 
   def test_fit_arguments(self):
