@@ -2,6 +2,7 @@
 and a linear warm-up that wraps either."""
 
 import math
+import numbers
 
 import gin
 import keras
@@ -36,8 +37,8 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
     if isinstance(schedule_or_rate, keras.optimizers.schedules.LearningRateSchedule):
       self.schedule = schedule_or_rate
     else:
-      ok = (isinstance(schedule_or_rate, (int, float)) and not isinstance(schedule_or_rate, bool)
-            and math.isfinite(schedule_or_rate) and schedule_or_rate > 0)
+      ok = (isinstance(schedule_or_rate, numbers.Real) and not isinstance(schedule_or_rate, bool)
+            and math.isfinite(schedule_or_rate) and schedule_or_rate > 0)  # numpy floats too.
       if not ok:
         raise errors.ConfigError(
             f'WarmupSchedule: schedule_or_rate={schedule_or_rate!r} must be a positive rate or a '

@@ -59,6 +59,10 @@ class LearningRateControlTest(tf.test.TestCase):
 
 class WarmupScheduleTest(tf.test.TestCase):
 
+  def test_a_numpy_rate_is_a_rate(self):
+    schedule = lr.WarmupSchedule(schedule_or_rate=np.float32(1e-3), warmup_steps=4)
+    self.assertAllClose(float(schedule(tf.constant(3))), 1e-3)
+
   def test_constant_rate_rises_linearly_then_holds(self):
     schedule = lr.WarmupSchedule(schedule_or_rate=0.1, warmup_steps=4)
     self.assertAllClose([schedule(s) for s in range(6)], [0.025, 0.05, 0.075, 0.1, 0.1, 0.1])
