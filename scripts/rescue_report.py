@@ -5,7 +5,7 @@
 
 Each case is a small MLP on seeded synthetic data made unstable one way; each is trained with
   - Keras `fit` with `global_clipnorm=1.0` and `TerminateOnNaN` (the usual first defence),
-  - stable_train's default stack (CheckNumerics, ClipByGlobalNorm(1.0), SkipNonFinite),
+  - stable_train's default stack (CheckNumerics, AdaptiveClip, SkipNonFinite),
   - the default stack + LossSpike + Rollback,
 and the final model is evaluated on clean data of the same task. The clean case of each task is
 the reference for the ratio column. Prints a Markdown table (for README and BUILD_NOTES).
@@ -28,6 +28,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 from stable_train import data  # pylint: disable=g-import-not-at-top
 from stable_train import losses  # pylint: disable=g-import-not-at-top
 from stable_train import models  # pylint: disable=g-import-not-at-top
+from stable_train import precision  # pylint: disable=g-import-not-at-top
 from stable_train import recovery  # pylint: disable=g-import-not-at-top
 from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
@@ -45,7 +46,9 @@ def _classification(**kwargs):
 
 
 # name: (task, dataset factory, optimizer factory, training loss, initial-weight scale, what).
-# (An fp16 overflow case is to be added with mixed precision.)
+# Cases in FP16 run under train.precision = 'mixed_float16' (Keras fit: the same global policy,
+# which makes compile() wrap the optimizer in a LossScaleOptimizer).
+FP16 = ('fp16_overflow',)
 CASES = {
     'clean_regression': ('regression', _regression, lambda: ('adam', 1e-3), 'mse', 1.0,
                          'reference'),
@@ -59,6 +62,11 @@ CASES = {
                         lambda: _regression(poison_batches=list(range(150, 190)),
                                             poison_value=1e4),
                         lambda: ('adam', 1e-3), 'mse', 1.0, 'batches 150-189: a feature = 1e4'),
+    'fp16_overflow': ('regression',
+                      lambda: _regression(poison_batches=list(range(100, 300, 25)),
+                                          poison_value=1e5),
+                      lambda: ('adam', 1e-3), 'mse', 1.0,
+                      'mixed_float16; 8 batches with a feature = 1e5 (inf in float16)'),
     'clean_classification': ('classification', _classification, lambda: ('sgd', 0.5), 'stable_ce',
                              1.0, 'reference'),
     'log0_naive_loss': ('classification', lambda: _classification(scale=30.0),
@@ -101,6 +109,16 @@ def _evaluate(task, model):
   loss = _loss('mse' if task == 'regression' else 'stable_ce')
   values = [float(loss(y, model(x, training=False))) for x, y in clean]
   return float(np.mean(values))
+
+
+@contextlib.contextmanager
+def _precision(name):
+  """Runs a case in mixed_float16 when it is an FP16 case, and puts float32 back."""
+  precision.set_precision('mixed_float16' if name in FP16 else 'float32')
+  try:
+    yield
+  finally:
+    precision.set_precision('float32')
 
 
 def _keras_fit(case, steps):
@@ -153,7 +171,8 @@ def main():
     for way, run in (('keras fit', lambda c: _keras_fit(c, args.steps)),
                      ('stable_train', lambda c: _stable_train(c, args.steps, False)),
                      ('+ Rollback', lambda c: _stable_train(c, args.steps, True))):
-      results[name, way] = run(case)
+      with _precision(name):
+        results[name, way] = run(case)
       print(f'{name:22s} {way:13s} {results[name, way]}', file=sys.stderr, flush=True)
   reference = {CASES[n][0]: n for n in CASES if n.startswith('clean_')}
   print(f'\n{args.steps} steps each; final loss = mean loss on 20 clean batches of the task; '
