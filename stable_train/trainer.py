@@ -408,6 +408,14 @@ class Trainer:
     if not variables:
       raise errors.ConfigError('Trainer: the model has no trainable variables to train.')
     distribute.check_optimizer(self.optimizer, self.strategy)
+    built_for = getattr(self.optimizer, '_trainable_variables', None)
+    if getattr(self.optimizer, 'built', False) and built_for is not None and (
+        {id(v) for v in built_for} != {id(v) for v in variables}):
+      # Keras keeps an optimizer's slots for the variables it was built for: another model's
+      # update would fail deep in apply_gradients.
+      raise errors.ConfigError(
+          'Trainer: the optimizer was already built for another model\'s variables; give each '
+          'model its own optimizer (e.g. keras.optimizers.Adam()).')
     with self.strategy.scope():
       self.optimizer.build(variables)
     self._variable_paths = [provenance.variable_path(v) for v in variables]

@@ -101,6 +101,16 @@ class ValidationTest(tf.test.TestCase):
       with self.assertRaisesRegex(errors.ConfigError, f'{name}=.*{text}'):
         trainer_lib.Trainer(**dict(good, **{name: value}))
 
+  def test_an_optimizer_built_for_another_model_is_refused(self):
+    optimizer = keras.optimizers.Adam()
+    trainer_lib.Trainer(model=make_model(), optimizer=optimizer, policies=[],
+                        loss=keras.losses.MeanSquaredError(), model_dir=None).fit(
+                            make_data(num_batches=1), num_steps=1)
+    second = trainer_lib.Trainer(model=make_model(), optimizer=optimizer, policies=[],
+                                 loss=keras.losses.MeanSquaredError(), model_dir=None)
+    with self.assertRaisesRegex(errors.ConfigError, 'already built for another model'):
+      second.fit(make_data(num_batches=1), num_steps=1)
+
   def test_a_policy_of_another_trainer_is_refused(self):
     skip = policies.SkipNonFinite(max_consecutive=100)
     first = make_trainer(policies_=[skip])
