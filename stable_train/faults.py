@@ -110,7 +110,9 @@ class Faults(interfaces.Policy):
       exit_code: the exit status of that hard exit.
       sigterm_step: the process sends itself SIGTERM at this step.
       corrupt_checkpoint_step, delete_checkpoint_step: the newest committed checkpoint's data file
-        is cut in half / its files are deleted at this step.
+        is cut in half / its files are deleted at the end of the loop that reaches this step,
+        before that loop's own checkpoint (if one is due) is written: the checkpoint hit is the
+        newest one written before the step.
       corrupt_manifest_step, delete_manifest_step: `checkpoints/manifest.json` is cut in half /
         deleted at this step.
       disk_full_step: from this step on, the next checkpoint write fails with ENOSPC.
