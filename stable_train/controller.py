@@ -5,6 +5,7 @@ from the reports and a `PolicyContext`), carry out the policies' ACT decisions i
 then the one resolved continue/rollback/abort decision, then checkpoint when due.
 """
 
+import dataclasses
 import logging
 import os
 import time
@@ -69,7 +70,7 @@ class Controller:
     if committed and not self.fitted:
       # Only a fresh Trainer resumes from disk; a later fit() in the same process continues from
       # the in-memory state (which the last fit() saved) with the new dataset from its start.
-      entry = self.restore_latest(committed)
+      entry = self._trainer.restore_latest(committed)  # Overridable, as Rollback's path is.
       if entry is None:
         why = checkpointing.why_unrestorable(getattr(self.keeper, 'restore_errors', []))
         raise errors.CheckpointError(
@@ -176,7 +177,12 @@ class Controller:
     """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one)."""
     t = self._trainer
     context = self.context()
-    decisions = [d for d in (p.decide(reports, context) for p in t.policies) if d is not None]
+    decisions = []
+    for p in t.policies:
+      d = p.decide(reports, context)
+      if d is not None:
+        # A decision names the policy that carries it out; by default the one that made it.
+        decisions.append(d if d.policy else dataclasses.replace(d, policy=p.name))
     acts = [d for d in decisions if d.action == interfaces.ACT]
     return acts, host.resolve([d for d in decisions if d.action != interfaces.ACT], t.policies,
                               context)
@@ -280,14 +286,14 @@ class Controller:
         last_checkpoint_step = min(last_checkpoint_step, step)  # A rollback moved the step back.
         if signals.received is not None:
           interrupted_by = signals.received
-          saved = self.save_checkpoint(reason=f'signal {interrupted_by}')
+          saved = t.save_checkpoint(reason=f'signal {interrupted_by}')
           stop_checkpoint = saved.path if saved else None
           last_checkpoint_step = step
           status, reason = 'interrupted', f'stopped by signal {interrupted_by}'
           t.emit('interrupted', step, signal=interrupted_by)
           break
         if step - last_checkpoint_step >= t.checkpoint_every:
-          self.save_checkpoint()
+          t.save_checkpoint()
           last_checkpoint_step = step
           refused = self._refusal_decision(step)
           if refused is not None:
@@ -315,7 +321,7 @@ class Controller:
       raise
     step = int(t.global_step.numpy())
     if status == 'completed' and step != last_checkpoint_step:
-      self.save_checkpoint(reason='end')
+      t.save_checkpoint(reason='end')
     if status == 'completed' and self.refused_checkpoints:
       # Never "completed" while the newest checkpoint is stale.
       bad = t.non_finite_variables()

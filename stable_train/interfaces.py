@@ -20,6 +20,7 @@ ABORT = 'abort'
 # emitting a warning, restoring the learning rate. Run for every policy that asks, in policy
 # order, before the one resolved continue/rollback/abort decision.
 ACT = 'act'
+ACTIONS = (CONTINUE, ESCALATE, ROLLBACK, ABORT, ACT)
 
 # The gradient statistics in the `stats` of `Policy.transform_gradients` / `allow_update`; they
 # always describe the gradients currently being passed (see `Policy.transform_gradients`).
@@ -33,8 +34,12 @@ class Decision:
   reason: str = ''
   trigger: str = ''
   step: int = -1  # The global step at which the trigger fired.
-  policy: str = ''  # Name of the policy that carries out an ACT or ROLLBACK (`Policy.execute`).
+  policy: str = ''  # The policy that carries out an ACT or ROLLBACK; default: the decider.
   details: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    if self.action not in ACTIONS:  # A typo must not read as "continue".
+      raise ValueError(f'Decision: action={self.action!r} is not one of {ACTIONS}.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,39 +80,25 @@ REPORT_FIELDS = (
 )
 
 
-class StepReports:
-  """Per-step reports of one loop, as numpy arrays of length `num_steps` (read once per loop).
+class _StepReportsMethods:
+  """The methods of `StepReports` (a dataclass generated from `REPORT_FIELDS` below)."""
 
-  Attributes:
-    <each field of `REPORT_FIELDS`>: a numpy array, one value per step (e.g. `reports.loss`).
-    variable_paths: names of the trainable variables, in layer order.
-    input_paths: names of the input tensors, in the order of the batch's flattened structure.
-    variables_finite: whether every model and optimizer variable was finite after the loop;
-      None unless a policy reads it (`Policy.reads_variables_finite`).
-  """
-
-  def __init__(self, *, variable_paths: Sequence[str] = (), input_paths: Sequence[str] = (),
-               variables_finite: Optional[bool] = None, **fields):
-    """Takes every `REPORT_FIELDS` field by name (one with a default may be left out)."""
-    unknown = sorted(set(fields) - {f.name for f in REPORT_FIELDS})
-    if unknown:
-      raise TypeError(f'StepReports: unknown report fields {unknown}')
-    n = np.asarray(fields['step']).shape[0] if 'step' in fields else None
-    values = {}
+  def __post_init__(self):
+    step = self.step
+    if step is None or np.ndim(step) != 1:
+      raise TypeError(f'StepReports: step={step!r} must be a 1-D array, one global step per step.')
+    n = np.shape(step)[0]
     for f in REPORT_FIELDS:
-      if fields.get(f.name) is not None:
-        values[f.name] = np.asarray(fields[f.name])
-      elif f.default is not None and n is not None:
+      value = getattr(self, f.name)
+      if value is None:
+        if f.default is None:
+          raise TypeError(f'StepReports: missing report field {f.name!r}')
         dtype = np.float32 if isinstance(f.default, float) else type(f.default)
-        values[f.name] = np.full([n], f.default, dtype)
-      else:
-        raise TypeError(f'StepReports: missing report field {f.name!r}')
-    values.update(variable_paths=variable_paths, input_paths=input_paths,
-                  variables_finite=variables_finite)
-    self.__dict__.update(values)
-
-  def __setattr__(self, name, value):
-    raise AttributeError(f'StepReports is read-only (tried to set {name!r})')
+        value = np.full([n], f.default, dtype)
+      value = np.asarray(value)
+      if value.shape[:1] != (n,):
+        raise TypeError(f'StepReports: {f.name} has {value.shape[:1]} values for {n} steps.')
+      object.__setattr__(self, f.name, value)
 
   @property
   def num_steps(self) -> int:
@@ -126,6 +117,29 @@ class StepReports:
         outputs_finite=self.outputs_finite[i], first_bad_input=int(self.first_bad_input[i]),
         first_bad_grad=int(self.first_bad_grad[i]), input_paths=self.input_paths,
         variable_paths=self.variable_paths)
+
+
+# A frozen dataclass whose fields are `REPORT_FIELDS` (numpy arrays, one value per step; a field
+# with a default may be left out), then the loop's context. Generated, so a new report field is
+# one entry of REPORT_FIELDS.
+StepReports = dataclasses.make_dataclass(
+    'StepReports',
+    [(f.name, Any, dataclasses.field(default=None)) for f in REPORT_FIELDS] + [
+        ('variable_paths', Sequence[str], dataclasses.field(default=())),
+        ('input_paths', Sequence[str], dataclasses.field(default=())),
+        ('variables_finite', Optional[bool], dataclasses.field(default=None)),
+    ],
+    bases=(_StepReportsMethods,), frozen=True)
+StepReports.__module__ = __name__
+StepReports.__doc__ = """Per-step reports of one loop, as numpy arrays of length `num_steps` (read once per loop).
+
+  Attributes:
+    <each field of `REPORT_FIELDS`>: a numpy array, one value per step (e.g. `reports.loss`).
+    variable_paths: names of the trainable variables, in layer order.
+    input_paths: names of the input tensors, in the order of the batch's flattened structure.
+    variables_finite: whether every model and optimizer variable was finite after the loop;
+      None unless a policy reads it (`Policy.reads_variables_finite`).
+  """
 
 
 # The one description of a faulty step, used by every consumer (CheckNumerics, SkipNonFinite,
@@ -250,6 +264,14 @@ class PolicyContext:
   def last_good_checkpoint(self) -> Optional[Any]:
     """The newest known-good (rollback target) checkpoint, or None."""
     return self._last_good_checkpoint()
+
+  def __getattr__(self, name):
+    # Only reached for names the view does not have: a policy written against the Trainer
+    # (context.emit, context.global_step, context.lr_control...) gets the contract in one line.
+    raise AttributeError(
+        f'PolicyContext has no {name!r}: decide() gets a read-only view (step, data_position, '
+        'lr_scale, variables_finite(), checkpoints(), last_good_checkpoint()); to act on the run, '
+        'return Decision(action=ACT) and do it in execute(decision, trainer).')
 
 
 class Policy(tf.Module):

@@ -169,7 +169,10 @@ class SkipNonFinite(interfaces.Policy):
 
   def decide(self, reports, context):
     consecutive = int(self.peak_consecutive.numpy())
-    self.peak_consecutive.assign(self.consecutive_skips)
+    # The streak carries into the next loop (it may go on there), unless it is escalated now:
+    # then it has been reported, and a later fit must not report it again.
+    self.peak_consecutive.assign(
+        0 if consecutive > self.max_consecutive else int(self.consecutive_skips.numpy()))
     if consecutive > self.max_consecutive:
       last = reports.num_steps - 1
       return interfaces.Decision(

@@ -4,6 +4,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from stable_train import diagnostics
@@ -174,6 +175,91 @@ class ControllerTest(tf.test.TestCase):
     self.assertEqual((checkpoints, last_good), ([2, 4], 4))  # Decided before step 6's save.
     for name in ('emit', 'model', 'restore_latest', 'skip_batches', 'lr_control', 'policies'):
       self.assertFalse(hasattr(context, name), name)
+
+
+# Found by a break-it review of the split (each failed before its fix).
+
+def _b9_data(n=40, nan_at=()):
+  rng = np.random.RandomState(0)
+  x = rng.randn(n, 4, 4).astype('float32')
+  y = rng.randn(n, 4, 1).astype('float32')
+  for i in nan_at:
+    x[i, 0, 0] = np.nan
+  return tf.data.Dataset.from_tensor_slices((x, y))
+
+
+def _b9_trainer(policies_=None, model_dir=None, cls=trainer_lib.Trainer, **kwargs):
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+  return cls(model=model, optimizer=keras.optimizers.SGD(0.01),
+             loss=keras.losses.MeanSquaredError(), policies=policies_, model_dir=model_dir,
+             **kwargs)
+
+
+
+def test_subclass_save_checkpoint_and_restore_latest_overrides_are_called(tmp_path):
+  # Before the split, fit's cadence (interval/end/signal) called self.save_checkpoint and resume
+  # called self.restore_latest; the Controller now calls its own methods, bypassing overrides.
+  calls = []
+
+  class Sub(trainer_lib.Trainer):
+    def save_checkpoint(self, reason='interval'):
+      calls.append('save')
+      return super().save_checkpoint(reason)
+
+    def restore_latest(self, candidates):
+      calls.append('restore')
+      return super().restore_latest(candidates)
+
+  _b9_trainer(None, str(tmp_path), cls=Sub, checkpoint_every=2).fit(_b9_data(), num_steps=5)
+  assert 'save' in calls
+  calls.clear()
+  _b9_trainer(None, str(tmp_path), cls=Sub, checkpoint_every=2).fit(_b9_data(), num_steps=7)
+  assert 'restore' in calls
+
+
+def test_old_style_decide_fails_naming_the_contract():
+  class Old(interfaces.Policy):
+    def decide(self, reports, context):
+      context.emit('mine', int(context.global_step.numpy()))
+
+  with pytest.raises(AttributeError, match=r"PolicyContext has no 'emit'.*execute"):
+    _b9_trainer([Old(name='old')]).fit(_b9_data(), num_steps=2)
+
+
+def test_act_without_policy_name_is_a_clear_error_or_defaults_to_the_decider():
+  ran = []
+
+  class NoName(interfaces.Policy):
+    def decide(self, reports, context):
+      return interfaces.Decision(action=interfaces.ACT)
+
+    def execute(self, decision, trainer):
+      ran.append(decision)
+
+  try:
+    _b9_trainer([NoName(name='nn')]).fit(_b9_data(), num_steps=2)
+  except KeyError as e:  # Observed: KeyError: ''
+    pytest.fail(f'bare KeyError {e!r} for an ACT decision without policy=')
+  assert ran
+
+
+def test_unknown_decision_action_is_not_silently_ignored():
+  class Typo(interfaces.Policy):
+    def decide(self, reports, context):
+      return interfaces.Decision(action='rollbak', policy=self.name)
+
+  with pytest.raises(ValueError, match="action='rollbak' is not one of"):
+    _b9_trainer([Typo(name='typo')]).fit(_b9_data(), num_steps=2)
+
+
+def test_fit_after_an_abort_does_not_reabort_on_a_clean_step():
+  t = _b9_trainer([policies.SkipNonFinite(max_consecutive=1), recovery.Rollback(max_rollbacks=0)],
+               None)
+  assert t.fit(_b9_data(40, nan_at=(4, 5, 6)), num_steps=10)['status'] == 'aborted'
+  summary = t.fit(_b9_data(40), num_steps=14)
+  # Observed: aborted after 1 clean step, '2 consecutive non-finite steps ... tensor: none'.
+  assert summary['status'] == 'completed', summary.get('reason')
 
 
 if __name__ == '__main__':

@@ -3,6 +3,7 @@
 import itertools
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from stable_train import interfaces
@@ -72,6 +73,36 @@ class FaultTest(tf.test.TestCase):
     self.assertEqual(interfaces.first_false([True, False, False]), 1)
     self.assertEqual(interfaces.first_false([True, True]), -1)
     self.assertEqual(interfaces.first_false([]), -1)
+
+
+# Found by a break-it review of the split (each failed before its fix).
+
+_FULL = dict(step=[1, 2], loss=[1., 2.], grad_norm=[1., 1.], clipped_grad_norm=[1., 1.],
+            loss_finite=[True, True], grads_finite=[True, True], inputs_finite=[True, True],
+            outputs_finite=[True, True], first_bad_grad=[-1, -1], first_bad_input=[-1, -1],
+            applied=[True, True], learning_rate=[.1, .1])
+
+
+
+def test_step_reports_scalar_or_none_step_is_a_clear_type_error():
+  with pytest.raises(TypeError):
+    interfaces.StepReports(**{k: v[0] for k, v in _FULL.items()})
+  with pytest.raises(TypeError):
+    interfaces.StepReports(**dict(_FULL, step=None))
+
+
+def test_step_reports_mismatched_lengths_refused():
+  with pytest.raises(TypeError, match='values for 2 steps'):
+    interfaces.StepReports(**dict(_FULL, loss=[1.]))
+
+
+def test_step_reports_is_still_a_dataclass():
+  # Before the REPORT_FIELDS table it was a frozen dataclass: user tests use replace/asdict.
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  reports = interfaces.StepReports(**{k: np.asarray(v) for k, v in _FULL.items()})
+  changed = dataclasses.replace(reports, loss=np.array([np.nan, 1.]))
+  assert changed.fault(0) == 'loss' or not np.isfinite(changed.loss[0])
+  assert 'loss' in dataclasses.asdict(reports)
 
 
 if __name__ == '__main__':
