@@ -34,6 +34,7 @@ class Controller:
     self.refused_checkpoints = 0  # Refusals in a row.
     self.fitted = False
     self._lock: Optional[checkpointing.RunLock] = None
+    self._recorder: Optional[host.LoopRecorder] = None
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -220,7 +221,10 @@ class Controller:
       if stale:
         t.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
       recorder = host.LoopRecorder(emit=t.emit, scalars=self.scalars,
-                                   summary_every=t.summary_every, log_every=t.log_every)
+                                   summary_every=t.summary_every, log_every=t.log_every,
+                                   metrics=t.metric_results if t.metrics else None,
+                                   reset_metrics=t.reset_metrics)
+      self._recorder = recorder
       signals = host.StopSignals()
       with signals.catching():
         return self._host_loop(num_steps, step, start_time, recorder, signals)
@@ -357,6 +361,9 @@ class Controller:
     }
     for p in t.policies:
       summary.update(p.summary())
+    if t.metrics:
+      summary['metrics'] = (self._recorder.metric_window() if self._recorder is not None
+                            else t.metric_results())
     if reason and status != 'completed':
       summary['reason'] = reason
     elif reason:

@@ -5,7 +5,7 @@ import contextlib
 import logging
 import signal
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -42,7 +42,17 @@ def resolve(decisions: Sequence[interfaces.Decision], policies: Sequence[interfa
 class LoopRecorder:
   """Writes one loop of reports out: `skip` events, TensorBoard scalars, progress lines."""
 
-  def __init__(self, *, emit: Callable[..., object], scalars, summary_every: int, log_every: int):
+  def __init__(self, *, emit: Callable[..., object], scalars, summary_every: int, log_every: int,
+               metrics: Optional[Callable[[], Dict[str, float]]] = None,
+               reset_metrics: Optional[Callable[[], None]] = None):
+    """Args: emit: writes an event; scalars: `events.Scalars`; summary_every, log_every: in
+    steps; metrics, reset_metrics: the Trainer's metric values (read at the end of a loop that
+    holds a progress step, shown on its lines and written as scalars) and their reset (after it).
+    """
+    self._metrics = metrics
+    self._reset_metrics = reset_metrics
+    self.last_metrics: Dict[str, float] = {}  # The values of the last metric window shown.
+    self._applied_since_reset = 0
     self._emit = emit
     self._scalars = scalars
     self._summary_every = summary_every
@@ -55,6 +65,10 @@ class LoopRecorder:
     skipped = ~reports.applied.astype(bool)
     # The counter after each step, derived from its value after the loop.
     skipped_after = skipped_total - np.cumsum(skipped[::-1])[::-1] + skipped
+    self._applied_since_reset += int(reports.applied.astype(bool).sum())
+    logs = any(int(s) % self._log_every == 0 for s in reports.step)
+    # One window per loop end that holds a progress step (steps_per_loop rounds the window up).
+    metrics = self._metrics() if (self._metrics is not None and logs) else {}
     for i in range(reports.num_steps):
       step = int(reports.step[i])
       fault = reports.fault(i)
@@ -71,8 +85,23 @@ class LoopRecorder:
         now = time.perf_counter()
         rate = self._steps / max(now - self._time, 1e-9)
         self._steps, self._time = 0, now
-        log.info('step %d  loss %.5g  grad_norm %.4g  %.1f steps/s  skips %d', step,
-                 reports.loss[i], reports.grad_norm[i], rate, int(skipped_after[i]))
+        shown = ''.join(f'  {name} {value:.4g}' for name, value in metrics.items())
+        log.info('step %d  loss %.5g  grad_norm %.4g  %.1f steps/s  skips %d%s', step,
+                 reports.loss[i], reports.grad_norm[i], rate, int(skipped_after[i]), shown)
+        if metrics:
+          self._scalars.write(step, {f'metrics/{k}': v for k, v in metrics.items()})
+    if metrics:
+      self.last_metrics = metrics
+      if self._reset_metrics is not None:
+        self._reset_metrics()
+        self._applied_since_reset = 0
+
+  def metric_window(self) -> Dict[str, float]:
+    """The last metric window: the open one if an applied step counted since the last progress
+    line (the run's end), else the last one shown."""
+    if self._metrics is not None and self._applied_since_reset:
+      return self._metrics()
+    return dict(self.last_metrics)
 
 
 class StopSignals:

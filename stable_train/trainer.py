@@ -66,6 +66,31 @@ def default_policies() -> List[interfaces.Policy]:
   return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite()]
 
 
+def _check_metrics(metrics, strategy) -> List[keras.metrics.Metric]:
+  """The validated `Trainer(metrics=...)` list (ConfigError naming the bad value)."""
+  if metrics is None:
+    return []
+  if isinstance(metrics, (keras.metrics.Metric, str)) or not hasattr(metrics, '__iter__'):
+    raise errors.ConfigError(
+        f'Trainer: metrics={metrics!r} must be a list of Keras metrics, e.g. '
+        '[keras.metrics.SparseCategoricalAccuracy()].')
+  metrics = list(metrics)
+  for m in metrics:
+    if isinstance(m, type):
+      raise errors.ConfigError(
+          f'Trainer: metrics contains the class {m.__name__}; pass an instance (in gin: add "()").')
+    if not isinstance(m, keras.metrics.Metric):
+      raise errors.ConfigError(f'Trainer: metrics contains {m!r}, which is not a Keras metric.')
+  names = [m.name for m in metrics]
+  if len(set(names)) != len(names):
+    raise errors.ConfigError(f'Trainer: metric names must be unique, got {names}; pass name=... .')
+  if metrics and distribute.uses_distributed_input(strategy):
+    raise errors.ConfigError(
+        f'Trainer: metrics={names} are not supported under {type(strategy).__name__} yet; '
+        'train on one device, or compute them after the run (export.load_for_inference).')
+  return metrics
+
+
 def _state_variable(name: str) -> property:
   """A read-only Trainer attribute for one `TrainState` variable (e.g. `trainer.global_step`)."""
   return property(lambda self: getattr(self.state, name),
@@ -93,7 +118,7 @@ class Trainer:
                checkpoint_every: int = 100, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
                max_refused_checkpoints: int = 2, strategy=None,
-               faults: Optional[faults_lib.Faults] = None):
+               faults: Optional[faults_lib.Faults] = None, metrics: Optional[Sequence] = None):
     """Initialises the Trainer.
 
     Args:
@@ -119,6 +144,9 @@ class Trainer:
         aborts naming the variable), so a run never ends "completed" with a stale checkpoint.
       strategy: a `tf.distribute.Strategy`; None means the current one (the default strategy).
       faults: a `faults.Faults` plan to rehearse failure (put before the policies); None: none.
+      metrics: Keras metrics (e.g. `[keras.metrics.SparseCategoricalAccuracy()]`) updated with
+        (labels, predictions) by applied steps only (a skipped batch never counts), reset after
+        each progress line; not checkpointed. Single-device runs only for now.
     """
     for name, value, example in (('model', model, 'models.mlp()'),
                                  ('optimizer', optimizer, 'keras.optimizers.Adam()'),
@@ -173,6 +201,7 @@ class Trainer:
     self.log_every = positive('log_every', log_every)
     self.summary_every = positive('summary_every', summary_every)
     self.healthy_window = errors.check_int('Trainer', 'healthy_window', healthy_window)
+    self.metrics = _check_metrics(metrics, strategy or tf.distribute.get_strategy())
     self.max_refused_checkpoints = positive('max_refused_checkpoints', max_refused_checkpoints)
     if (precision_lib.compute_dtype(model) == 'float16' and
         not any(isinstance(p, precision_lib.DynamicLossScale) for p in policies)):
@@ -210,6 +239,7 @@ class Trainer:
     self._variable_paths: List[str] = []
     self._input_paths: List[str] = []
     self._traced_output_flags: List[tf.Tensor] = []
+    self._traced_predictions = None  # The last traced forward pass's outputs (for the metrics).
     self._report_dtypes = step_lib.report_dtypes()
     self._random_states: List[tf.Variable] = []  # The global generators' states (`_build`).
     self._input = inputs_lib.InputPosition(
@@ -245,6 +275,7 @@ class Trainer:
       outputs = self.model(features, training=training)
     else:
       outputs = self.model(features)
+    self._traced_predictions = outputs  # The metrics' predictions (the last forward pass).
     # Recorded for the report (were the outputs already non-finite?).
     self._traced_output_flags.append(
         tf.reduce_all([tf.reduce_all(tf.math.is_finite(o)) for o in tf.nest.flatten(outputs)
@@ -261,6 +292,20 @@ class Trainer:
     if regularization:  # float32 terms under mixed precision; float64 ones under float64.
       loss = loss + tf.add_n([tf.cast(r, loss.dtype) for r in regularization])
     return loss
+
+  def update_metrics(self, labels, predictions) -> None:
+    """Updates every metric with one applied batch. Traced (the step's apply branch only)."""
+    for m in self.metrics:
+      m.update_state(labels, predictions)
+
+  def metric_results(self) -> Dict[str, float]:
+    """The metrics' values since their last reset (eager)."""
+    return {m.name: float(m.result()) for m in self.metrics}
+
+  def reset_metrics(self) -> None:
+    """Starts a new metric window (eager)."""
+    for m in self.metrics:
+      m.reset_state()
 
   def apply_gradients(self, grads):
     """Applies aggregated, transformed gradients with the optimizer. Traced."""
