@@ -15,6 +15,7 @@ import tensorflow as tf
 from stable_train import checkpointing
 from stable_train import distribute
 from stable_train import errors
+from stable_train import evaluation
 from stable_train import events as events_lib
 from stable_train import host
 from stable_train import interfaces
@@ -35,6 +36,10 @@ class Controller:
     self.fitted = False
     self._lock: Optional[checkpointing.RunLock] = None
     self._recorder: Optional[host.LoopRecorder] = None
+    self._eval = None  # (eval_dataset, eval_every, eval_steps) of the current fit, or None.
+    self._evaluator = None
+    self.eval_scalars = events_lib.Scalars(None)
+    self.last_eval: Optional[Dict[str, Any]] = None
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -203,15 +208,23 @@ class Controller:
   # ------------------------------------------------------------------------------------------
   # The outer loop.
   # ------------------------------------------------------------------------------------------
-  def fit(self, dataset, num_steps: int) -> Dict[str, Any]:
-    """Sets the run up (resuming from disk) and runs the host loop to `num_steps`."""
+  def fit(self, dataset, num_steps: int, *, eval_dataset=None, eval_every=None,
+          eval_steps=None) -> Dict[str, Any]:
+    """Sets the run up (resuming from disk) and runs the host loop to `num_steps`, evaluating
+    on `eval_dataset` every `eval_every` steps and at the end."""
     t = self._trainer
+    self._eval = (eval_dataset, eval_every, eval_steps) if eval_dataset is not None else None
+    self.last_eval = None
     start_time = time.perf_counter()
     try:
       restored = self.setup(dataset)
       self.fitted = True
       self.scalars = events_lib.Scalars(
           os.path.join(t.output_dir, 'tensorboard') if t.output_dir else None)
+      # A separate TensorBoard run beside the training one, so the two curves overlay.
+      self.eval_scalars = events_lib.Scalars(
+          os.path.join(t.output_dir, 'tensorboard', 'eval')
+          if t.output_dir and self._eval is not None else None)
       step = int(t.global_step.numpy())
       if restored is not None:
         t.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
@@ -240,7 +253,7 @@ class Controller:
     status, reason = 'completed', ''
     interrupted_by = stop_checkpoint = None
     last_loss = None
-    last_checkpoint_step = step
+    last_checkpoint_step = last_eval_step = step
     try:
       while step < num_steps:
         n = min(t.steps_per_loop, num_steps - step)
@@ -290,6 +303,10 @@ class Controller:
           status, reason = 'interrupted', f'stopped by signal {interrupted_by}'
           t.emit('interrupted', step, signal=interrupted_by)
           break
+        last_eval_step = min(last_eval_step, step)
+        if self._eval_due(step, last_eval_step):
+          self.evaluate(step)
+          last_eval_step = step
         if step - last_checkpoint_step >= t.checkpoint_every:
           self.save_checkpoint()
           last_checkpoint_step = step
@@ -318,6 +335,9 @@ class Controller:
         pass  # The disk that refused the checkpoint may refuse summary.json too.
       raise
     step = int(t.global_step.numpy())
+    if status == 'completed' and self._eval is not None and (
+        self.last_eval is None or self.last_eval['step'] != step):
+      self.evaluate(step)
     if status == 'completed' and step != last_checkpoint_step:
       self.save_checkpoint(reason='end')
     if status == 'completed' and self.refused_checkpoints:
@@ -333,6 +353,31 @@ class Controller:
              if interrupted_by is not None else {})
     return self._finish(status, reason, last_loss, start_step, start_time, **extra)
 
+  def _eval_due(self, step: int, last_eval_step: int) -> bool:
+    if self._eval is None or self._eval[1] is None:
+      return False
+    every = self._eval[1]
+    return step // every > last_eval_step // every
+
+  def evaluate(self, step: int) -> Dict[str, Any]:
+    """Evaluates on the fit's eval data; records it (event, log line, eval TensorBoard run)."""
+    t = self._trainer
+    dataset, _, steps = self._eval
+    if self._evaluator is None:
+      self._evaluator = evaluation.Evaluator(t)
+    result = self._evaluator.evaluate(dataset, steps)
+    result = dict(step=step, **result)
+    self.last_eval = result
+    t.emit('eval', step, loss=result['loss'], batches=result['batches'],
+           metrics=result['metrics'])
+    shown = ''.join(f'  {k} {v:.4g}' for k, v in result['metrics'].items())
+    log.info('step %d  eval loss %.5g%s  (%d batches)', step, result['loss'], shown,
+             result['batches'])
+    values = {'loss': result['loss']}
+    values.update({f'metrics/{k}': v for k, v in result['metrics'].items()})
+    self.eval_scalars.write(step, values)
+    return result
+
   def _finish(self, status, reason, last_loss, start_step, start_time, **extra) -> Dict[str, Any]:
     """Writes summary.json and flushes the summaries."""
     t = self._trainer
@@ -341,6 +386,7 @@ class Controller:
     summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
     summary.update(extra)
     self.scalars.close()
+    self.eval_scalars.close()
     if t.output_dir:
       events_lib.write_json_atomic(os.path.join(t.output_dir, 'summary.json'), summary)
     t.last_summary = summary
@@ -361,6 +407,8 @@ class Controller:
     }
     for p in t.policies:
       summary.update(p.summary())
+    if self.last_eval is not None:
+      summary['eval'] = dict(self.last_eval)
     if t.metrics:
       summary['metrics'] = (self._recorder.metric_window() if self._recorder is not None
                             else t.metric_results())

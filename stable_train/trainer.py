@@ -13,6 +13,7 @@ from stable_train import clipping
 from stable_train import controller as controller_lib
 from stable_train import distribute
 from stable_train import errors
+from stable_train import evaluation
 from stable_train import events as events_lib
 from stable_train import faults as faults_lib
 from stable_train import inputs as inputs_lib
@@ -503,13 +504,20 @@ class Trainer:
   # ------------------------------------------------------------------------------------------
   # fit.
   # ------------------------------------------------------------------------------------------
-  def fit(self, dataset: tf.data.Dataset, *, num_steps: int) -> Dict[str, Any]:
+  def fit(self, dataset: tf.data.Dataset, *, num_steps: int,
+          eval_dataset: Optional[tf.data.Dataset] = None, eval_every: Optional[int] = None,
+          eval_steps: Optional[int] = None) -> Dict[str, Any]:
     """Trains until the global step reaches `num_steps` (a total, so a resumed run stops at the same
     step) or the dataset ends.
 
     Args:
       dataset: a `tf.data.Dataset` of (features, labels) pairs or dicts with a 'labels' key.
       num_steps: the global step to stop at.
+      eval_dataset: held-out data: loss and metrics on it (inference mode, no state change)
+        every `eval_every` steps and at the end of a completed run; None: no evaluation.
+      eval_every: evaluate when the global step reaches a multiple of this (rounded to loop
+        ends); None: only at the end.
+      eval_steps: batches per evaluation, from the eval data's start; None: all of it.
 
     Returns:
       The run summary (also written to `<model_dir>/summary.json`).
@@ -517,6 +525,9 @@ class Trainer:
     if not isinstance(dataset, tf.data.Dataset):
       raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
     num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
+    eval_every, eval_steps = evaluation.check_eval_args(self.strategy, eval_dataset, eval_every,
+                                                        eval_steps)
     if self.faults is not None:
       dataset = self.faults.wrap_dataset(dataset)
-    return self._controller.fit(dataset, num_steps)
+    return self._controller.fit(dataset, num_steps, eval_dataset=eval_dataset,
+                                eval_every=eval_every, eval_steps=eval_steps)
