@@ -6,6 +6,7 @@ then the one resolved continue/rollback/abort decision, then checkpoint when due
 """
 
 import logging
+import math
 import os
 import time
 from typing import Any, Dict, Optional
@@ -40,6 +41,7 @@ class Controller:
     self._evaluator = None
     self.eval_scalars = events_lib.Scalars(None)
     self.last_eval: Optional[Dict[str, Any]] = None
+    self.best_eval_loss: Optional[float] = None
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -215,6 +217,7 @@ class Controller:
     t = self._trainer
     self._eval = (eval_dataset, eval_every, eval_steps) if eval_dataset is not None else None
     self.last_eval = None
+    self.best_eval_loss: Optional[float] = None  # This fit's best (not checkpointed).
     start_time = time.perf_counter()
     try:
       restored = self.setup(dataset)
@@ -305,8 +308,18 @@ class Controller:
           break
         last_eval_step = min(last_eval_step, step)
         if self._eval_due(step, last_eval_step):
-          self.evaluate(step)
+          diverged = self.eval_divergence(self.evaluate(step))
           last_eval_step = step
+          if diverged is not None:  # A fault like any other: a Rollback acts on it.
+            decision = host.resolve([diverged], t.policies, self.context())
+            stop_reason = (decision.reason if decision.action == interfaces.ABORT
+                           else self._execute(decision))
+            if stop_reason is not None:
+              status, reason = 'aborted', stop_reason
+              t.emit('abort', step, reason=reason, trigger=diverged.trigger)
+              break
+            step = last_eval_step = int(t.global_step.numpy())
+            last_checkpoint_step = min(last_checkpoint_step, step)
         if step - last_checkpoint_step >= t.checkpoint_every:
           self.save_checkpoint()
           last_checkpoint_step = step
@@ -337,7 +350,11 @@ class Controller:
     step = int(t.global_step.numpy())
     if status == 'completed' and self._eval is not None and (
         self.last_eval is None or self.last_eval['step'] != step):
-      self.evaluate(step)
+      diverged = self.eval_divergence(self.evaluate(step))
+      if diverged is not None:
+        # No steps left to recover in: the final checkpoint is simply not known good.
+        t.last_fault_step.assign(step)
+        t.emit('eval_divergence', step, reason=diverged.reason, handled='final checkpoint not good')
     if status == 'completed' and step != last_checkpoint_step:
       self.save_checkpoint(reason='end')
     if status == 'completed' and self.refused_checkpoints:
@@ -377,6 +394,21 @@ class Controller:
     values.update({f'metrics/{k}': v for k, v in result['metrics'].items()})
     self.eval_scalars.write(step, values)
     return result
+
+  def eval_divergence(self, result: Dict[str, Any]) -> Optional[interfaces.Decision]:
+    """An ESCALATE decision (trigger `eval_divergence`) if the eval loss is non-finite or above
+    `eval_divergence_factor` times this fit's best; None (and the best updated) otherwise."""
+    t = self._trainer
+    loss, best, factor = result['loss'], self.best_eval_loss, t.eval_divergence_factor
+    if not math.isfinite(loss):
+      why = f'eval loss {loss} is non-finite'
+    elif best is not None and factor is not None and loss > factor * max(best, 1e-12):
+      why = f'eval loss {loss:.5g} is above {factor:g} x the best {best:.5g}'
+    else:
+      self.best_eval_loss = loss if best is None else min(best, loss)
+      return None
+    return interfaces.Decision(action=interfaces.ESCALATE, trigger='eval_divergence',
+                               step=result['step'], reason=why)
 
   def _finish(self, status, reason, last_loss, start_step, start_time, **extra) -> Dict[str, Any]:
     """Writes summary.json and flushes the summaries."""

@@ -119,7 +119,8 @@ class Trainer:
                checkpoint_every: int = 100, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
                max_refused_checkpoints: int = 2, strategy=None,
-               faults: Optional[faults_lib.Faults] = None, metrics: Optional[Sequence] = None):
+               faults: Optional[faults_lib.Faults] = None, metrics: Optional[Sequence] = None,
+               eval_divergence_factor: Optional[float] = 10.0):
     """Initialises the Trainer.
 
     Args:
@@ -148,6 +149,10 @@ class Trainer:
       metrics: Keras metrics (e.g. `[keras.metrics.SparseCategoricalAccuracy()]`) updated with
         (labels, predictions) by applied steps only (a skipped batch never counts), reset after
         each progress line; not checkpointed. Single-device runs only for now.
+      eval_divergence_factor: an evaluation (fit's `eval_dataset`) whose loss is non-finite or
+        above this factor times the best eval loss of the run so far is a fault (trigger
+        `eval_divergence`: a Rollback policy rolls back, otherwise the run aborts); None: only a
+        non-finite eval loss is.
     """
     for name, value, example in (('model', model, 'models.mlp()'),
                                  ('optimizer', optimizer, 'keras.optimizers.Adam()'),
@@ -202,6 +207,13 @@ class Trainer:
     self.log_every = positive('log_every', log_every)
     self.summary_every = positive('summary_every', summary_every)
     self.healthy_window = errors.check_int('Trainer', 'healthy_window', healthy_window)
+    if eval_divergence_factor is not None and (
+        isinstance(eval_divergence_factor, bool)
+        or not isinstance(eval_divergence_factor, (int, float)) or not eval_divergence_factor > 1):
+      raise errors.ConfigError(f'Trainer: eval_divergence_factor={eval_divergence_factor!r} must '
+                               'be a number > 1, or None.')
+    self.eval_divergence_factor = (None if eval_divergence_factor is None
+                                   else float(eval_divergence_factor))
     self.metrics = _check_metrics(metrics, strategy or tf.distribute.get_strategy())
     self.max_refused_checkpoints = positive('max_refused_checkpoints', max_refused_checkpoints)
     if (precision_lib.compute_dtype(model) == 'float16' and

@@ -124,3 +124,78 @@ class FitEvalTest(tf.test.TestCase):
     self.assertEqual(summary['eval']['step'], 4)
     self.assertEqual(summary['eval']['batches'], 1)
     self.assertTrue(np.isfinite(summary['eval']['loss']))
+
+
+class BadEvalTrainer(trainer_lib.Trainer):
+  """A Trainer whose eval loss is multiplied by `eval_scale` (NaN: a non-finite eval loss)."""
+
+  def __init__(self, eval_scale, **kwargs):
+    super().__init__(**kwargs)
+    self.eval_scale = tf.Variable(eval_scale, dtype=tf.float32, trainable=False)
+
+  def compute_loss(self, batch, training):
+    loss = super().compute_loss(batch, training)
+    return loss if training else loss * tf.cast(self.eval_scale, loss.dtype)
+
+
+def make_bad_eval_trainer(model_dir, eval_scale=float('nan'), **kwargs):
+  return BadEvalTrainer(
+      eval_scale,
+      model=models.convnet_bn(image_shape=(8, 8, 3), num_classes=4, filters=(4,), dropout=0.5),
+      optimizer=keras.optimizers.Adam(1e-2),
+      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), model_dir=model_dir,
+      **kwargs)
+
+
+class EvalDivergenceTest(tf.test.TestCase):
+
+  def test_a_non_finite_eval_loss_rolls_back_to_a_good_checkpoint(self):
+    from stable_train import recovery  # pylint: disable=g-import-not-at-top
+    model_dir = self.get_temp_dir() + '/rollback'
+    t = make_bad_eval_trainer(
+        model_dir, checkpoint_every=2, healthy_window=0,
+        policies=trainer_lib.default_policies() + [recovery.Rollback(max_rollbacks=1)])
+    summary = t.fit(images(repeat=True), num_steps=6, eval_dataset=images(seed=1),
+                    eval_every=3)
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    rollbacks = [e for e in records if e['event'] == 'rollback']
+    self.assertLen(rollbacks, 1)
+    self.assertEqual(rollbacks[0]['trigger'], 'eval_divergence')
+    self.assertEqual((rollbacks[0]['step'], rollbacks[0]['to_step']), (3, 2))
+    # The second bad eval meets the rollback limit: the run stops, naming the trigger.
+    self.assertEqual(summary['status'], 'aborted')
+    self.assertIn('eval_divergence', summary['reason'])
+
+  def test_without_rollback_the_run_aborts(self):
+    t = make_bad_eval_trainer(self.get_temp_dir() + '/abort')
+    summary = t.fit(images(repeat=True), num_steps=4, eval_dataset=images(seed=1),
+                    eval_every=2)
+    self.assertEqual(summary['status'], 'aborted')
+    self.assertEqual(summary['global_step'], 2)
+    self.assertIn('eval loss nan is non-finite', summary['reason'])
+
+  def test_factor_times_the_best(self):
+    t = make_trainer(eval_divergence_factor=3.0)
+    c = t._controller  # pylint: disable=protected-access
+    self.assertIsNone(c.eval_divergence({'step': 1, 'loss': 1.0}))
+    self.assertIsNone(c.eval_divergence({'step': 2, 'loss': 2.9}))
+    decision = c.eval_divergence({'step': 3, 'loss': 3.5})
+    self.assertEqual((decision.action, decision.trigger), ('escalate', 'eval_divergence'))
+    self.assertEqual(c.best_eval_loss, 1.0)
+    t2 = make_trainer(eval_divergence_factor=None)
+    c2 = t2._controller  # pylint: disable=protected-access
+    self.assertIsNone(c2.eval_divergence({'step': 1, 'loss': 1.0}))
+    self.assertIsNone(c2.eval_divergence({'step': 2, 'loss': 100.0}))
+    self.assertIsNotNone(c2.eval_divergence({'step': 3, 'loss': float('inf')}))
+
+  def test_bad_factor_is_a_config_error(self):
+    for bad in (1.0, 0, '3', True):
+      with self.assertRaisesRegex(errors.ConfigError, 'eval_divergence_factor'):
+        make_trainer(eval_divergence_factor=bad)
+
+  def test_a_bad_final_eval_leaves_the_final_checkpoint_not_good(self):
+    model_dir = self.get_temp_dir() + '/final'
+    t = make_bad_eval_trainer(model_dir, checkpoint_every=100, healthy_window=0)
+    t.fit(images(repeat=True), num_steps=2, eval_dataset=images(seed=1))
+    entries = t.checkpoints.committed()
+    self.assertEqual([(e.step, e.good) for e in entries], [(2, False)])
