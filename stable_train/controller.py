@@ -267,7 +267,7 @@ class Controller:
           # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
           # turns 'dataset empty' into a configuration error.
           empty = step == start_step and t.data_position() == 0
-          reason = 'dataset empty' if empty else 'dataset exhausted'
+          reason = 'dataset empty' if empty else self._exhausted(step, num_steps)
           if empty:
             log.warning('the dataset is empty: no step was run')
           break
@@ -334,7 +334,7 @@ class Controller:
               break
             step = last_checkpoint_step = int(t.global_step.numpy())
         if data_ended:
-          reason = 'dataset exhausted'
+          reason = self._exhausted(step, num_steps)
           break
     except (errors.NumericsError, errors.CheckpointError) as e:
       # CheckNumerics(mode='raise'), or a checkpoint that could not be written: record the abort
@@ -369,6 +369,13 @@ class Controller:
     extra = ({'signal': interrupted_by, 'checkpoint': stop_checkpoint}
              if interrupted_by is not None else {})
     return self._finish(status, reason, last_loss, start_step, start_time, **extra)
+
+  @staticmethod
+  def _exhausted(step: int, num_steps: int) -> str:
+    """The note (and warning line) of a run whose data ended before `num_steps`."""
+    reason = f'dataset exhausted at step {step} of {num_steps}'
+    log.warning('%s: the run ends here (repeat the dataset, or lower num_steps)', reason)
+    return reason
 
   def _eval_due(self, step: int, last_eval_step: int) -> bool:
     if self._eval is None or self._eval[1] is None:
