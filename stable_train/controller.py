@@ -239,7 +239,8 @@ class Controller:
       recorder = host.LoopRecorder(emit=t.emit, scalars=self.scalars,
                                    summary_every=t.summary_every, log_every=t.log_every,
                                    metrics=t.metric_results if t.metrics else None,
-                                   reset_metrics=t.reset_metrics)
+                                   reset_metrics=t.reset_metrics, num_steps=num_steps,
+                                   verbose=t.verbose)
       self._recorder = recorder
       signals = host.StopSignals()
       with signals.catching():
@@ -395,8 +396,9 @@ class Controller:
     t.emit('eval', step, loss=result['loss'], batches=result['batches'],
            metrics=result['metrics'])
     shown = ''.join(f'  {k} {v:.4g}' for k, v in result['metrics'].items())
-    log.info('step %d  eval loss %.5g%s  (%d batches)', step, result['loss'], shown,
-             result['batches'])
+    if t.verbose:
+      log.info('step %d  eval loss %.5g%s  (%d batches)', step, result['loss'], shown,
+               result['batches'])
     values = {'loss': result['loss']}
     values.update({f'metrics/{k}': v for k, v in result['metrics'].items()})
     self.eval_scalars.write(step, values)

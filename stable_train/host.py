@@ -44,11 +44,18 @@ class LoopRecorder:
 
   def __init__(self, *, emit: Callable[..., object], scalars, summary_every: int, log_every: int,
                metrics: Optional[Callable[[], Dict[str, float]]] = None,
-               reset_metrics: Optional[Callable[[], None]] = None):
+               reset_metrics: Optional[Callable[[], None]] = None,
+               num_steps: Optional[int] = None, verbose: bool = True):
     """Args: emit: writes an event; scalars: `events.Scalars`; summary_every, log_every: in
     steps; metrics, reset_metrics: the Trainer's metric values (read at the end of a loop that
-    holds a progress step, shown on its lines and written as scalars) and their reset (after it).
+    holds a progress step, shown on its lines and written as scalars) and their reset (after it);
+    num_steps: the run's target global step (percent and ETA on the progress lines);
+    verbose: False writes no progress lines.
     """
+    self._verbose = verbose
+    self._num_steps = num_steps
+    self._window_losses = []  # Applied, finite losses since the last progress line.
+    self._loops = 0  # The first loop of a fit holds the tracing: left out of steps/s.
     self._metrics = metrics
     self._reset_metrics = reset_metrics
     self.last_metrics: Dict[str, float] = {}  # The values of the last metric window shown.
@@ -80,21 +87,43 @@ class LoopRecorder:
                   for f in interfaces.REPORT_FIELDS if f.scalar}
         values.update(skipped_steps=float(skipped_after[i]), skipped=float(skipped[i]))
         self._scalars.write(step, values)
-      self._steps += 1
-      if step % self._log_every == 0:
+      if not skipped[i] and np.isfinite(reports.loss[i]):
+        self._window_losses.append(float(reports.loss[i]))
+      if self._loops:
+        self._steps += 1
+      if self._verbose and step % self._log_every == 0:
         now = time.perf_counter()
-        rate = self._steps / max(now - self._time, 1e-9)
-        self._steps, self._time = 0, now
+        rate = self._steps / (now - self._time) if self._steps else None
+        if self._loops:
+          self._steps, self._time = 0, now
         shown = ''.join(f'  {name} {value:.4g}' for name, value in metrics.items())
-        log.info('step %d  loss %.5g  grad_norm %.4g  %.1f steps/s  skips %d%s', step,
-                 reports.loss[i], reports.grad_norm[i], rate, int(skipped_after[i]), shown)
-        if metrics:
-          self._scalars.write(step, {f'metrics/{k}': v for k, v in metrics.items()})
+        mean = np.mean(self._window_losses) if self._window_losses else float('nan')
+        self._window_losses = []
+        log.info('step %d%s  loss %.5g  grad_norm %.4g  %s  skips %d%s', step,
+                 self._progress(step, rate), mean, reports.grad_norm[i],
+                 f'{rate:.1f} steps/s' if rate else '- steps/s (tracing)',
+                 int(skipped_after[i]), shown)
+      if metrics and step % self._log_every == 0:
+        self._scalars.write(step, {f'metrics/{k}': v for k, v in metrics.items()})
+    if not self._loops:  # Steps/s from here on: the first loop traced the step.
+      self._time = time.perf_counter()
+    self._loops += 1
     if metrics:
       self.last_metrics = metrics
       if self._reset_metrics is not None:
         self._reset_metrics()
         self._applied_since_reset = 0
+
+  def _progress(self, step: int, rate: Optional[float]) -> str:
+    """'/N (P%, ETA 1m05s)' for a run with a target step; '' otherwise."""
+    if not self._num_steps:
+      return ''
+    text = f'/{self._num_steps} ({100.0 * step / self._num_steps:.0f}%'
+    if rate:
+      eta = int(round(max(self._num_steps - step, 0) / rate))
+      text += f', ETA {eta // 3600}h{eta % 3600 // 60:02d}m' if eta >= 3600 else (
+          f', ETA {eta // 60}m{eta % 60:02d}s')
+    return text + ')'
 
   def metric_window(self) -> Dict[str, float]:
     """The last metric window: the open one if an applied step counted since the last progress

@@ -67,6 +67,18 @@ def default_policies() -> List[interfaces.Policy]:
   return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite()]
 
 
+def show_progress(logger: logging.Logger) -> None:
+  """Makes `logger`'s INFO progress lines visible when nothing else would show them: with no
+  handler on it or on the root logger (a plain library caller), a stderr handler at INFO."""
+  if logger.handlers or logging.getLogger().handlers:
+    return  # Configured by the caller (absl in the CLI, logging.basicConfig, pytest).
+  handler = logging.StreamHandler()
+  handler.setFormatter(logging.Formatter('%(message)s'))
+  logger.addHandler(handler)
+  if logger.level == logging.NOTSET or logger.level > logging.INFO:
+    logger.setLevel(logging.INFO)
+
+
 def _check_metrics(metrics, strategy) -> List[keras.metrics.Metric]:
   """The validated `Trainer(metrics=...)` list (ConfigError naming the bad value)."""
   if metrics is None:
@@ -120,7 +132,7 @@ class Trainer:
                healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
                max_refused_checkpoints: int = 2, strategy=None,
                faults: Optional[faults_lib.Faults] = None, metrics: Optional[Sequence] = None,
-               eval_divergence_factor: Optional[float] = 10.0):
+               eval_divergence_factor: Optional[float] = 10.0, verbose: bool = True):
     """Initialises the Trainer.
 
     Args:
@@ -153,6 +165,9 @@ class Trainer:
         above this factor times the best eval loss of the run so far is a fault (trigger
         `eval_divergence`: a Rollback policy rolls back, otherwise the run aborts); None: only a
         non-finite eval loss is.
+      verbose: write progress lines (every `log_every` steps and each evaluation) to the
+        'stable_train' logger at INFO; a library caller with no logging configured gets a
+        stderr handler on that logger. False: no progress lines (warnings still show).
     """
     for name, value, example in (('model', model, 'models.mlp()'),
                                  ('optimizer', optimizer, 'keras.optimizers.Adam()'),
@@ -214,6 +229,11 @@ class Trainer:
                                'be a number > 1, or None.')
     self.eval_divergence_factor = (None if eval_divergence_factor is None
                                    else float(eval_divergence_factor))
+    if not isinstance(verbose, bool):
+      raise errors.ConfigError(f'Trainer: verbose={verbose!r} must be True or False.')
+    self.verbose = verbose
+    if verbose:
+      show_progress(log)
     self.metrics = _check_metrics(metrics, strategy or tf.distribute.get_strategy())
     self.max_refused_checkpoints = positive('max_refused_checkpoints', max_refused_checkpoints)
     if (precision_lib.compute_dtype(model) == 'float16' and
