@@ -68,7 +68,9 @@ _SIGNALS = _Signals()
 def train(*, model_dir: str, num_steps: Optional[int] = None,
           dataset_fn: Optional[Callable] = None, trainer_fn: Optional[Callable] = None,
           strategy_fn: Optional[Callable] = None, precision: str = 'float32',
-          seed: Optional[int] = None, export_format: Optional[str] = None):
+          seed: Optional[int] = None, export_format: Optional[str] = None,
+          eval_dataset_fn: Optional[Callable] = None, eval_every: Optional[int] = None,
+          eval_steps: Optional[int] = None):
   """The root configurable: builds the strategy, the trainer and the dataset, then trains.
 
   Args:
@@ -88,6 +90,10 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
     export_format: None, 'keras' or 'saved_model': once the run has completed, the last good
       checkpoint is exported to `<model_dir>/export/model.keras` or `<model_dir>/export/saved_model`
       (chief only), loadable without stable_train.
+    eval_dataset_fn: gin reference to a function returning the held-out `tf.data.Dataset`;
+      None: no evaluation.
+    eval_every: evaluate every this many steps (and at the end); None: only at the end.
+    eval_steps: batches per evaluation; None: the whole eval dataset.
 
   Returns:
     The run summary.
@@ -113,13 +119,15 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
   if seed is not None:
     keras.utils.set_random_seed(seed)  # Before the strategy, the model and the dataset.
   try:
-    return _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format)
+    return _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format,
+                  eval_dataset_fn, eval_every, eval_steps)
   finally:  # In-process callers (tests, notebooks) get their precision back.
     keras.config.set_floatx(previous[0])
     keras.mixed_precision.set_global_policy(previous[1])
 
 
-def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format):
+def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format,
+           eval_dataset_fn=None, eval_every=None, eval_steps=None):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from stable_train import errors  # pylint: disable=g-import-not-at-top
   from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
@@ -137,10 +145,15 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_for
     if not isinstance(dataset, tf.data.Dataset):
       raise errors.ConfigError(
           f'train.dataset_fn returned {type(dataset).__name__}, not a tf.data.Dataset.')
+    eval_dataset = eval_dataset_fn() if eval_dataset_fn is not None else None
+    if eval_dataset is not None and not isinstance(eval_dataset, tf.data.Dataset):
+      raise errors.ConfigError(
+          f'train.eval_dataset_fn returned {type(eval_dataset).__name__}, not a tf.data.Dataset.')
     if chief:
       _write_operative_config(model_dir)
     try:
-      summary = trainer.fit(dataset, num_steps=num_steps)
+      summary = trainer.fit(dataset, num_steps=num_steps, eval_dataset=eval_dataset,
+                            eval_every=eval_every, eval_steps=eval_steps)
       _SIGNALS.raising = False  # Training ran: from here on a signal is only recorded.
     except _StartupInterrupted:
       # Raised by the first signal outside the Trainer's own handler. After fit wrote its summary

@@ -58,6 +58,7 @@ def register() -> None:
   _register_keras_module(keras.initializers, 'keras.initializers')
   _register_keras_module(keras.regularizers, 'keras.regularizers')
   _register_keras_module(keras.losses, 'keras.losses')
+  _register_keras_module(keras.metrics, 'keras.metrics')
 
 
 register()

@@ -7,6 +7,7 @@ then the one resolved continue/rollback/abort decision, then checkpoint when due
 
 import dataclasses
 import logging
+import math
 import os
 import time
 from typing import Any, Dict, Optional
@@ -16,6 +17,7 @@ import tensorflow as tf
 from stable_train import checkpointing
 from stable_train import distribute
 from stable_train import errors
+from stable_train import evaluation
 from stable_train import events as events_lib
 from stable_train import host
 from stable_train import interfaces
@@ -35,6 +37,12 @@ class Controller:
     self.refused_checkpoints = 0  # Refusals in a row.
     self.fitted = False
     self._lock: Optional[checkpointing.RunLock] = None
+    self._recorder: Optional[host.LoopRecorder] = None
+    self._eval = None  # (eval_dataset, eval_every, eval_steps) of the current fit, or None.
+    self._evaluator = None
+    self.eval_scalars = events_lib.Scalars(None)
+    self.last_eval: Optional[Dict[str, Any]] = None
+    self.best_eval_loss: Optional[float] = None
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -208,15 +216,24 @@ class Controller:
   # ------------------------------------------------------------------------------------------
   # The outer loop.
   # ------------------------------------------------------------------------------------------
-  def fit(self, dataset, num_steps: int) -> Dict[str, Any]:
-    """Sets the run up (resuming from disk) and runs the host loop to `num_steps`."""
+  def fit(self, dataset, num_steps: int, *, eval_dataset=None, eval_every=None,
+          eval_steps=None) -> Dict[str, Any]:
+    """Sets the run up (resuming from disk) and runs the host loop to `num_steps`, evaluating
+    on `eval_dataset` every `eval_every` steps and at the end."""
     t = self._trainer
+    self._eval = (eval_dataset, eval_every, eval_steps) if eval_dataset is not None else None
+    self.last_eval = None
+    self.best_eval_loss: Optional[float] = None  # This fit's best (not checkpointed).
     start_time = time.perf_counter()
     try:
       restored = self.setup(dataset)
       self.fitted = True
       self.scalars = events_lib.Scalars(
           os.path.join(t.output_dir, 'tensorboard') if t.output_dir else None)
+      # A separate TensorBoard run beside the training one, so the two curves overlay.
+      self.eval_scalars = events_lib.Scalars(
+          os.path.join(t.output_dir, 'tensorboard', 'eval')
+          if t.output_dir and self._eval is not None else None)
       step = int(t.global_step.numpy())
       if restored is not None:
         t.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
@@ -226,7 +243,11 @@ class Controller:
       if stale:
         t.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
       recorder = host.LoopRecorder(emit=t.emit, scalars=self.scalars,
-                                   summary_every=t.summary_every, log_every=t.log_every)
+                                   summary_every=t.summary_every, log_every=t.log_every,
+                                   metrics=t.metric_results if t.metrics else None,
+                                   reset_metrics=t.reset_metrics, num_steps=num_steps,
+                                   verbose=t.verbose)
+      self._recorder = recorder
       signals = host.StopSignals()
       with signals.catching():
         return self._host_loop(num_steps, step, start_time, recorder, signals)
@@ -242,7 +263,7 @@ class Controller:
     status, reason = 'completed', ''
     interrupted_by = stop_checkpoint = None
     last_loss = None
-    last_checkpoint_step = step
+    last_checkpoint_step = last_eval_step = step
     try:
       while step < num_steps:
         n = min(t.steps_per_loop, num_steps - step)
@@ -253,7 +274,7 @@ class Controller:
           # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
           # turns 'dataset empty' into a configuration error.
           empty = step == start_step and t.data_position() == 0
-          reason = 'dataset empty' if empty else 'dataset exhausted'
+          reason = 'dataset empty' if empty else self._exhausted(step, num_steps)
           if empty:
             log.warning('the dataset is empty: no step was run')
           break
@@ -292,6 +313,20 @@ class Controller:
           status, reason = 'interrupted', f'stopped by signal {interrupted_by}'
           t.emit('interrupted', step, signal=interrupted_by)
           break
+        last_eval_step = min(last_eval_step, step)
+        if self._eval_due(step, last_eval_step):
+          diverged = self.eval_divergence(self.evaluate(step))
+          last_eval_step = step
+          if diverged is not None:  # A fault like any other: a Rollback acts on it.
+            decision = host.resolve([diverged], t.policies, self.context())
+            stop_reason = (decision.reason if decision.action == interfaces.ABORT
+                           else self._execute(decision))
+            if stop_reason is not None:
+              status, reason = 'aborted', stop_reason
+              t.emit('abort', step, reason=reason, trigger=diverged.trigger)
+              break
+            step = last_eval_step = int(t.global_step.numpy())
+            last_checkpoint_step = min(last_checkpoint_step, step)
         if step - last_checkpoint_step >= t.checkpoint_every:
           t.save_checkpoint()
           last_checkpoint_step = step
@@ -306,7 +341,7 @@ class Controller:
               break
             step = last_checkpoint_step = int(t.global_step.numpy())
         if data_ended:
-          reason = 'dataset exhausted'
+          reason = self._exhausted(step, num_steps)
           break
     except (errors.NumericsError, errors.CheckpointError) as e:
       # CheckNumerics(mode='raise'), or a checkpoint that could not be written: record the abort
@@ -320,6 +355,13 @@ class Controller:
         pass  # The disk that refused the checkpoint may refuse summary.json too.
       raise
     step = int(t.global_step.numpy())
+    if status == 'completed' and self._eval is not None and (
+        self.last_eval is None or self.last_eval['step'] != step):
+      diverged = self.eval_divergence(self.evaluate(step))
+      if diverged is not None:
+        # No steps left to recover in: the final checkpoint is simply not known good.
+        t.last_fault_step.assign(step)
+        t.emit('eval_divergence', step, reason=diverged.reason, handled='final checkpoint not good')
     if status == 'completed' and step != last_checkpoint_step:
       t.save_checkpoint(reason='end')
     if status == 'completed' and self.refused_checkpoints:
@@ -335,6 +377,54 @@ class Controller:
              if interrupted_by is not None else {})
     return self._finish(status, reason, last_loss, start_step, start_time, **extra)
 
+  @staticmethod
+  def _exhausted(step: int, num_steps: int) -> str:
+    """The note (and warning line) of a run whose data ended before `num_steps`."""
+    reason = f'dataset exhausted at step {step} of {num_steps}'
+    log.warning('%s: the run ends here (repeat the dataset, or lower num_steps)', reason)
+    return reason
+
+  def _eval_due(self, step: int, last_eval_step: int) -> bool:
+    if self._eval is None or self._eval[1] is None:
+      return False
+    every = self._eval[1]
+    return step // every > last_eval_step // every
+
+  def evaluate(self, step: int) -> Dict[str, Any]:
+    """Evaluates on the fit's eval data; records it (event, log line, eval TensorBoard run)."""
+    t = self._trainer
+    dataset, _, steps = self._eval
+    if self._evaluator is None:
+      self._evaluator = evaluation.Evaluator(t)
+    result = self._evaluator.evaluate(dataset, steps)
+    result = dict(step=step, **result)
+    self.last_eval = result
+    t.emit('eval', step, loss=result['loss'], batches=result['batches'],
+           metrics=result['metrics'])
+    shown = ''.join(f'  {k} {v:.4g}' for k, v in result['metrics'].items())
+    if t.verbose:
+      log.info('step %d  eval loss %.5g%s  (%d batches)', step, result['loss'], shown,
+               result['batches'])
+    values = {'loss': result['loss']}
+    values.update({f'metrics/{k}': v for k, v in result['metrics'].items()})
+    self.eval_scalars.write(step, values)
+    return result
+
+  def eval_divergence(self, result: Dict[str, Any]) -> Optional[interfaces.Decision]:
+    """An ESCALATE decision (trigger `eval_divergence`) if the eval loss is non-finite or above
+    `eval_divergence_factor` times this fit's best; None (and the best updated) otherwise."""
+    t = self._trainer
+    loss, best, factor = result['loss'], self.best_eval_loss, t.eval_divergence_factor
+    if not math.isfinite(loss):
+      why = f'eval loss {loss} is non-finite'
+    elif best is not None and factor is not None and loss > factor * max(best, 1e-12):
+      why = f'eval loss {loss:.5g} is above {factor:g} x the best {best:.5g}'
+    else:
+      self.best_eval_loss = loss if best is None else min(best, loss)
+      return None
+    return interfaces.Decision(action=interfaces.ESCALATE, trigger='eval_divergence',
+                               step=result['step'], reason=why)
+
   def _finish(self, status, reason, last_loss, start_step, start_time, **extra) -> Dict[str, Any]:
     """Writes summary.json and flushes the summaries."""
     t = self._trainer
@@ -343,6 +433,7 @@ class Controller:
     summary = self._summary(status, reason, last_loss, step - start_step, elapsed)
     summary.update(extra)
     self.scalars.close()
+    self.eval_scalars.close()
     if t.output_dir:
       events_lib.write_json_atomic(os.path.join(t.output_dir, 'summary.json'), summary)
     t.last_summary = summary
@@ -363,6 +454,11 @@ class Controller:
     }
     for p in t.policies:
       summary.update(p.summary())
+    if self.last_eval is not None:
+      summary['eval'] = dict(self.last_eval)
+    if t.metrics:
+      summary['metrics'] = (self._recorder.metric_window() if self._recorder is not None
+                            else t.metric_results())
     if reason and status != 'completed':
       summary['reason'] = reason
     elif reason:

@@ -1,6 +1,6 @@
 """Seeded synthetic datasets (no download) for the shipped configs, tests and benchmarks."""
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -69,7 +69,8 @@ def synthetic_classification(*, num_examples: int = 1000, num_features: int = 64
                              num_classes: int = 10, batch_size: int = 32, scale: float = 1.0,
                              seed: int = 0, repeat: bool = True,
                              poison_batches: Sequence[int] = (),
-                             poison_value: float = float('nan')) -> tf.data.Dataset:
+                             poison_value: float = float('nan'),
+                             sample_seed: Optional[int] = None) -> tf.data.Dataset:
   """Gaussian clusters, one per class; labels are int32 class indices (for sparse CE from logits).
 
   Args:
@@ -82,11 +83,15 @@ def synthetic_classification(*, num_examples: int = 1000, num_features: int = 64
     repeat: cycle forever.
     poison_batches: batch indices whose first feature becomes `poison_value`.
     poison_value: the value injected (NaN by default).
+    sample_seed: draws the examples (not the class centers) from this seed: a held-out set of the
+      same problem (e.g. an eval set); None: from `seed`, after the centers.
   """
   _validate(num_examples, num_features, batch_size)
   errors.check_int('dataset', 'num_classes', num_classes, minimum=2)
   rng = np.random.RandomState(seed)
   centers = rng.normal(size=(num_classes, num_features)).astype(np.float32)
+  if sample_seed is not None:
+    rng = np.random.RandomState(errors.check_int('dataset', 'sample_seed', sample_seed))
   labels = rng.randint(0, num_classes, size=num_examples).astype(np.int32)
   x = (centers[labels] + rng.normal(size=(num_examples, num_features))) * scale
   return _batched(x.astype(np.float32), labels, batch_size, repeat, poison_batches, poison_value)

@@ -5,7 +5,7 @@ import contextlib
 import logging
 import signal
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -42,7 +42,24 @@ def resolve(decisions: Sequence[interfaces.Decision], policies: Sequence[interfa
 class LoopRecorder:
   """Writes one loop of reports out: `skip` events, TensorBoard scalars, progress lines."""
 
-  def __init__(self, *, emit: Callable[..., object], scalars, summary_every: int, log_every: int):
+  def __init__(self, *, emit: Callable[..., object], scalars, summary_every: int, log_every: int,
+               metrics: Optional[Callable[[], Dict[str, float]]] = None,
+               reset_metrics: Optional[Callable[[], None]] = None,
+               num_steps: Optional[int] = None, verbose: bool = True):
+    """Args: emit: writes an event; scalars: `events.Scalars`; summary_every, log_every: in
+    steps; metrics, reset_metrics: the Trainer's metric values (read at the end of a loop that
+    holds a progress step, shown on its lines and written as scalars) and their reset (after it);
+    num_steps: the run's target global step (percent and ETA on the progress lines);
+    verbose: False writes no progress lines.
+    """
+    self._verbose = verbose
+    self._num_steps = num_steps
+    self._window_losses = []  # Applied, finite losses since the last progress line.
+    self._loops = 0  # The first loop of a fit holds the tracing: left out of steps/s.
+    self._metrics = metrics
+    self._reset_metrics = reset_metrics
+    self.last_metrics: Dict[str, float] = {}  # The values of the last metric window shown.
+    self._applied_since_reset = 0
     self._emit = emit
     self._scalars = scalars
     self._summary_every = summary_every
@@ -55,6 +72,10 @@ class LoopRecorder:
     skipped = ~reports.applied.astype(bool)
     # The counter after each step, derived from its value after the loop.
     skipped_after = skipped_total - np.cumsum(skipped[::-1])[::-1] + skipped
+    self._applied_since_reset += int(reports.applied.astype(bool).sum())
+    logs = any(int(s) % self._log_every == 0 for s in reports.step)
+    # One window per loop end that holds a progress step (steps_per_loop rounds the window up).
+    metrics = self._metrics() if (self._metrics is not None and logs) else {}
     for i in range(reports.num_steps):
       step = int(reports.step[i])
       fault = reports.fault(i)
@@ -66,13 +87,50 @@ class LoopRecorder:
                   for f in interfaces.REPORT_FIELDS if f.scalar}
         values.update(skipped_steps=float(skipped_after[i]), skipped=float(skipped[i]))
         self._scalars.write(step, values)
-      self._steps += 1
-      if step % self._log_every == 0:
+      if not skipped[i] and np.isfinite(reports.loss[i]):
+        self._window_losses.append(float(reports.loss[i]))
+      if self._loops:
+        self._steps += 1
+      if self._verbose and step % self._log_every == 0:
         now = time.perf_counter()
-        rate = self._steps / max(now - self._time, 1e-9)
-        self._steps, self._time = 0, now
-        log.info('step %d  loss %.5g  grad_norm %.4g  %.1f steps/s  skips %d', step,
-                 reports.loss[i], reports.grad_norm[i], rate, int(skipped_after[i]))
+        rate = self._steps / (now - self._time) if self._steps else None
+        if self._loops:
+          self._steps, self._time = 0, now
+        shown = ''.join(f'  {name} {value:.4g}' for name, value in metrics.items())
+        mean = np.mean(self._window_losses) if self._window_losses else float('nan')
+        self._window_losses = []
+        log.info('step %d%s  loss %.5g  grad_norm %.4g  %s  skips %d%s', step,
+                 self._progress(step, rate), mean, reports.grad_norm[i],
+                 f'{rate:.1f} steps/s' if rate else '- steps/s (tracing)',
+                 int(skipped_after[i]), shown)
+      if metrics and step % self._log_every == 0:
+        self._scalars.write(step, {f'metrics/{k}': v for k, v in metrics.items()})
+    if not self._loops:  # Steps/s from here on: the first loop traced the step.
+      self._time = time.perf_counter()
+    self._loops += 1
+    if metrics:
+      self.last_metrics = metrics
+      if self._reset_metrics is not None:
+        self._reset_metrics()
+        self._applied_since_reset = 0
+
+  def _progress(self, step: int, rate: Optional[float]) -> str:
+    """'/N (P%, ETA 1m05s)' for a run with a target step; '' otherwise."""
+    if not self._num_steps:
+      return ''
+    text = f'/{self._num_steps} ({100.0 * step / self._num_steps:.0f}%'
+    if rate:
+      eta = int(round(max(self._num_steps - step, 0) / rate))
+      text += f', ETA {eta // 3600}h{eta % 3600 // 60:02d}m' if eta >= 3600 else (
+          f', ETA {eta // 60}m{eta % 60:02d}s')
+    return text + ')'
+
+  def metric_window(self) -> Dict[str, float]:
+    """The last metric window: the open one if an applied step counted since the last progress
+    line (the run's end), else the last one shown."""
+    if self._metrics is not None and self._applied_since_reset:
+      return self._metrics()
+    return dict(self.last_metrics)
 
 
 class StopSignals:

@@ -25,6 +25,7 @@ class TrainLoop:
     self.step_fn = None
     self.loop_fn = None
     self.checks_variables = False
+    self._metric_inputs = None  # (labels, predictions) of the step being traced, for the metrics.
 
   @property
   def built(self) -> bool:
@@ -87,7 +88,16 @@ class TrainLoop:
     # Read before the forward pass assigns: automatic control dependencies order the reads and
     # the layers' assigns of each variable in program order (under XLA too).
     snapshot = [tf.identity(v) for v in t.forward_state()]
+    t._traced_predictions = None  # pylint: disable=protected-access
     loss, grads, input_ok, outputs_ok = t.loss_and_gradients(batch)
+    metric_inputs = None
+    if t.metrics:
+      if t._traced_predictions is None:  # pylint: disable=protected-access
+        raise errors.ConfigError(
+            'Trainer: metrics need the predictions, but this compute_loss does not call '
+            'self.forward(features, training); call it, or drop the metrics.')
+      metric_inputs = (t.split_batch(batch)[1], t._traced_predictions)  # pylint: disable=protected-access
+    self._metric_inputs = metric_inputs
     inputs_bad = tf.cast(tf.logical_not(input_ok), tf.float32)
     outputs_bad = tf.cast(tf.logical_not(outputs_ok), tf.float32)
     grads, loss, inputs_bad, outputs_bad = step_lib.aggregate(
@@ -130,6 +140,8 @@ class TrainLoop:
           t.strategy.run(self.apply_aggregated, (grads,))
       else:
         t.apply_gradients(grads)
+        if self._metric_inputs is not None:  # Applied steps only: a skipped batch never counts.
+          t.update_metrics(*self._metric_inputs)
       return tf.constant(True)
 
     def skip():

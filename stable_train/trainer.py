@@ -13,6 +13,7 @@ from stable_train import clipping
 from stable_train import controller as controller_lib
 from stable_train import distribute
 from stable_train import errors
+from stable_train import evaluation
 from stable_train import events as events_lib
 from stable_train import faults as faults_lib
 from stable_train import inputs as inputs_lib
@@ -66,6 +67,43 @@ def default_policies() -> List[interfaces.Policy]:
   return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite()]
 
 
+def show_progress(logger: logging.Logger) -> None:
+  """Makes `logger`'s INFO progress lines visible when nothing else would show them: with no
+  handler on it or on the root logger (a plain library caller), a stderr handler at INFO."""
+  if logger.handlers or logging.getLogger().handlers:
+    return  # Configured by the caller (absl in the CLI, logging.basicConfig, pytest).
+  handler = logging.StreamHandler()
+  handler.setFormatter(logging.Formatter('%(message)s'))
+  logger.addHandler(handler)
+  if logger.level == logging.NOTSET or logger.level > logging.INFO:
+    logger.setLevel(logging.INFO)
+
+
+def _check_metrics(metrics, strategy) -> List[keras.metrics.Metric]:
+  """The validated `Trainer(metrics=...)` list (ConfigError naming the bad value)."""
+  if metrics is None:
+    return []
+  if isinstance(metrics, (keras.metrics.Metric, str)) or not hasattr(metrics, '__iter__'):
+    raise errors.ConfigError(
+        f'Trainer: metrics={metrics!r} must be a list of Keras metrics, e.g. '
+        '[keras.metrics.SparseCategoricalAccuracy()].')
+  metrics = list(metrics)
+  for m in metrics:
+    if isinstance(m, type):
+      raise errors.ConfigError(
+          f'Trainer: metrics contains the class {m.__name__}; pass an instance (in gin: add "()").')
+    if not isinstance(m, keras.metrics.Metric):
+      raise errors.ConfigError(f'Trainer: metrics contains {m!r}, which is not a Keras metric.')
+  names = [m.name for m in metrics]
+  if len(set(names)) != len(names):
+    raise errors.ConfigError(f'Trainer: metric names must be unique, got {names}; pass name=... .')
+  if metrics and distribute.uses_distributed_input(strategy):
+    raise errors.ConfigError(
+        f'Trainer: metrics={names} are not supported under {type(strategy).__name__} yet; '
+        'train on one device, or compute them after the run (export.load_for_inference).')
+  return metrics
+
+
 def _state_variable(name: str) -> property:
   """A read-only Trainer attribute for one `TrainState` variable (e.g. `trainer.global_step`)."""
   return property(lambda self: getattr(self.state, name),
@@ -93,7 +131,8 @@ class Trainer:
                checkpoint_every: int = 100, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
                max_refused_checkpoints: int = 2, strategy=None,
-               faults: Optional[faults_lib.Faults] = None):
+               faults: Optional[faults_lib.Faults] = None, metrics: Optional[Sequence] = None,
+               eval_divergence_factor: Optional[float] = 10.0, verbose: bool = True):
     """Initialises the Trainer.
 
     Args:
@@ -119,6 +158,16 @@ class Trainer:
         aborts naming the variable), so a run never ends "completed" with a stale checkpoint.
       strategy: a `tf.distribute.Strategy`; None means the current one (the default strategy).
       faults: a `faults.Faults` plan to rehearse failure (put before the policies); None: none.
+      metrics: Keras metrics (e.g. `[keras.metrics.SparseCategoricalAccuracy()]`) updated with
+        (labels, predictions) by applied steps only (a skipped batch never counts), reset after
+        each progress line; not checkpointed. Single-device runs only for now.
+      eval_divergence_factor: an evaluation (fit's `eval_dataset`) whose loss is non-finite or
+        above this factor times the best eval loss of the run so far is a fault (trigger
+        `eval_divergence`: a Rollback policy rolls back, otherwise the run aborts); None: only a
+        non-finite eval loss is.
+      verbose: write progress lines (every `log_every` steps and each evaluation) to the
+        'stable_train' logger at INFO; a library caller with no logging configured gets a
+        stderr handler on that logger. False: no progress lines (warnings still show).
     """
     for name, value, example in (('model', model, 'models.mlp()'),
                                  ('optimizer', optimizer, 'keras.optimizers.Adam()'),
@@ -173,6 +222,19 @@ class Trainer:
     self.log_every = positive('log_every', log_every)
     self.summary_every = positive('summary_every', summary_every)
     self.healthy_window = errors.check_int('Trainer', 'healthy_window', healthy_window)
+    if eval_divergence_factor is not None and (
+        isinstance(eval_divergence_factor, bool)
+        or not isinstance(eval_divergence_factor, (int, float)) or not eval_divergence_factor > 1):
+      raise errors.ConfigError(f'Trainer: eval_divergence_factor={eval_divergence_factor!r} must '
+                               'be a number > 1, or None.')
+    self.eval_divergence_factor = (None if eval_divergence_factor is None
+                                   else float(eval_divergence_factor))
+    if not isinstance(verbose, bool):
+      raise errors.ConfigError(f'Trainer: verbose={verbose!r} must be True or False.')
+    self.verbose = verbose
+    if verbose:
+      show_progress(log)
+    self.metrics = _check_metrics(metrics, strategy or tf.distribute.get_strategy())
     self.max_refused_checkpoints = positive('max_refused_checkpoints', max_refused_checkpoints)
     if (precision_lib.compute_dtype(model) == 'float16' and
         not any(isinstance(p, precision_lib.DynamicLossScale) for p in policies)):
@@ -210,6 +272,7 @@ class Trainer:
     self._variable_paths: List[str] = []
     self._input_paths: List[str] = []
     self._traced_output_flags: List[tf.Tensor] = []
+    self._traced_predictions = None  # The last traced forward pass's outputs (for the metrics).
     self._report_dtypes = step_lib.report_dtypes()
     self._random_states: List[tf.Variable] = []  # The global generators' states (`_build`).
     self._input = inputs_lib.InputPosition(
@@ -245,6 +308,7 @@ class Trainer:
       outputs = self.model(features, training=training)
     else:
       outputs = self.model(features)
+    self._traced_predictions = outputs  # The metrics' predictions (the last forward pass).
     # Recorded for the report (were the outputs already non-finite?).
     self._traced_output_flags.append(
         tf.reduce_all([tf.reduce_all(tf.math.is_finite(o)) for o in tf.nest.flatten(outputs)
@@ -261,6 +325,20 @@ class Trainer:
     if regularization:  # float32 terms under mixed precision; float64 ones under float64.
       loss = loss + tf.add_n([tf.cast(r, loss.dtype) for r in regularization])
     return loss
+
+  def update_metrics(self, labels, predictions) -> None:
+    """Updates every metric with one applied batch. Traced (the step's apply branch only)."""
+    for m in self.metrics:
+      m.update_state(labels, predictions)
+
+  def metric_results(self) -> Dict[str, float]:
+    """The metrics' values since their last reset (eager)."""
+    return {m.name: float(m.result()) for m in self.metrics}
+
+  def reset_metrics(self) -> None:
+    """Starts a new metric window (eager)."""
+    for m in self.metrics:
+      m.reset_state()
 
   def apply_gradients(self, grads):
     """Applies aggregated, transformed gradients with the optimizer. Traced."""
@@ -466,13 +544,20 @@ class Trainer:
   # ------------------------------------------------------------------------------------------
   # fit.
   # ------------------------------------------------------------------------------------------
-  def fit(self, dataset: tf.data.Dataset, *, num_steps: int) -> Dict[str, Any]:
+  def fit(self, dataset: tf.data.Dataset, *, num_steps: int,
+          eval_dataset: Optional[tf.data.Dataset] = None, eval_every: Optional[int] = None,
+          eval_steps: Optional[int] = None) -> Dict[str, Any]:
     """Trains until the global step reaches `num_steps` (a total, so a resumed run stops at the same
     step) or the dataset ends.
 
     Args:
       dataset: a `tf.data.Dataset` of (features, labels) pairs or dicts with a 'labels' key.
       num_steps: the global step to stop at.
+      eval_dataset: held-out data: loss and metrics on it (inference mode, no state change)
+        every `eval_every` steps and at the end of a completed run; None: no evaluation.
+      eval_every: evaluate when the global step reaches a multiple of this (rounded to loop
+        ends); None: only at the end.
+      eval_steps: batches per evaluation, from the eval data's start; None: all of it.
 
     Returns:
       The run summary (also written to `<model_dir>/summary.json`).
@@ -480,6 +565,9 @@ class Trainer:
     if not isinstance(dataset, tf.data.Dataset):
       raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
     num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
+    eval_every, eval_steps = evaluation.check_eval_args(self.strategy, eval_dataset, eval_every,
+                                                        eval_steps)
     if self.faults is not None:
       dataset = self.faults.wrap_dataset(dataset)
-    return self._controller.fit(dataset, num_steps)
+    return self._controller.fit(dataset, num_steps, eval_dataset=eval_dataset,
+                                eval_every=eval_every, eval_steps=eval_steps)

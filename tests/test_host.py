@@ -65,6 +65,31 @@ class LoopRecorderTest(tf.test.TestCase):
     by_step = {s: v['skipped_steps'] for s, v in scalars.written}
     self.assertEqual(by_step, {11: 5.0, 12: 6.0, 13: 6.0, 14: 7.0})
 
+  def test_progress_lines_show_the_window_mean_percent_eta_and_rate_without_tracing(self):
+    recorder = host.LoopRecorder(emit=lambda *a, **f: None, scalars=_Scalars(), summary_every=100,
+                                 log_every=4, num_steps=16)
+
+    def loop(first_step, losses, applied):
+      n = len(losses)
+      applied = np.array(applied)
+      return interfaces.StepReports(
+          step=np.arange(first_step, first_step + n), loss=np.array(losses),
+          grad_norm=np.ones(n), clipped_grad_norm=np.ones(n), loss_finite=np.isfinite(losses),
+          grads_finite=applied, inputs_finite=np.ones(n, bool), outputs_finite=np.ones(n, bool),
+          first_bad_grad=-np.ones(n, int), first_bad_input=-np.ones(n, int), applied=applied,
+          learning_rate=np.ones(n), variable_paths=['w'])
+
+    with self.assertLogs('stable_train', level='INFO') as logs:
+      recorder.record(loop(1, [1.0, 2.0, float('nan'), 3.0], [True, True, False, True]), 1)
+      recorder.record(loop(5, [4.0, 4.0, 4.0, 8.0], [True] * 4), 1)
+    first, second = logs.output
+    # The mean of the window's applied losses (the skipped NaN left out), not the last batch.
+    self.assertIn('step 4/16 (25%)  loss 2 ', first)
+    self.assertIn('- steps/s (tracing)', first)  # The first loop traced: no rate, no ETA.
+    self.assertIn('step 8/16 (50%, ETA ', second)
+    self.assertIn('loss 5 ', second)
+    self.assertRegex(second, r'[0-9.]+ steps/s')
+
 
 class StopSignalsTest(tf.test.TestCase):
 
@@ -86,3 +111,54 @@ class StopSignalsTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class VerboseTest(tf.test.TestCase):
+
+  def test_verbose_false_writes_no_progress_lines(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    data = tf.data.Dataset.from_tensor_slices(
+        (np.ones((8, 2), np.float32), np.ones((8, 1), np.float32))).batch(2)
+
+    def fit(verbose):
+      t = trainer_lib.Trainer(model=keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]),
+                              optimizer=keras.optimizers.SGD(0.01),
+                              loss=keras.losses.MeanSquaredError(), model_dir=None, log_every=1,
+                              verbose=verbose)
+      t.fit(data, num_steps=2, eval_dataset=data)
+
+    with self.assertLogs('stable_train', level='INFO') as logs:
+      fit(True)
+    self.assertLen([l for l in logs.output if 'steps/s' in l], 2)
+    self.assertLen([l for l in logs.output if 'eval loss' in l], 1)
+    with self.assertNoLogs('stable_train', level='INFO'):
+      fit(False)
+
+  def test_a_library_caller_without_logging_gets_a_handler(self):
+    import logging  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    logger = logging.getLogger('stable_train.test_verbose')
+    try:
+      root.handlers = []
+      trainer_lib.show_progress(logger)
+      self.assertLen(logger.handlers, 1)
+      self.assertEqual(logger.level, logging.INFO)
+      root.handlers = saved or [logging.NullHandler()]
+      other = logging.getLogger('stable_train.test_verbose_configured')
+      trainer_lib.show_progress(other)
+      self.assertEqual(other.handlers, [])  # Configured by the caller: left alone.
+    finally:
+      root.handlers = saved
+      logger.handlers = []
+
+  def test_bad_verbose_is_a_config_error(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    from stable_train import errors  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    with self.assertRaisesRegex(errors.ConfigError, 'verbose=1'):
+      trainer_lib.Trainer(model=keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]),
+                          optimizer=keras.optimizers.SGD(0.01),
+                          loss=keras.losses.MeanSquaredError(), model_dir=None, verbose=1)

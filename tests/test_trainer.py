@@ -132,7 +132,8 @@ class ValidationTest(tf.test.TestCase):
     summary = make_trainer(model_dir=self.get_temp_dir()).fit(empty, num_steps=5)
     self.assertEqual((summary['global_step'], summary['note']), (0, 'dataset empty'))
     summary = make_trainer().fit(make_data(num_batches=3), num_steps=5)  # Ends, not empty.
-    self.assertEqual((summary['global_step'], summary['note']), (3, 'dataset exhausted'))
+    self.assertEqual((summary['global_step'], summary['note']),
+                     (3, 'dataset exhausted at step 3 of 5'))
     unbuilt = keras.Sequential([keras.layers.Dense(1)])
     with self.assertRaisesRegex(errors.ConfigError, 'dataset is empty'):
       trainer_lib.Trainer(model=unbuilt, optimizer=keras.optimizers.Adam(),
@@ -279,10 +280,12 @@ class LoopTest(tf.test.TestCase):
 
   def test_dataset_end_stops_the_run(self):
     t = make_trainer(steps_per_loop=4)
-    summary = t.fit(make_data(num_batches=6), num_steps=100)
+    with self.assertLogs('stable_train', level='WARNING') as logs:
+      summary = t.fit(make_data(num_batches=6), num_steps=100)
     self.assertEqual(summary['status'], 'completed')
     self.assertEqual(summary['global_step'], 6)
-    self.assertEqual(summary['note'], 'dataset exhausted')
+    self.assertEqual(summary['note'], 'dataset exhausted at step 6 of 100')
+    self.assertTrue(any('dataset exhausted at step 6 of 100' in l for l in logs.output))
 
   def test_dict_batches_and_plain_module_model(self):
 
@@ -434,3 +437,73 @@ class CheckpointTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class CountSamples(keras.metrics.Metric):
+  """A tiny metric: the number of samples it was updated with (proves which batches counted)."""
+
+  def __init__(self, name='samples'):
+    super().__init__(name=name)
+    self.samples = self.add_variable(shape=(), initializer='zeros', name='samples')
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    del y_pred, sample_weight
+    self.samples.assign_add(tf.cast(tf.shape(y_true)[0], self.dtype))
+
+  def result(self):
+    return self.samples
+
+
+class MetricsTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(1, 2)
+  def test_only_applied_steps_count_and_windows_reset(self, steps_per_loop):
+    model_dir = self.get_temp_dir() + f'/m{steps_per_loop}'
+    t = make_trainer(model_dir, steps_per_loop=steps_per_loop, log_every=2,
+                     metrics=[CountSamples(), keras.metrics.MeanAbsoluteError(name='mae')])
+    with self.assertLogs('stable_train', level='INFO') as logs:
+      summary = t.fit(make_data(num_batches=6, batch_size=4, poison=(2,)), num_steps=6)
+    self.assertEqual(summary['skipped_steps'], 1)
+    # Windows (steps 1-2, 3-4, 5-6): step 3's NaN batch was skipped and never counted.
+    lines = [l for l in logs.output if 'samples' in l]
+    self.assertLen(lines, 3)
+    self.assertIn('samples 8', lines[0])
+    self.assertIn('samples 4', lines[1])
+    self.assertIn('samples 8', lines[2])
+    self.assertEqual(summary['metrics']['samples'], 8.0)
+    self.assertTrue(np.isfinite(summary['metrics']['mae']))
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      self.assertEqual(json.load(f)['metrics']['samples'], 8.0)
+    # Written as TensorBoard scalars too.
+    tags = set()
+    for name in os.listdir(os.path.join(model_dir, 'tensorboard')):
+      for event in tf.compat.v1.train.summary_iterator(
+          os.path.join(model_dir, 'tensorboard', name)):
+        tags.update(v.tag for v in event.summary.value)
+    self.assertIn('metrics/samples', tags)
+
+  def test_the_open_window_is_the_summary_and_resume_is_unaffected(self):
+    model_dir = self.get_temp_dir() + '/resume'
+    t = make_trainer(model_dir, log_every=4, checkpoint_every=2, metrics=[CountSamples()])
+    summary = t.fit(make_data(num_batches=10, batch_size=4), num_steps=6)
+    self.assertEqual(summary['metrics']['samples'], 8.0)  # Steps 5-6, no progress line yet.
+    # A fresh Trainer resumes from the checkpoint (metric variables are not in it) and counts anew.
+    t2 = make_trainer(model_dir, log_every=4, metrics=[CountSamples()])
+    summary = t2.fit(make_data(num_batches=10, batch_size=4), num_steps=9)
+    self.assertEqual(summary['steps_this_run'], 3)
+    self.assertEqual(summary['metrics']['samples'], 4.0)  # Step 9 (steps 7-8 had a line at 8).
+
+  def test_bad_metrics_are_config_errors(self):
+    for bad, words in ((keras.metrics.Accuracy(), 'must be a list'),
+                       ([keras.metrics.Accuracy], 'pass an instance'),
+                       (['accuracy'], 'not a Keras metric'),
+                       ([CountSamples(), CountSamples()], 'unique')):
+      with self.assertRaisesRegex(errors.ConfigError, words):
+        make_trainer(metrics=bad)
+
+  def test_gin_binds_keras_metrics(self):
+    import gin  # pylint: disable=g-import-not-at-top
+    from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
+    gin.parse_config('m = [@keras.metrics.SparseCategoricalAccuracy()]')
+    metric = gin.query_parameter('%m')
+    self.assertLen(metric, 1)

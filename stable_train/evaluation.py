@@ -1,0 +1,95 @@
+"""`Evaluator`: loss and metrics of a Trainer's model on held-out data, in inference mode."""
+
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+
+from stable_train import errors
+
+_ALL = 2**62  # "every batch": the traced loop stops when the data ends.
+
+
+class Evaluator:
+  """One traced evaluation loop over a dataset: `compute_loss(batch, training=False)` and fresh
+  copies of the Trainer's metrics, with no state change (no optimizer, no counters; BatchNorm and
+  Dropout in inference mode). The loss is the mean of the batch losses."""
+
+  def __init__(self, trainer):
+    """Args: trainer: the `Trainer` whose `compute_loss`, `split_batch` and metrics are used."""
+    self._trainer = trainer
+    # Copies: evaluation never mixes into the training windows.
+    self.metrics = [type(m).from_config(m.get_config()) for m in trainer.metrics]
+    self._loop_fn = tf.function(self._loop)
+
+  def _loop(self, iterator, num_batches):
+    """Traced: the summed loss and the number of batches evaluated."""
+    t = self._trainer
+    total = tf.constant(0.0, tf.float64)
+    count = tf.constant(0, tf.int64)
+    for _ in tf.range(num_batches):
+      optional = iterator.get_next_as_optional()
+      if not optional.has_value():
+        break
+      total += tf.cast(self._evaluate_batch(optional.get_value()), tf.float64)
+      count += 1
+    return total, count
+
+  def _evaluate_batch(self, batch):
+    """Traced: one batch's loss; updates the metrics. (Its own method: AutoGraph would make the
+    Trainer attributes assigned here loop variables of `_loop`, reading stale tensors.)"""
+    t = self._trainer
+    t._traced_predictions = None  # pylint: disable=protected-access
+    t._traced_output_flags = []  # pylint: disable=protected-access
+    loss = t.compute_loss(batch, training=False)
+    if self.metrics:
+      predictions = t._traced_predictions  # pylint: disable=protected-access
+      if predictions is None:
+        raise errors.ConfigError(
+            'Trainer: metrics need the predictions, but this compute_loss does not call '
+            'self.forward(features, training); call it, or drop the metrics.')
+      labels = t.split_batch(batch)[1]
+      for m in self.metrics:
+        m.update_state(labels, predictions)
+    return loss
+
+  def evaluate(self, dataset: tf.data.Dataset, steps: Optional[int]) -> Dict[str, Any]:
+    """Evaluates `steps` batches (None: all) from the start of `dataset`.
+
+    Returns:
+      {'loss': the mean batch loss (NaN or Inf as they came), 'batches': n, 'metrics': {name: value}}.
+    """
+    for m in self.metrics:
+      m.reset_state()
+    total, count = self._loop_fn(iter(dataset), tf.constant(steps or _ALL, tf.int64))
+    count = int(count.numpy())
+    if count == 0:
+      raise errors.ConfigError('the eval dataset is empty (not one batch): check '
+                               'train.eval_dataset_fn / fit(eval_dataset=...).')
+    loss = float(total.numpy()) / count
+    return {'loss': loss, 'batches': count, 'metrics': {m.name: float(m.result()) for m in self.metrics}}
+
+
+def check_eval_args(strategy, eval_dataset, eval_every, eval_steps):
+  """Validates `fit`'s eval arguments; returns (eval_every, eval_steps)."""
+  if eval_dataset is None:
+    if eval_every is not None or eval_steps is not None:
+      raise errors.ConfigError(
+          f'Trainer.fit: eval_every={eval_every!r} / eval_steps={eval_steps!r} need an '
+          'eval_dataset.')
+    return None, None
+  if not isinstance(eval_dataset, tf.data.Dataset):
+    raise errors.ConfigError(
+        f'Trainer.fit: eval_dataset={eval_dataset!r} must be a tf.data.Dataset.')
+  from stable_train import distribute  # pylint: disable=g-import-not-at-top
+  if distribute.uses_distributed_input(strategy):
+    raise errors.ConfigError(
+        f'Trainer.fit: eval_dataset is not supported under {type(strategy).__name__} yet; '
+        'evaluate on one device, or after the run (export.load_for_inference).')
+  if eval_every is not None:
+    eval_every = errors.check_int('Trainer.fit', 'eval_every', eval_every, minimum=1)
+  if eval_steps is not None:
+    eval_steps = errors.check_int('Trainer.fit', 'eval_steps', eval_steps, minimum=1)
+  elif int(eval_dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY):
+    raise errors.ConfigError(
+        'Trainer.fit: eval_dataset repeats forever; set eval_steps (batches per evaluation).')
+  return eval_every, eval_steps

@@ -1,0 +1,201 @@
+"""Tests for stable_train.evaluation and evaluation during `Trainer.fit`."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train import data
+from stable_train import errors
+from stable_train import events
+from stable_train import evaluation
+from stable_train import models
+from stable_train import trainer as trainer_lib
+
+
+def images(num_examples=32, seed=0, repeat=False):
+  return data.synthetic_images(num_examples=num_examples, image_shape=(8, 8, 3), num_classes=4,
+                               batch_size=8, seed=seed, repeat=repeat)
+
+
+def make_trainer(model_dir=None, **kwargs):
+  return trainer_lib.Trainer(
+      model=models.convnet_bn(image_shape=(8, 8, 3), num_classes=4, filters=(4,), dropout=0.5),
+      optimizer=keras.optimizers.Adam(1e-2),
+      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      model_dir=model_dir, metrics=[keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
+      **kwargs)
+
+
+def inference_loss_and_accuracy(model, dataset):
+  """What evaluation must compute: the mean batch loss and the accuracy, training=False."""
+  loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  losses, right, total = [], 0, 0
+  for x, y in dataset:
+    logits = model(x, training=False)
+    losses.append(float(loss_fn(y, logits)))
+    right += int(np.sum(np.argmax(logits.numpy(), -1) == y.numpy()))
+    total += int(y.shape[0])
+  return float(np.mean(losses)), right / total
+
+
+class EvaluatorTest(tf.test.TestCase):
+
+  def test_inference_mode_and_no_state_change(self):
+    t = make_trainer()
+    t.fit(images(repeat=True), num_steps=3)  # BatchNorm statistics move away from their start.
+    before = {v.path: v.numpy().copy() for v in t.model.variables + t.optimizer.variables}
+    result = evaluation.Evaluator(t).evaluate(images(seed=1), None)
+    for v in t.model.variables + t.optimizer.variables:
+      self.assertTrue(np.array_equal(before[v.path], v.numpy()), f'{v.path} changed')
+    self.assertEqual(int(t.global_step.numpy()), 3)
+    loss, accuracy = inference_loss_and_accuracy(t.model, images(seed=1))
+    self.assertEqual(result['batches'], 4)
+    self.assertAllClose(result['loss'], loss, rtol=1e-5)
+    self.assertAllClose(result['metrics']['accuracy'], accuracy)
+
+  def test_eval_steps_limits_the_batches(self):
+    t = make_trainer()
+    t.fit(images(repeat=True), num_steps=1)
+    self.assertEqual(evaluation.Evaluator(t).evaluate(images(), 2)['batches'], 2)
+
+
+class FitEvalTest(tf.test.TestCase):
+
+  def test_every_n_steps_and_at_the_end(self):
+    model_dir = self.get_temp_dir() + '/run'
+    t = make_trainer(model_dir, log_every=2)
+    summary = t.fit(images(repeat=True), num_steps=5, eval_dataset=images(seed=1), eval_every=2)
+    evals = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+             if e['event'] == 'eval']
+    self.assertEqual([e['step'] for e in evals], [2, 4, 5])
+    loss, accuracy = inference_loss_and_accuracy(t.model, images(seed=1))
+    self.assertEqual(summary['eval']['step'], 5)
+    self.assertAllClose(summary['eval']['loss'], loss, rtol=1e-5)
+    self.assertAllClose(summary['eval']['metrics']['accuracy'], accuracy)
+    self.assertAllClose(evals[-1]['loss'], loss, rtol=1e-5)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      self.assertEqual(json.load(f)['eval']['step'], 5)
+    # A separate TensorBoard run beside the training one.
+    eval_dir = os.path.join(model_dir, 'tensorboard', 'eval')
+    tags = set()
+    for name in os.listdir(eval_dir):
+      for event in tf.compat.v1.train.summary_iterator(os.path.join(eval_dir, name)):
+        tags.update(v.tag for v in event.summary.value)
+    self.assertEqual(tags, {'loss', 'metrics/accuracy'})
+    # Training metrics were not mixed with the eval ones (separate metric objects).
+    self.assertIn('accuracy', summary['metrics'])
+
+  def test_only_at_the_end_without_eval_every(self):
+    t = make_trainer(self.get_temp_dir() + '/end')
+    summary = t.fit(images(repeat=True), num_steps=3, eval_dataset=images(seed=1), eval_steps=1)
+    self.assertEqual(summary['eval']['step'], 3)
+    self.assertEqual(summary['eval']['batches'], 1)
+
+  def test_bad_eval_arguments_are_config_errors(self):
+    t = make_trainer()
+    for kwargs, words in (
+        (dict(eval_every=2), 'need an eval_dataset'),
+        (dict(eval_dataset=[1, 2]), 'must be a tf.data.Dataset'),
+        (dict(eval_dataset=images(), eval_every=0), 'eval_every=0'),
+        (dict(eval_dataset=images(), eval_steps=1.5), 'eval_steps=1.5'),
+        (dict(eval_dataset=images(repeat=True)), 'repeats forever')):
+      with self.assertRaisesRegex(errors.ConfigError, words):
+        t.fit(images(repeat=True), num_steps=1, **kwargs)
+
+  def test_cli_binds_the_eval_data(self):
+    import gin  # pylint: disable=g-import-not-at-top
+    from stable_train import cli  # pylint: disable=g-import-not-at-top
+    from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
+    model_dir = self.get_temp_dir() + '/cli'
+    gin.parse_config([
+        'train.num_steps = 4', 'train.eval_every = 2', 'train.eval_steps = 1',
+        'train.dataset_fn = @synthetic_regression',
+        'train.eval_dataset_fn = @eval/synthetic_regression',
+        'synthetic_regression.num_features = 4', 'synthetic_regression.batch_size = 4',
+        'eval/synthetic_regression.seed = 7',
+        'Trainer.model = @mlp()', 'mlp.input_dim = 4', 'mlp.hidden = (4,)',
+        'Trainer.optimizer = @keras.optimizers.SGD()',
+        'Trainer.loss = @keras.losses.MeanSquaredError()',
+    ])
+    summary = cli.train(model_dir=model_dir)
+    self.assertEqual(summary['eval']['step'], 4)
+    self.assertEqual(summary['eval']['batches'], 1)
+    self.assertTrue(np.isfinite(summary['eval']['loss']))
+
+
+class BadEvalTrainer(trainer_lib.Trainer):
+  """A Trainer whose eval loss is multiplied by `eval_scale` (NaN: a non-finite eval loss)."""
+
+  def __init__(self, eval_scale, **kwargs):
+    super().__init__(**kwargs)
+    self.eval_scale = tf.Variable(eval_scale, dtype=tf.float32, trainable=False)
+
+  def compute_loss(self, batch, training):
+    loss = super().compute_loss(batch, training)
+    return loss if training else loss * tf.cast(self.eval_scale, loss.dtype)
+
+
+def make_bad_eval_trainer(model_dir, eval_scale=float('nan'), **kwargs):
+  return BadEvalTrainer(
+      eval_scale,
+      model=models.convnet_bn(image_shape=(8, 8, 3), num_classes=4, filters=(4,), dropout=0.5),
+      optimizer=keras.optimizers.Adam(1e-2),
+      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), model_dir=model_dir,
+      **kwargs)
+
+
+class EvalDivergenceTest(tf.test.TestCase):
+
+  def test_a_non_finite_eval_loss_rolls_back_to_a_good_checkpoint(self):
+    from stable_train import recovery  # pylint: disable=g-import-not-at-top
+    model_dir = self.get_temp_dir() + '/rollback'
+    t = make_bad_eval_trainer(
+        model_dir, checkpoint_every=2, healthy_window=0,
+        policies=trainer_lib.default_policies() + [recovery.Rollback(max_rollbacks=1)])
+    summary = t.fit(images(repeat=True), num_steps=6, eval_dataset=images(seed=1),
+                    eval_every=3)
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    rollbacks = [e for e in records if e['event'] == 'rollback']
+    self.assertLen(rollbacks, 1)
+    self.assertEqual(rollbacks[0]['trigger'], 'eval_divergence')
+    self.assertEqual((rollbacks[0]['step'], rollbacks[0]['to_step']), (3, 2))
+    # The second bad eval meets the rollback limit: the run stops, naming the trigger.
+    self.assertEqual(summary['status'], 'aborted')
+    self.assertIn('eval_divergence', summary['reason'])
+
+  def test_without_rollback_the_run_aborts(self):
+    t = make_bad_eval_trainer(self.get_temp_dir() + '/abort')
+    summary = t.fit(images(repeat=True), num_steps=4, eval_dataset=images(seed=1),
+                    eval_every=2)
+    self.assertEqual(summary['status'], 'aborted')
+    self.assertEqual(summary['global_step'], 2)
+    self.assertIn('eval loss nan is non-finite', summary['reason'])
+
+  def test_factor_times_the_best(self):
+    t = make_trainer(eval_divergence_factor=3.0)
+    c = t._controller  # pylint: disable=protected-access
+    self.assertIsNone(c.eval_divergence({'step': 1, 'loss': 1.0}))
+    self.assertIsNone(c.eval_divergence({'step': 2, 'loss': 2.9}))
+    decision = c.eval_divergence({'step': 3, 'loss': 3.5})
+    self.assertEqual((decision.action, decision.trigger), ('escalate', 'eval_divergence'))
+    self.assertEqual(c.best_eval_loss, 1.0)
+    t2 = make_trainer(eval_divergence_factor=None)
+    c2 = t2._controller  # pylint: disable=protected-access
+    self.assertIsNone(c2.eval_divergence({'step': 1, 'loss': 1.0}))
+    self.assertIsNone(c2.eval_divergence({'step': 2, 'loss': 100.0}))
+    self.assertIsNotNone(c2.eval_divergence({'step': 3, 'loss': float('inf')}))
+
+  def test_bad_factor_is_a_config_error(self):
+    for bad in (1.0, 0, '3', True):
+      with self.assertRaisesRegex(errors.ConfigError, 'eval_divergence_factor'):
+        make_trainer(eval_divergence_factor=bad)
+
+  def test_a_bad_final_eval_leaves_the_final_checkpoint_not_good(self):
+    model_dir = self.get_temp_dir() + '/final'
+    t = make_bad_eval_trainer(model_dir, checkpoint_every=100, healthy_window=0)
+    t.fit(images(repeat=True), num_steps=2, eval_dataset=images(seed=1))
+    entries = t.checkpoints.committed()
+    self.assertEqual([(e.step, e.good) for e in entries], [(2, False)])
