@@ -200,6 +200,13 @@ class Controller:
     return self._trainer.state.policies.by_name[decision.policy].execute(
         decision, self._trainer)
 
+  def _carry_out(self, fault: interfaces.Decision) -> Optional[str]:
+    """Resolves a fault the controller itself found (eval divergence, checkpoints refused in a
+    row) as it resolves a policy's escalation: a Rollback takes it over, or the run aborts.
+    Returns the abort reason, or None to go on."""
+    decision = host.resolve([fault], self._trainer.policies, self.context())
+    return decision.reason if decision.action == interfaces.ABORT else self._execute(decision)
+
   def _execute(self, decision: interfaces.Decision) -> Optional[str]:
     """Carries out a non-abort decision through the policy that made it; returns an abort reason
     or None to go on."""
@@ -318,9 +325,7 @@ class Controller:
           diverged = self.eval_divergence(self.evaluate(step))
           last_eval_step = step
           if diverged is not None:  # A fault like any other: a Rollback acts on it.
-            decision = host.resolve([diverged], t.policies, self.context())
-            stop_reason = (decision.reason if decision.action == interfaces.ABORT
-                           else self._execute(decision))
+            stop_reason = self._carry_out(diverged)
             if stop_reason is not None:
               status, reason = 'aborted', stop_reason
               t.emit('abort', step, reason=reason, trigger=diverged.trigger)
@@ -332,9 +337,7 @@ class Controller:
           last_checkpoint_step = step
           refused = self._refusal_decision(step)
           if refused is not None:
-            decision = host.resolve([refused], t.policies, self.context())
-            stop_reason = (decision.reason if decision.action == interfaces.ABORT
-                           else self._execute(decision))
+            stop_reason = self._carry_out(refused)
             if stop_reason is not None:
               status, reason = 'aborted', stop_reason
               t.emit('abort', step, reason=reason, trigger=refused.trigger)
