@@ -17,6 +17,7 @@ from stable_train import forensics
 from stable_train import losses
 from stable_train import models
 from stable_train import policies
+from stable_train import precision
 from stable_train import recovery
 from stable_train import state as state_lib
 from stable_train import trainer as trainer_lib
@@ -177,6 +178,26 @@ class SkippedStepChangesNothingTest(TestCase):
                     extra_policies=[forensics.Forensics(when='every', recheck=True)])
     self._check(trainer, 'convnet_bn')
     self.assertTrue(os.path.isdir(os.path.join(model_dir, 'forensics', 'step_4')))
+
+
+class MixedPrecisionOverflowTest(TestCase):
+
+  def test_an_fp16_overflow_skip_leaves_the_convnet_state_alone(self):
+    """The overflow skip on a model with BatchNorm statistics and a dropout seed state."""
+    precision.set_precision('mixed_float16')
+    try:
+      trainer = _make('convnet_bn',
+                      extra_policies=[precision.DynamicLossScale(initial_scale=2.0**24)])
+      data = _zoo_data('convnet_bn')
+      trainer.fit(data.take(0), num_steps=1)  # Builds everything, runs nothing.
+      before = whole_state(trainer)
+      summary = trainer.fit(data.take(1), num_steps=1)
+      self.assertEqual(summary['overflow_skips'], 1)
+      self.assertEqual(float(trainer.loss_scale.scale.numpy()), 2.0**23)
+      for i, (b, a) in enumerate(zip(before, whole_state(trainer))):
+        self.assertTrue(np.array_equal(b[0], a[0]), f'variable {i} changed on an overflow skip')
+    finally:
+      precision.set_precision('float32')
 
 
 class GlobalNoise(keras.layers.Layer):
