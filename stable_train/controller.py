@@ -21,6 +21,7 @@ from stable_train import evaluation
 from stable_train import events as events_lib
 from stable_train import host
 from stable_train import interfaces
+from stable_train import loop as loop_lib
 
 log = logging.getLogger('stable_train')
 
@@ -162,11 +163,12 @@ class Controller:
   # ------------------------------------------------------------------------------------------
   # Reports, decisions, actions.
   # ------------------------------------------------------------------------------------------
-  def _read_reports(self, tensors) -> interfaces.StepReports:
+  def _read_reports(self, outputs) -> interfaces.StepReports:
+    """The loop's outputs as StepReports: one transfer of the packed report matrix."""
     t = self._trainer
-    values = {k: v.numpy() for k, v in tensors.items()}
-    if 'variables_finite' in values:
-      values['variables_finite'] = bool(values['variables_finite'])
+    values = loop_lib.unpack_reports(outputs['reports'].numpy(), t._report_dtypes)  # pylint: disable=protected-access
+    if 'variables_finite' in outputs:
+      values['variables_finite'] = bool(outputs['variables_finite'].numpy())
     return interfaces.StepReports(variable_paths=t._variable_paths,  # pylint: disable=protected-access
                                   input_paths=t._input_paths,  # pylint: disable=protected-access
                                   **values)
@@ -182,11 +184,22 @@ class Controller:
         last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
 
   def decide(self, reports: interfaces.StepReports):
-    """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one)."""
+    """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one).
+
+    A policy that does not override `decide` is not asked, nor, on a clean loop (every step
+    applied, none faulty or an overflow), one whose `decides_on_clean_loops` is False; the
+    `PolicyContext` is built only when some policy is asked.
+    """
     t = self._trainer
+    clean = reports.clean()
+    asked = [p for p in t.policies
+             if type(p).decide is not interfaces.Policy.decide
+             and (p.decides_on_clean_loops or not clean)]
+    if not asked:
+      return [], interfaces.Decision()
     context = self.context()
     decisions = []
-    for p in t.policies:
+    for p in asked:
       d = p.decide(reports, context)
       if d is not None:
         # A decision names the policy that carries it out; by default the one that made it.
@@ -275,7 +288,7 @@ class Controller:
       while step < num_steps:
         n = min(t.steps_per_loop, num_steps - step)
         outputs = t._train_loop.run(t.iterator, n)  # pylint: disable=protected-access
-        data_ended = bool(outputs.pop('data_ended').numpy())
+        data_ended = bool(outputs['data_ended'].numpy())
         reports = self._read_reports(outputs)
         if reports.num_steps == 0:
           # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
@@ -286,14 +299,18 @@ class Controller:
             log.warning('the dataset is empty: no step was run')
           break
         step = int(reports.step[-1])
-        applied_losses = reports.loss[reports.applied.astype(bool)]
-        if applied_losses.size:
-          last_loss = float(applied_losses[-1])
+        if reports.applied[-1]:
+          last_loss = float(reports.loss[-1])
+        else:
+          applied_losses = reports.loss[reports.applied]
+          if applied_losses.size:
+            last_loss = float(applied_losses[-1])
         # An fp16 overflow skip is the loss scale's business, not a fault of the run.
-        faulty_steps = reports.step[~(reports.applied | reports.overflow).astype(bool)]
-        if faulty_steps.size:
-          t.last_fault_step.assign(int(faulty_steps[-1]))
-        recorder.record(reports, int(t.skipped_steps.numpy()))
+        if not reports.applied.all():
+          faulty_steps = reports.step[~(reports.applied | reports.overflow)]
+          if faulty_steps.size:
+            t.last_fault_step.assign(int(faulty_steps[-1]))
+        recorder.record(reports, int(outputs['skipped_steps'].numpy()))
         t.on_loop_end(reports)
         acts, decision = self.decide(reports)
         stop_reason = trigger = None
@@ -304,13 +321,14 @@ class Controller:
             break
         if stop_reason is None and decision.action == interfaces.ABORT:
           stop_reason, trigger = decision.reason, decision.trigger
-        elif stop_reason is None:
+        elif stop_reason is None and decision.action != interfaces.CONTINUE:
           stop_reason, trigger = self._execute(decision), decision.trigger
         if stop_reason is not None:
           status, reason = 'aborted', stop_reason
           t.emit('abort', step, reason=reason, trigger=trigger)
           break
-        step = int(t.global_step.numpy())
+        if acts or decision.action != interfaces.CONTINUE:
+          step = int(t.global_step.numpy())  # An action may have moved it (a rollback).
         last_checkpoint_step = min(last_checkpoint_step, step)  # A rollback moved the step back.
         if signals.received is not None:
           interrupted_by = signals.received
