@@ -264,3 +264,39 @@ def test_fit_after_an_abort_does_not_reabort_on_a_clean_step():
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class _Counting(interfaces.Policy):
+  """Counts its decide calls; optionally declares itself quiet on clean loops."""
+
+  def __init__(self, quiet, **kwargs):
+    super().__init__(**kwargs)
+    self.decides_on_clean_loops = not quiet
+    self.calls = 0
+
+  def decide(self, reports, context):
+    self.calls += 1
+    return None
+
+
+def test_policies_quiet_on_clean_loops_are_asked_only_on_loops_with_a_skip():
+  quiet, chatty = _Counting(True, name='quiet'), _Counting(False, name='chatty')
+  t = _b9_trainer([policies.CheckNumerics(), policies.SkipNonFinite(), quiet, chatty],
+                  steps_per_loop=4)
+  t.fit(_b9_data(n=40, nan_at=(9,)), num_steps=40)  # 10 loops; step 10 is skipped.
+  assert int(t.skipped_steps.numpy()) == 1
+  assert chatty.calls == 10
+  assert quiet.calls == 1  # Only the loop of steps 9-12.
+
+
+def test_skip_streaks_split_by_clean_loops_escalate_only_when_one_streak_is_too_long():
+  # Limit 3. A streak of 3 ends a loop (stays within the limit), clean loops follow (decide is
+  # not called, so the streak peak is not reset), then a streak of 2: no escalation. Then a
+  # streak of 4: escalation (the run aborts without a Rollback).
+  nan_at = [5, 6, 7] + [20, 21] + [30, 31, 32, 33]
+  t = _b9_trainer([policies.CheckNumerics(), policies.SkipNonFinite(max_consecutive=3)],
+                  steps_per_loop=4)
+  summary = t.fit(_b9_data(n=48, nan_at=nan_at), num_steps=48)
+  assert summary['status'] == 'aborted'
+  assert '4 consecutive non-finite steps' in summary['reason']
+  assert summary['global_step'] == 36  # The loop of steps 33-36 holds the 4th skip.
