@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from stable_train import distribute
 from stable_train import errors
+from stable_train import interfaces
 from stable_train import numerics
 from stable_train import step as step_lib
 
@@ -39,10 +40,14 @@ class TrainLoop:
     # Under a strategy the replica computation is traced inline in the loop: a nested tf.function
     # around code that all-reduces breaks MirroredStrategy's merge_call (TF 2.21), and so jit_compile
     # is refused there (distribute.check_jit). One device: the whole step is one function.
+    # The step returns its report packed into one float64 row (`pack_report`), inside the XLA
+    # cluster where it fuses; the report dict too only when a policy's `end_step` reads it.
+    self.needs_report = any(type(p).end_step is not interfaces.Policy.end_step
+                            for p in t.policies)
     if t._distributed_input:  # pylint: disable=protected-access
-      self.step_fn = self.step
+      self.step_fn = self.packed_step
     else:
-      self.step_fn = tf.function(self.step, jit_compile=t.jit_compile or None)
+      self.step_fn = tf.function(self.packed_step, jit_compile=t.jit_compile or None)
     self.checks_variables = any(p.reads_variables_finite for p in t.policies)
     self.loop_fn = tf.function(self.loop)
 
@@ -128,6 +133,18 @@ class TrainLoop:
     with self._trainer.strategy.scope():  # Cross-replica context, also when fit() is called outside it.
       return self._step_in_scope(batch)
 
+  def packed_step(self, batch):
+    """`step`, its report packed into one row: (row, report dict or None). Traced."""
+    report = self.step(batch)
+    return self.pack_report(report), (report if self.needs_report else None)
+
+  def pack_report(self, report) -> tf.Tensor:
+    """One float64 vector of the report's `REPORT_FIELDS`, in `_report_dtypes` order (float64
+    holds every field exactly: int64 steps below 2**53, float32 and float64 values, flags as 0/1).
+    Traced."""
+    names = list(self._trainer._report_dtypes)  # pylint: disable=protected-access
+    return tf.stack([tf.cast(report[k], tf.float64) for k in names])
+
   def apply_aggregated(self, grads):
     """Per replica, inside the agreed apply: applies the already aggregated gradients. Traced."""
     self._trainer.apply_gradients(list(grads))
@@ -187,10 +204,9 @@ class TrainLoop:
   def loop(self, iterator, num_steps):
     """Runs up to `num_steps` steps in one graph (stops early when the data ends). Traced.
 
-    Returns a dict: 'reports', a float64 [steps, fields] matrix, one row per step with the
-    `REPORT_FIELDS` in order (`unpack_reports` turns it back into typed columns; float64 holds
-    every field exactly: int64 steps below 2**53, float32 and float64 values, flags as 0/1), so
-    the loop keeps one TensorArray and the host makes one transfer; 'data_ended'; 'skipped_steps'
+    Returns a dict: 'reports', a float64 [steps, fields] matrix, one `pack_report` row per step
+    (`unpack_reports` turns it back into typed columns), so the loop keeps one TensorArray and
+    the host makes one transfer; 'data_ended'; 'skipped_steps'
     (the counter after the loop); and 'variables_finite' when a policy reads it.
     """
     t = self._trainer
@@ -203,13 +219,13 @@ class TrainLoop:
         data_ended = tf.constant(True)
         break
       batch = optional.get_value()
-      report = self.step_fn(batch)
-      rows = rows.write(tf.cast(i, tf.int32),
-                        tf.stack([tf.cast(report[k], tf.float64) for k in names]))
-      stop = self._end_step(batch, report)
-      if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
-        if stop:
-          break
+      row, report = self.step_fn(batch)
+      rows = rows.write(tf.cast(i, tf.int32), row)
+      if report is not None:
+        stop = self._end_step(batch, report)
+        if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
+          if stop:
+            break
     outputs = {'reports': rows.stack(), 'data_ended': data_ended,
                'skipped_steps': tf.identity(t.state.skipped_steps)}
     if self.checks_variables:
