@@ -1,6 +1,7 @@
 """The command-line entry point: parse gin files and bindings, build the root `train`, run it.
 
-Exit codes: 0 completed; 1 a policy stopped the run (checkpoints intact), no checkpoint could be
+Exit codes: 0 completed (num_steps or num_epochs reached, stopped early by EarlyStopping, or the
+dataset exhausted before num_steps: a warning line on stderr); 1 a policy stopped the run (checkpoints intact), no checkpoint could be
 restored (none readable, or files without a readable manifest), a checkpoint or file could not be
 written (disk full), or TensorFlow failed at run time; 2 usage or configuration error (an empty
 dataset, a batch size other than the checkpointed one, a model_dir in use by another live process
@@ -166,7 +167,8 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_for
       _write_operative_config(model_dir)
     if summary.get('note') == 'dataset empty':
       raise errors.ConfigError(trainer_lib.EMPTY_DATASET)
-    if chief and export_format and summary.get('status') == 'completed':
+    from stable_train import controller  # pylint: disable=g-import-not-at-top
+    if chief and export_format and summary.get('status') in controller.FINISHED:
       summary['export'] = _export(trainer, model_dir, export_format)
   finally:
     if lock is not None:
@@ -314,8 +316,16 @@ def _main(argv) -> int:
              'no checkpoint written (a variable is non-finite; the last good one is kept)')
     return _fail(f"interrupted by signal {summary['signal']}; {saved}; rerun the same command "
                  'to continue.', 128 + summary['signal'])
-  if summary['status'] != 'completed':
+  from stable_train import controller  # pylint: disable=g-import-not-at-top
+  if summary['status'] not in controller.FINISHED:
     return _fail(f"aborted: {summary.get('reason', summary['status'])}", EXIT_ABORTED)
+  if summary['status'] == 'data_exhausted':  # Ends normally (exit 0), but not where it was meant to.
+    sys.stderr.write(f"stable_train: warning: {summary['reason']}; repeat the dataset (or set "
+                     'train.num_epochs), or lower train.num_steps.\n')
+    sys.stderr.flush()
+  elif summary['status'] == 'stopped_early':
+    sys.stdout.write(f"stable_train: {summary['reason']}\n")
+    sys.stdout.flush()
   return EXIT_OK
 
 

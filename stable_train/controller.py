@@ -24,6 +24,11 @@ from stable_train import interfaces
 
 log = logging.getLogger('stable_train')
 
+# The statuses of a run that ended normally (evaluated, checkpointed, exported; CLI exit 0):
+# num_steps (or num_epochs) reached, stopped early by a policy's STOP after an evaluation, or a
+# dataset that ended before num_steps.
+FINISHED = ('completed', 'stopped_early', 'data_exhausted')
+
 
 class Controller:
   """Owns the host side of a Trainer's runs: set-up and resume, the checkpoint keeper and its
@@ -281,9 +286,11 @@ class Controller:
           # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
           # turns 'dataset empty' into a configuration error.
           empty = step == start_step and t.data_position() == 0
-          reason = 'dataset empty' if empty else self._exhausted(step, num_steps)
           if empty:
+            reason = 'dataset empty'
             log.warning('the dataset is empty: no step was run')
+          else:
+            status, reason = self._data_end(step, num_steps)
           break
         step = int(reports.step[-1])
         applied_losses = reports.loss[reports.applied.astype(bool)]
@@ -344,7 +351,7 @@ class Controller:
               break
             step = last_checkpoint_step = int(t.global_step.numpy())
         if data_ended:
-          reason = self._exhausted(step, num_steps)
+          status, reason = self._data_end(step, num_steps)
           break
     except (errors.NumericsError, errors.CheckpointError) as e:
       # CheckNumerics(mode='raise'), or a checkpoint that could not be written: record the abort
@@ -358,34 +365,34 @@ class Controller:
         pass  # The disk that refused the checkpoint may refuse summary.json too.
       raise
     step = int(t.global_step.numpy())
-    if status == 'completed' and self._eval is not None and (
+    if status in FINISHED and self._eval is not None and (
         self.last_eval is None or self.last_eval['step'] != step):
       diverged = self.eval_divergence(self.evaluate(step))
       if diverged is not None:
         # No steps left to recover in: the final checkpoint is simply not known good.
         t.last_fault_step.assign(step)
         t.emit('eval_divergence', step, reason=diverged.reason, handled='final checkpoint not good')
-    if status == 'completed' and step != last_checkpoint_step:
+    if status in FINISHED and step != last_checkpoint_step:
       t.save_checkpoint(reason='end')
-    if status == 'completed' and self.refused_checkpoints:
+    if status in FINISHED and self.refused_checkpoints:
       # Never "completed" while the newest checkpoint is stale.
       bad = t.non_finite_variables()
       status = 'aborted'
       reason = (f'the final checkpoint was refused: variable {bad[0] if bad else "?"} is '
                 'non-finite; ' + self._stale_checkpoint_note())
       t.emit('abort', step, reason=reason, trigger='checkpoint_refused')
-    if status == 'completed':
-      t.emit('done', step, reason=reason or 'num_steps reached')
+    if status in FINISHED:
+      t.emit('done', step, status=status, reason=reason or 'num_steps reached')
     extra = ({'signal': interrupted_by, 'checkpoint': stop_checkpoint}
              if interrupted_by is not None else {})
     return self._finish(status, reason, last_loss, start_step, start_time, **extra)
 
   @staticmethod
-  def _exhausted(step: int, num_steps: int) -> str:
-    """The note (and warning line) of a run whose data ended before `num_steps`."""
+  def _data_end(step: int, num_steps: int):
+    """(status, reason) of a run whose data ended before `num_steps`, with a warning line."""
     reason = f'dataset exhausted at step {step} of {num_steps}'
     log.warning('%s: the run ends here (repeat the dataset, or lower num_steps)', reason)
-    return reason
+    return 'data_exhausted', reason
 
   def _eval_due(self, step: int, last_eval_step: int) -> bool:
     if self._eval is None or self._eval[1] is None:

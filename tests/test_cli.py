@@ -146,6 +146,24 @@ class CliTest(tf.test.TestCase):
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertNotIn('Traceback', err)
 
+  def test_exhausted_dataset_exits_0_with_a_warning_line(self):
+    model_dir = self.get_temp_dir() + '/exhausted'
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                         *[f'--gin_param={p}' for p in SMALL],
+                         '--gin_param=synthetic_regression.num_examples = 160',
+                         '--gin_param=synthetic_regression.repeat = False')
+    self.assertEqual(code, 0, err)
+    warnings = [l for l in err.splitlines() if l.startswith('stable_train: warning:')]
+    self.assertEqual(warnings, ['stable_train: warning: dataset exhausted at step 5 of 30; '
+                                'repeat the dataset (or set train.num_epochs), or lower '
+                                'train.num_steps.'])
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual((summary['status'], summary['global_step'], summary['reason']),
+                     ('data_exhausted', 5, 'dataset exhausted at step 5 of 30'))
+    kinds = [e['event'] for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))]
+    self.assertEqual(kinds[-2:], ['checkpoint', 'done'])  # The end checkpoint, as on completion.
+
   def test_model_dir_that_is_a_file(self):
     path = os.path.join(self.get_temp_dir(), 'a_file')
     with open(path, 'w') as f:

@@ -132,8 +132,8 @@ class ValidationTest(tf.test.TestCase):
     summary = make_trainer(model_dir=self.get_temp_dir()).fit(empty, num_steps=5)
     self.assertEqual((summary['global_step'], summary['note']), (0, 'dataset empty'))
     summary = make_trainer().fit(make_data(num_batches=3), num_steps=5)  # Ends, not empty.
-    self.assertEqual((summary['global_step'], summary['note']),
-                     (3, 'dataset exhausted at step 3 of 5'))
+    self.assertEqual((summary['status'], summary['global_step'], summary['reason']),
+                     ('data_exhausted', 3, 'dataset exhausted at step 3 of 5'))
     unbuilt = keras.Sequential([keras.layers.Dense(1)])
     with self.assertRaisesRegex(errors.ConfigError, 'dataset is empty'):
       trainer_lib.Trainer(model=unbuilt, optimizer=keras.optimizers.Adam(),
@@ -282,9 +282,10 @@ class LoopTest(tf.test.TestCase):
     t = make_trainer(steps_per_loop=4)
     with self.assertLogs('stable_train', level='WARNING') as logs:
       summary = t.fit(make_data(num_batches=6), num_steps=100)
-    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['status'], 'data_exhausted')
     self.assertEqual(summary['global_step'], 6)
-    self.assertEqual(summary['note'], 'dataset exhausted at step 6 of 100')
+    self.assertEqual(summary['reason'], 'dataset exhausted at step 6 of 100')
+    self.assertNotIn('note', summary)
     self.assertTrue(any('dataset exhausted at step 6 of 100' in l for l in logs.output))
 
   def test_dict_batches_and_plain_module_model(self):
