@@ -21,6 +21,7 @@ from stable_train import evaluation
 from stable_train import events as events_lib
 from stable_train import host
 from stable_train import interfaces
+from stable_train import stopping
 
 log = logging.getLogger('stable_train')
 
@@ -48,6 +49,7 @@ class Controller:
     self.eval_scalars = events_lib.Scalars(None)
     self.last_eval: Optional[Dict[str, Any]] = None
     self.best_eval_loss: Optional[float] = None
+    self._last_saved: Optional[checkpointing.Entry] = None  # Written since the last restore.
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -100,6 +102,7 @@ class Controller:
     entry = self.keeper.restore_latest(candidates)
     if entry is not None:
       self.refused_checkpoints = 0
+      self._last_saved = None
       # The optimizer's learning-rate variable came back from the checkpoint; the rate is the
       # configured base times the restored scale, so a changed config takes effect on resume.
       t.lr_control.set_scale(float(t.lr_scale.numpy()))
@@ -143,7 +146,18 @@ class Controller:
           f'could not write a checkpoint at step {step}: {error}; free space (or fix the '
           f'directory) and rerun the same command: it resumes {resume}.') from None
     t.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
+    self._last_saved = entry
     return entry
+
+  def checkpoint_now(self, reason: str) -> Optional[checkpointing.Entry]:
+    """The checkpoint of the state as it is now: the one this run wrote at the current step
+    since its last restore, else a new one (None when refused or without a model_dir)."""
+    step = int(self._trainer.global_step.numpy())
+    last = self._last_saved
+    if (last is not None and last.step == step and self.keeper is not None
+        and any(e.number == last.number for e in self.keeper.committed())):
+      return last
+    return self._trainer.save_checkpoint(reason)
 
   def _stale_checkpoint_note(self) -> str:
     committed = self.keeper.committed() if self.keeper is not None else []
@@ -193,6 +207,9 @@ class Controller:
     decisions = []
     for p in t.policies:
       d = p.decide(reports, context)
+      if d is not None and d.action == interfaces.STOP:
+        raise ValueError(f'{p.name}.decide returned action={d.action!r}: a stop comes from '
+                         'decide_eval (after an evaluation); from decide, ABORT stops the run.')
       if d is not None:
         # A decision names the policy that carries it out; by default the one that made it.
         decisions.append(d if d.policy else dataclasses.replace(d, policy=p.name))
@@ -329,7 +346,8 @@ class Controller:
           break
         last_eval_step = min(last_eval_step, step)
         if self._eval_due(step, last_eval_step):
-          diverged = self.eval_divergence(self.evaluate(step))
+          result = self.evaluate(step)
+          diverged = self.eval_divergence(result)
           last_eval_step = step
           if diverged is not None:  # A fault like any other: a Rollback acts on it.
             stop_reason = self._carry_out(diverged)
@@ -339,6 +357,12 @@ class Controller:
               break
             step = last_eval_step = int(t.global_step.numpy())
             last_checkpoint_step = min(last_checkpoint_step, step)
+          else:  # The policies' decide_eval (best checkpoint, early stopping).
+            status, reason = self._after_eval(result)
+            if self._last_saved is not None and self._last_saved.step == step:
+              last_checkpoint_step = step  # A best checkpoint was written at this step.
+            if status != 'completed':
+              break
         if step - last_checkpoint_step >= t.checkpoint_every:
           t.save_checkpoint()
           last_checkpoint_step = step
@@ -367,11 +391,18 @@ class Controller:
     step = int(t.global_step.numpy())
     if status in FINISHED and self._eval is not None and (
         self.last_eval is None or self.last_eval['step'] != step):
-      diverged = self.eval_divergence(self.evaluate(step))
+      result = self.evaluate(step)
+      diverged = self.eval_divergence(result)
       if diverged is not None:
         # No steps left to recover in: the final checkpoint is simply not known good.
         t.last_fault_step.assign(step)
         t.emit('eval_divergence', step, reason=diverged.reason, handled='final checkpoint not good')
+      else:
+        final_status, final_reason = self._after_eval(result, final=True)
+        if final_status == 'aborted':
+          status, reason = final_status, final_reason
+        if self._last_saved is not None and self._last_saved.step == step:
+          last_checkpoint_step = step
     if status in FINISHED and step != last_checkpoint_step:
       t.save_checkpoint(reason='end')
     if status in FINISHED and self.refused_checkpoints:
@@ -419,6 +450,44 @@ class Controller:
     values.update({f'metrics/{k}': v for k, v in result['metrics'].items()})
     self.eval_scalars.write(step, values)
     return result
+
+  def decide_eval(self, result: Dict[str, Any]):
+    """Every policy's `decide_eval` on one evaluation, pure: the decisions in policy order."""
+    t = self._trainer
+    train_metrics = {}
+    if t.metrics:
+      train_metrics = (self._recorder.metric_window() if self._recorder is not None
+                       else t.metric_results())
+    values = stopping.monitored_values(result, train_metrics)
+    context = self.context()
+    decisions = []
+    for p in t.policies:
+      d = p.decide_eval(values, context)
+      if d is None:
+        continue
+      if d.action not in (interfaces.ACT, interfaces.STOP):
+        raise ValueError(f'{p.name}.decide_eval returned action={d.action!r}; an evaluation '
+                         'decision is ACT or STOP.')
+      decisions.append(d if d.policy else dataclasses.replace(d, policy=p.name))
+    return decisions
+
+  def _after_eval(self, result: Dict[str, Any], final: bool = False):
+    """Carries out the policies' decisions on an evaluation, in policy order; returns the run's
+    (status, reason): ('completed', '') to go on, ('stopped_early', why) after a STOP (at the
+    `final` evaluation a STOP is only recorded: the run ends anyway), or ('aborted', why) when
+    an execute says so."""
+    t = self._trainer
+    stop = None
+    for d in self.decide_eval(result):
+      if d.action == interfaces.STOP and final:
+        continue
+      aborted = self._act(d)
+      if aborted is not None:
+        t.emit('abort', d.step, reason=aborted, trigger=d.trigger or d.policy)
+        return 'aborted', aborted
+      if d.action == interfaces.STOP and stop is None:
+        stop = d.reason
+    return ('stopped_early', stop) if stop is not None else ('completed', '')
 
   def eval_divergence(self, result: Dict[str, Any]) -> Optional[interfaces.Decision]:
     """An ESCALATE decision (trigger `eval_divergence`) if the eval loss is non-finite or above

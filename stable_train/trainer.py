@@ -26,6 +26,7 @@ from stable_train import precision as precision_lib
 from stable_train import provenance
 from stable_train import state as state_lib
 from stable_train import step as step_lib
+from stable_train import stopping
 
 log = logging.getLogger('stable_train')
 
@@ -203,6 +204,7 @@ class Trainer:
     names = [p.name for p in policies]
     if len(set(names)) != len(names):
       raise errors.ConfigError(f'Trainer: policy names must be unique, got {names}; pass name=... .')
+    stopping.check_policies(policies)
     for p in policies:
       # A policy's variables are one run's state (skip counters, detector windows, rollbacks): a
       # second Trainer would start with the first one's counts.
@@ -465,6 +467,11 @@ class Trainer:
     """Writes a checkpoint if every variable is finite; otherwise refuses and records why."""
     return self._controller.save_checkpoint(reason)
 
+  def checkpoint_now(self, reason: str = 'best') -> Optional[checkpointing.Entry]:
+    """The checkpoint of the current state: the one written at this step since the last restore,
+    else a new one (`save_checkpoint`); None when refused or without a model_dir."""
+    return self._controller.checkpoint_now(reason)
+
   def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
     """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
     the next older tried), then repositions the input. Returns the entry, or None."""
@@ -567,6 +574,7 @@ class Trainer:
     num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
     eval_every, eval_steps = evaluation.check_eval_args(self.strategy, eval_dataset, eval_every,
                                                         eval_steps)
+    stopping.check_fit(self.policies, [m.name for m in self.metrics], eval_dataset is not None)
     if self.faults is not None:
       dataset = self.faults.wrap_dataset(dataset)
     return self._controller.fit(dataset, num_steps, eval_dataset=eval_dataset,
