@@ -70,6 +70,7 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
           dataset_fn: Optional[Callable] = None, trainer_fn: Optional[Callable] = None,
           strategy_fn: Optional[Callable] = None, precision: str = 'float32',
           seed: Optional[int] = None, export_format: Optional[str] = None,
+          export_checkpoint: str = 'last_good',
           eval_dataset_fn: Optional[Callable] = None, eval_every: Optional[int] = None,
           eval_steps: Optional[int] = None):
   """The root configurable: builds the strategy, the trainer and the dataset, then trains.
@@ -88,9 +89,13 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
       (`keras.utils.set_random_seed`) before anything is built, so a model factory that does not
       seed itself (`mlp.seed = None`) initialises the same way on a rerun of operative_config.gin.
       None: not seeded.
-    export_format: None, 'keras' or 'saved_model': once the run has completed, the last good
-      checkpoint is exported to `<model_dir>/export/model.keras` or `<model_dir>/export/saved_model`
-      (chief only), loadable without stable_train.
+    export_format: None, 'keras' or 'saved_model': once the run has ended normally (completed,
+      stopped early, or its data exhausted), the `export_checkpoint` checkpoint is exported to
+      `<model_dir>/export/model.keras` or `<model_dir>/export/saved_model` (chief only),
+      loadable without stable_train.
+    export_checkpoint: which checkpoint the end-of-run export takes: 'last_good', 'best' (the
+      best evaluation, marked by an EarlyStopping or BestCheckpoint policy; last_good, with a
+      warning, when none is marked) or 'latest'.
     eval_dataset_fn: gin reference to a function returning the held-out `tf.data.Dataset`;
       None: no evaluation.
     eval_every: evaluate every this many steps (and at the end); None: only at the end.
@@ -110,6 +115,9 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
   if export_format not in (None, 'keras', 'saved_model'):
     raise errors.ConfigError(f"train.export_format={export_format!r} must be None, 'keras' or "
                              "'saved_model'.")
+  if export_checkpoint not in ('last_good', 'best', 'latest'):
+    raise errors.ConfigError(f"train.export_checkpoint={export_checkpoint!r} must be "
+                             "'last_good', 'best' or 'latest'.")
   if dataset_fn is None:
     raise errors.ConfigError(
         'train.dataset_fn is not set; bind it, e.g. `train.dataset_fn = @synthetic_regression`.')
@@ -120,14 +128,14 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
   if seed is not None:
     keras.utils.set_random_seed(seed)  # Before the strategy, the model and the dataset.
   try:
-    return _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format,
-                  eval_dataset_fn, eval_every, eval_steps)
+    return _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn,
+                  (export_format, export_checkpoint), eval_dataset_fn, eval_every, eval_steps)
   finally:  # In-process callers (tests, notebooks) get their precision back.
     keras.config.set_floatx(previous[0])
     keras.mixed_precision.set_global_policy(previous[1])
 
 
-def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format,
+def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export,
            eval_dataset_fn=None, eval_every=None, eval_steps=None):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from stable_train import errors  # pylint: disable=g-import-not-at-top
@@ -168,21 +176,23 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_for
     if summary.get('note') == 'dataset empty':
       raise errors.ConfigError(trainer_lib.EMPTY_DATASET)
     from stable_train import controller  # pylint: disable=g-import-not-at-top
-    if chief and export_format and summary.get('status') in controller.FINISHED:
-      summary['export'] = _export(trainer, model_dir, export_format)
+    if chief and export[0] and summary.get('status') in controller.FINISHED:
+      summary['export'], summary['export_checkpoint'] = _export(trainer, model_dir, *export)
   finally:
     if lock is not None:
       lock.release()
   return summary
 
 
-def _export(trainer, model_dir: str, export_format: str) -> str:
-  """Restores the run's last good checkpoint into the trainer's model (the run is over) and
-  exports it to `<model_dir>/export/`; returns the path written."""
+def _export(trainer, model_dir: str, export_format: str, checkpoint: str):
+  """Restores the run's `checkpoint` ('last_good', 'best' or 'latest') into the trainer's model
+  (the run is over) and exports it to `<model_dir>/export/`; returns (the path written, which
+  checkpoint it holds, e.g. 'best (step 400)')."""
   from stable_train import export  # pylint: disable=g-import-not-at-top
-  export.load_for_inference(trainer.model, model_dir, checkpoint='last_good')
+  _, described = export.choose_checkpoint(model_dir, checkpoint)
+  export.load_for_inference(trainer.model, model_dir, checkpoint=checkpoint)
   path = os.path.join(model_dir, 'export', export.DEFAULT_NAMES[export_format])
-  return export.export(trainer.model, path, format=export_format)
+  return export.export(trainer.model, path, format=export_format), described
 
 
 def _write_operative_config(model_dir: str) -> None:
@@ -309,7 +319,8 @@ def _main(argv) -> int:
         f"(applied {summary['applied_steps']}, skipped {summary['skipped_steps']}, "
         f"final loss {summary['final_loss']})", flush=True)
   if summary.get('export'):
-    print(f"stable_train: exported {summary['export']}", flush=True)
+    print(f"stable_train: exported {summary['export']} from checkpoint "
+          f"{summary['export_checkpoint']}", flush=True)
   if summary['status'] == 'interrupted':
     # A clean stop on SIGTERM/SIGINT: the shell's code for that signal.
     saved = ('checkpoint written' if summary.get('checkpoint') else
