@@ -1,8 +1,8 @@
 """The command-line entry point: parse gin files and bindings, build the root `train`, run it.
 
 Exit codes: 0 completed (num_steps or num_epochs reached, stopped early by EarlyStopping, or the
-dataset exhausted before num_steps: a warning line on stderr); 1 a policy stopped the run (checkpoints intact), no checkpoint could be
-restored (none readable, or files without a readable manifest), a checkpoint or file could not be
+dataset exhausted before num_steps: a warning line on stderr); 1 a policy stopped the run
+(checkpoints intact), no checkpoint could be restored (none readable, or files without a readable manifest), a checkpoint or file could not be
 written (disk full), or TensorFlow failed at run time; 2 usage or configuration error (an empty
 dataset, a batch size other than the checkpointed one, a model_dir in use by another live process
 included); 128+N stopped cleanly by signal N (SIGTERM: 143, SIGINT: 130), during start-up or after
@@ -66,7 +66,7 @@ _SIGNALS = _Signals()
 
 
 @gin.configurable('train', denylist=['model_dir'])
-def train(*, model_dir: str, num_steps: Optional[int] = None,
+def train(*, model_dir: str, num_steps: Optional[int] = None, num_epochs: Optional[int] = None,
           dataset_fn: Optional[Callable] = None, trainer_fn: Optional[Callable] = None,
           strategy_fn: Optional[Callable] = None, precision: str = 'float32',
           seed: Optional[int] = None, export_format: Optional[str] = None,
@@ -77,7 +77,9 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
 
   Args:
     model_dir: where the run keeps its files (from --model_dir).
-    num_steps: the global step to train to (required).
+    num_steps: the global step to train to (this or num_epochs is required).
+    num_epochs: instead of num_steps: passes over the finite dataset (`dataset_fn` without
+      repeat); one epoch is its cardinality in batches, or counted by reading it once.
     dataset_fn: gin reference to a function returning a `tf.data.Dataset`.
     trainer_fn: gin reference to a Trainer class or factory, called as trainer_fn(model_dir=...,
       strategy=...); everything else comes from its own bindings. Default: `@Trainer`.
@@ -105,11 +107,18 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
     The run summary.
   """
   from stable_train import errors  # pylint: disable=g-import-not-at-top
-  if num_steps is None:
+  if num_steps is None and num_epochs is None:
     raise errors.ConfigError(
-        'train.num_steps is not set; add `train.num_steps = 1000` to a gin file or '
-        "--gin_param='train.num_steps=1000'.")
-  num_steps = errors.check_int('train', 'num_steps', num_steps, minimum=1)
+        'train.num_steps is not set; add `train.num_steps = 1000` (or `train.num_epochs = 3` for '
+        "a finite dataset) to a gin file or --gin_param='train.num_steps=1000'.")
+  if num_steps is not None and num_epochs is not None:
+    raise errors.ConfigError(
+        f'train.num_steps={num_steps!r} and train.num_epochs={num_epochs!r} are both set; keep '
+        'one.')
+  if num_epochs is not None:
+    length = {'num_epochs': errors.check_int('train', 'num_epochs', num_epochs, minimum=1)}
+  else:
+    length = {'num_steps': errors.check_int('train', 'num_steps', num_steps, minimum=1)}
   if seed is not None:
     seed = errors.check_int('train', 'seed', seed, minimum=0)
   if export_format not in (None, 'keras', 'saved_model'):
@@ -128,14 +137,14 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
   if seed is not None:
     keras.utils.set_random_seed(seed)  # Before the strategy, the model and the dataset.
   try:
-    return _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn,
+    return _train(model_dir, length, dataset_fn, trainer_fn, strategy_fn,
                   (export_format, export_checkpoint), eval_dataset_fn, eval_every, eval_steps)
   finally:  # In-process callers (tests, notebooks) get their precision back.
     keras.config.set_floatx(previous[0])
     keras.mixed_precision.set_global_policy(previous[1])
 
 
-def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export,
+def _train(model_dir, length, dataset_fn, trainer_fn, strategy_fn, export,
            eval_dataset_fn=None, eval_every=None, eval_steps=None):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from stable_train import errors  # pylint: disable=g-import-not-at-top
@@ -161,7 +170,7 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export,
     if chief:
       _write_operative_config(model_dir)
     try:
-      summary = trainer.fit(dataset, num_steps=num_steps, eval_dataset=eval_dataset,
+      summary = trainer.fit(dataset, **length, eval_dataset=eval_dataset,
                             eval_every=eval_every, eval_steps=eval_steps)
       _SIGNALS.raising = False  # Training ran: from here on a signal is only recorded.
     except _StartupInterrupted:

@@ -50,6 +50,7 @@ class Controller:
     self.last_eval: Optional[Dict[str, Any]] = None
     self.best_eval_loss: Optional[float] = None
     self._last_saved: Optional[checkpointing.Entry] = None  # Written since the last restore.
+    self._epochs = None  # (num_epochs, steps_per_epoch) of a fit(num_epochs=...), or None.
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -246,10 +247,13 @@ class Controller:
   # The outer loop.
   # ------------------------------------------------------------------------------------------
   def fit(self, dataset, num_steps: int, *, eval_dataset=None, eval_every=None,
-          eval_steps=None) -> Dict[str, Any]:
+          eval_steps=None, epochs=None) -> Dict[str, Any]:
     """Sets the run up (resuming from disk) and runs the host loop to `num_steps`, evaluating
-    on `eval_dataset` every `eval_every` steps and at the end."""
+    on `eval_dataset` every `eval_every` steps and at the end. `epochs`: (num_epochs,
+    steps_per_epoch) when `dataset` is a finite one repeated num_epochs times: the run then ends
+    with that stream, wherever the resumed position puts its end."""
     t = self._trainer
+    self._epochs = epochs
     self._eval = (eval_dataset, eval_every, eval_steps) if eval_dataset is not None else None
     self.last_eval = None
     self.best_eval_loss: Optional[float] = None  # This fit's best (not checkpointed).
@@ -264,10 +268,14 @@ class Controller:
           os.path.join(t.output_dir, 'tensorboard', 'eval')
           if t.output_dir and self._eval is not None else None)
       step = int(t.global_step.numpy())
+      length = {}
+      if epochs is not None:  # The stream's end, from where the (resumed) position stands.
+        num_steps = step + max(epochs[0] * epochs[1] - t.data_position(), 0)
+        length = dict(num_epochs=epochs[0], steps_per_epoch=epochs[1])
       if restored is not None:
-        t.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
+        t.emit('resume', step, checkpoint=restored.path, num_steps=num_steps, **length)
       else:
-        t.emit('start', step, num_steps=num_steps)
+        t.emit('start', step, num_steps=num_steps, **length)
       stale = self._lock.taken_over if self._lock is not None else None
       if stale:
         t.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
@@ -275,7 +283,8 @@ class Controller:
                                    summary_every=t.summary_every, log_every=t.log_every,
                                    metrics=t.metric_results if t.metrics else None,
                                    reset_metrics=t.reset_metrics, num_steps=num_steps,
-                                   verbose=t.verbose)
+                                   verbose=t.verbose, epoch_of=self.epoch_of,
+                                   num_epochs=epochs[0] if epochs else None)
       self._recorder = recorder
       signals = host.StopSignals()
       with signals.catching():
@@ -413,14 +422,27 @@ class Controller:
                 'non-finite; ' + self._stale_checkpoint_note())
       t.emit('abort', step, reason=reason, trigger='checkpoint_refused')
     if status in FINISHED:
-      t.emit('done', step, status=status, reason=reason or 'num_steps reached')
+      done = 'num_epochs reached' if self._epochs is not None else 'num_steps reached'
+      t.emit('done', step, status=status, reason=reason or done)
     extra = ({'signal': interrupted_by, 'checkpoint': stop_checkpoint}
              if interrupted_by is not None else {})
     return self._finish(status, reason, last_loss, start_step, start_time, **extra)
 
-  @staticmethod
-  def _data_end(step: int, num_steps: int):
-    """(status, reason) of a run whose data ended before `num_steps`, with a warning line."""
+  def epoch_of(self, step: int) -> Optional[int]:
+    """The 1-based epoch of the batch global step `step` consumed (the first epoch for step 0),
+    under `fit(num_epochs=...)`; None otherwise."""
+    if self._epochs is None:
+      return None
+    num_epochs, per_epoch = self._epochs
+    position = max(step - 1 + int(self._trainer.data_offset.numpy()), 0)
+    return min(position // per_epoch + 1, num_epochs)
+
+  def _data_end(self, step: int, num_steps: int):
+    """(status, reason) of a run whose data ended before `num_steps`: under num_epochs the
+    stream's end is the run's (a rollback's skipped batches shorten it); otherwise
+    'data_exhausted', with a warning line."""
+    if self._epochs is not None:
+      return 'completed', 'num_epochs reached'
     reason = f'dataset exhausted at step {step} of {num_steps}'
     log.warning('%s: the run ends here (repeat the dataset, or lower num_steps)', reason)
     return 'data_exhausted', reason
@@ -533,6 +555,9 @@ class Controller:
     }
     for p in t.policies:
       summary.update(p.summary())
+    if self._epochs is not None:
+      summary.update(epoch=self.epoch_of(summary['global_step']), num_epochs=self._epochs[0],
+                     steps_per_epoch=self._epochs[1])
     if self.last_eval is not None:
       summary['eval'] = dict(self.last_eval)
     if t.metrics:

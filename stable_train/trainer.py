@@ -542,8 +542,12 @@ class Trainer:
                                          random_states=self._random_states)
 
   def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
-    """Writes one record to events.jsonl (and passes it to `on_event`)."""
+    """Writes one record to events.jsonl (and passes it to `on_event`); under `fit(num_epochs=)`
+    it carries the (1-based) epoch of the step's batch."""
     step = int(self.global_step.numpy()) if step is None else step
+    epoch = self._controller.epoch_of(step)
+    if epoch is not None:
+      fields.setdefault('epoch', epoch)
     record = self.events.emit(event, step, **fields)
     self.on_event(record)
     return record
@@ -551,15 +555,22 @@ class Trainer:
   # ------------------------------------------------------------------------------------------
   # fit.
   # ------------------------------------------------------------------------------------------
-  def fit(self, dataset: tf.data.Dataset, *, num_steps: int,
+  def fit(self, dataset: tf.data.Dataset, *, num_steps: Optional[int] = None,
+          num_epochs: Optional[int] = None,
           eval_dataset: Optional[tf.data.Dataset] = None, eval_every: Optional[int] = None,
           eval_steps: Optional[int] = None) -> Dict[str, Any]:
     """Trains until the global step reaches `num_steps` (a total, so a resumed run stops at the same
-    step) or the dataset ends.
+    step), or for `num_epochs` passes over a finite dataset, or until the dataset ends.
 
     Args:
       dataset: a `tf.data.Dataset` of (features, labels) pairs or dicts with a 'labels' key.
       num_steps: the global step to stop at.
+      num_epochs: instead of num_steps: pass over `dataset` (finite, not repeated) this many
+        times (`dataset.repeat(num_epochs)`). An epoch is its cardinality in batches when
+        tf.data knows it, else counted once by reading the dataset to its end before training.
+        Counted from the dataset's start: a run resumed from its model_dir goes on at the same
+        position and stops at the end of the last epoch; a later `fit` of the same Trainer does
+        `num_epochs` more. Events and progress lines carry the (1-based) epoch.
       eval_dataset: held-out data: loss and metrics on it (inference mode, no state change)
         every `eval_every` steps and at the end of a completed run; None: no evaluation.
       eval_every: evaluate when the global step reaches a multiple of this (rounded to loop
@@ -571,11 +582,39 @@ class Trainer:
     """
     if not isinstance(dataset, tf.data.Dataset):
       raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
-    num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
+    if (num_steps is None) == (num_epochs is None):
+      raise errors.ConfigError(
+          f'Trainer.fit: pass num_steps= (the global step to stop at) or num_epochs= (passes over '
+          f'a finite dataset), not {"both" if num_steps is not None else "neither"}.')
+    epochs = None
+    if num_epochs is not None:
+      num_epochs = errors.check_int('Trainer.fit', 'num_epochs', num_epochs, minimum=1)
+      epochs = (num_epochs, steps_per_epoch(dataset))
+      dataset = dataset.repeat(num_epochs)
+      num_steps = num_epochs * epochs[1]  # Until the controller knows the resumed position.
+    else:
+      num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
     eval_every, eval_steps = evaluation.check_eval_args(self.strategy, eval_dataset, eval_every,
                                                         eval_steps)
     stopping.check_fit(self.policies, [m.name for m in self.metrics], eval_dataset is not None)
     if self.faults is not None:
       dataset = self.faults.wrap_dataset(dataset)
     return self._controller.fit(dataset, num_steps, eval_dataset=eval_dataset,
-                                eval_every=eval_every, eval_steps=eval_steps)
+                                eval_every=eval_every, eval_steps=eval_steps, epochs=epochs)
+
+
+def steps_per_epoch(dataset: tf.data.Dataset) -> int:
+  """Batches in one pass over a finite `dataset`: its cardinality when tf.data knows it, else
+  counted by reading it to its end once (a pipeline with a filter, say). ConfigError for one that
+  repeats forever or holds no batch."""
+  cardinality = int(dataset.cardinality())
+  if cardinality == int(tf.data.INFINITE_CARDINALITY):
+    raise errors.ConfigError(
+        'Trainer.fit: num_epochs needs a finite dataset, but this one repeats forever; drop its '
+        '.repeat() (e.g. synthetic_*.repeat = False), or use num_steps.')
+  if cardinality == int(tf.data.UNKNOWN_CARDINALITY):
+    log.info('num_epochs: counting the batches of one epoch (the dataset does not say)')
+    cardinality = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+  if cardinality == 0:
+    raise errors.ConfigError(EMPTY_DATASET)
+  return cardinality

@@ -183,6 +183,25 @@ class CliTest(tf.test.TestCase):
       marks = [(e['step'], e['best']) for e in json.load(f)['checkpoints']]
     self.assertEqual(marks, [(10, True), (20, False)])
 
+  def test_num_epochs(self):
+    model_dir = self.get_temp_dir() + '/epochs'
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                         *[f'--gin_param={p}' for p in SMALL + [
+                             'train.num_steps = None', 'train.num_epochs = 2',
+                             'synthetic_regression.num_examples = 96',  # 3 batches of 32.
+                             'synthetic_regression.repeat = False']])
+    self.assertEqual(code, 0, err)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual((summary['status'], summary['global_step'], summary['epoch'],
+                      summary['steps_per_epoch']), ('completed', 6, 2, 3))
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}-both',
+                         *[f'--gin_param={p}' for p in SMALL + ['train.num_epochs = 2']])
+    self.assertEqual(code, 2, err)
+    self.assertEqual(err.strip().splitlines(), [
+        'stable_train: configuration error: train.num_steps=30 and train.num_epochs=2 are both '
+        'set; keep one.'])
+
   def test_exhausted_dataset_exits_0_with_a_warning_line(self):
     model_dir = self.get_temp_dir() + '/exhausted'
     code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
