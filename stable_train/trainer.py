@@ -98,10 +98,15 @@ def _check_metrics(metrics, strategy) -> List[keras.metrics.Metric]:
   names = [m.name for m in metrics]
   if len(set(names)) != len(names):
     raise errors.ConfigError(f'Trainer: metric names must be unique, got {names}; pass name=... .')
-  if metrics and distribute.uses_distributed_input(strategy):
-    raise errors.ConfigError(
-        f'Trainer: metrics={names} are not supported under {type(strategy).__name__} yet; '
-        'train on one device, or compute them after the run (export.load_for_inference).')
+  if distribute.uses_distributed_input(strategy):
+    for m in metrics:
+      # Each replica updates its own copy of a sync-on-read variable, which only the strategy's
+      # scope creates; a plain variable would be assigned by every replica at once.
+      if not all(strategy.extended.variable_created_in_scope(getattr(v, 'value', v))
+                 for v in m.variables):
+        raise errors.ConfigError(
+            f'Trainer: metric {m.name!r} was created outside {type(strategy).__name__}.scope(); '
+            'create the metrics inside `with strategy.scope():`, with the model and optimizer.')
   return metrics
 
 
@@ -161,7 +166,8 @@ class Trainer:
       faults: a `faults.Faults` plan to rehearse failure (put before the policies); None: none.
       metrics: Keras metrics (e.g. `[keras.metrics.SparseCategoricalAccuracy()]`) updated with
         (labels, predictions) by applied steps only (a skipped batch never counts), reset after
-        each progress line; not checkpointed. Single-device runs only for now.
+        each progress line; not checkpointed. Under a distributed strategy, create them inside
+        its scope: each replica counts its shard of the batch.
       eval_divergence_factor: an evaluation (fit's `eval_dataset`) whose loss is non-finite or
         above this factor times the best eval loss of the run so far is a fault (trigger
         `eval_divergence`: a Rollback policy rolls back, otherwise the run aborts); None: only a
@@ -594,8 +600,7 @@ class Trainer:
       num_steps = num_epochs * epochs[1]  # Until the controller knows the resumed position.
     else:
       num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
-    eval_every, eval_steps = evaluation.check_eval_args(self.strategy, eval_dataset, eval_every,
-                                                        eval_steps)
+    eval_every, eval_steps = evaluation.check_eval_args(eval_dataset, eval_every, eval_steps)
     stopping.check_fit(self.policies, [m.name for m in self.metrics], eval_dataset is not None)
     if self.faults is not None:
       dataset = self.faults.wrap_dataset(dataset)
