@@ -496,8 +496,8 @@ class Controller:
   def _after_eval(self, result: Dict[str, Any], final: bool = False):
     """Carries out the policies' decisions on an evaluation, in policy order; returns the run's
     (status, reason): ('completed', '') to go on, ('stopped_early', why) after a STOP (at the
-    `final` evaluation a STOP is only recorded: the run ends anyway), or ('aborted', why) when
-    an execute says so."""
+    `final` evaluation a STOP is dropped: the run ends anyway), or ('aborted', why) when an
+    execute says so."""
     t = self._trainer
     stop = None
     for d in self.decide_eval(result):
