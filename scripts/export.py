@@ -18,8 +18,9 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('model_dir', None, 'The training run to export from (required).')
-flags.DEFINE_string('checkpoint', 'last_good', "'last_good', 'latest', 'best' (falls back to "
-                    "last_good until eval marks one) or a checkpoint prefix path.")
+flags.DEFINE_string('checkpoint', 'last_good', "'last_good', 'latest', 'best' (the best eval of "
+                    "an EarlyStopping or BestCheckpoint run; last_good, with a note, when none is "
+                    "marked) or a checkpoint prefix path.")
 flags.DEFINE_string('format', 'keras', "'keras' (a .keras file) or 'saved_model' (a folder).")
 flags.DEFINE_string('output', None, 'Where to write (default: <model_dir>/export/model.keras or '
                     '<model_dir>/export/saved_model).')
@@ -61,11 +62,14 @@ def main(argv) -> int:
   from stable_train import export  # pylint: disable=g-import-not-at-top
   output = FLAGS.output or os.path.join(FLAGS.model_dir, 'export',
                                         export.DEFAULT_NAMES[FLAGS.format])
+  chosen = FLAGS.checkpoint
   try:
-    if FLAGS.checkpoint in export.CHECKPOINT_CHOICES:
-      export.checkpoint_path(FLAGS.model_dir, FLAGS.checkpoint)  # Before building anything.
+    if FLAGS.checkpoint in export.CHECKPOINT_CHOICES:  # Before building anything.
+      chosen, described = export.choose_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
+      if FLAGS.checkpoint == 'best' and not described.startswith('best'):
+        sys.stderr.write(f'export: note: {described}; exporting that one.\n')
     model = export.model_from_config(gin_files, FLAGS.gin_param)
-    export.load_for_inference(model, FLAGS.model_dir, checkpoint=FLAGS.checkpoint)
+    export.load_for_inference(model, checkpoint=chosen)
     export.export(model, output, format=FLAGS.format)
   except errors.CheckpointError as e:
     return _fail(f'no usable checkpoint: {str(e).splitlines()[0]}', EXIT_NO_CHECKPOINT)
@@ -74,8 +78,9 @@ def main(argv) -> int:
   except OSError as e:
     return _fail(f'cannot write {output}: {e.strerror or e}; choose a writable --output.',
                  EXIT_USAGE)
-  print(f'export: wrote {output} ({FLAGS.format}) from {FLAGS.checkpoint} checkpoint of '
-        f'{FLAGS.model_dir}', flush=True)
+  print(f'export: wrote {output} ({FLAGS.format}) from checkpoint {chosen} '
+        f'({described if FLAGS.checkpoint in export.CHECKPOINT_CHOICES else "given path"})',
+        flush=True)
   return EXIT_OK
 
 

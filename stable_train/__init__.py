@@ -17,6 +17,7 @@ _LAZY = {
     'AdaptiveClip': 'clipping', 'AdaptiveGradClip': 'clipping', 'ClipByNorm': 'clipping',
     'ClipByValue': 'clipping', 'InitialisationCheck': 'diagnostics', 'WarmupSchedule': 'lr',
     'DynamicLossScale': 'precision', 'load_for_inference': 'export',
+    'BestCheckpoint': 'stopping', 'EarlyStopping': 'stopping',
 }
 
 __all__ = ['CheckpointError', 'ConfigError', 'NumericsError', 'StableTrainError', *_LAZY]

@@ -3,7 +3,9 @@
 `tf.train.CheckpointManager` writes the files; a checkpoint counts only once it is listed in
 `manifest.json` (written atomically after the files are complete), so a crash mid-write never
 leaves a checkpoint that the next run would load. Each manifest entry carries the global step and
-a `good` mark (written while the run was healthy); only good checkpoints are rollback targets.
+a `good` mark (written while the run was healthy); only good checkpoints are rollback targets. At
+most one entry is marked `best` (the best evaluation so far, `stopping.BestCheckpoint`); rotation
+keeps it while it is the best.
 """
 
 import dataclasses
@@ -36,6 +38,7 @@ class Entry:
   step: int
   good: bool
   path: str  # Prefix, relative to the checkpoint directory (e.g. 'ckpt-3').
+  best: bool = False  # The checkpoint of the best evaluation so far (at most one entry).
 
 
 class CheckpointKeeper:
@@ -128,6 +131,11 @@ class CheckpointKeeper:
     cands = [e for e in self.good() if before_step is None or e.step < before_step]
     return cands[-1] if cands else None
 
+  def best(self) -> Optional[Entry]:
+    """The committed checkpoint marked best, or None."""
+    marked = [e for e in self.committed() if e.best]
+    return marked[-1] if marked else None
+
   # -- writing --------------------------------------------------------------------------------
   def _numbers_on_disk(self) -> List[int]:
     return [int(m.group(1)) for m in (re.match(r'ckpt-(\d+)\.', n)
@@ -182,10 +190,28 @@ class CheckpointKeeper:
       self._write_manifest()
     return changed
 
+  def mark_best(self, entry: Entry) -> Entry:
+    """Marks committed checkpoint `entry` as the best (persisted); the previous best loses its
+    mark and, no longer protected, is pruned if rotation would have dropped it.
+
+    Raises:
+      ValueError: `entry` is not a committed entry of this keeper.
+    """
+    mine = [e for e in self.entries if e.number == entry.number]
+    if not mine:
+      raise ValueError(f'mark_best: {entry.path} (step {entry.step}) is not a committed checkpoint')
+    for e in self.entries:
+      e.best = e is mine[0]
+    self._select_kept()
+    self._write_manifest()
+    self._delete_unlisted()
+    return mine[0]
+
   def _select_kept(self) -> None:
-    """Keeps the newest `max_to_keep` entries and the newest `keep_good` good ones."""
+    """Keeps the newest `max_to_keep` entries, the newest `keep_good` good ones and the best."""
     keep = set(id(e) for e in self.entries[-self.max_to_keep:])
     keep.update(id(e) for e in [e for e in self.entries if e.good][-self.keep_good:])
+    keep.update(id(e) for e in self.entries if e.best)
     self.entries = [e for e in self.entries if id(e) in keep]
 
   def _delete_unlisted(self) -> None:

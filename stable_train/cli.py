@@ -1,7 +1,8 @@
 """The command-line entry point: parse gin files and bindings, build the root `train`, run it.
 
-Exit codes: 0 completed; 1 a policy stopped the run (checkpoints intact), no checkpoint could be
-restored (none readable, or files without a readable manifest), a checkpoint or file could not be
+Exit codes: 0 completed (num_steps or num_epochs reached, stopped early by EarlyStopping, or the
+dataset exhausted before num_steps: a warning line on stderr); 1 a policy stopped the run
+(checkpoints intact), no checkpoint could be restored (none readable, or files without a readable manifest), a checkpoint or file could not be
 written (disk full), or TensorFlow failed at run time; 2 usage or configuration error (an empty
 dataset, a batch size other than the checkpointed one, a model_dir in use by another live process
 included); 128+N stopped cleanly by signal N (SIGTERM: 143, SIGINT: 130), during start-up or after
@@ -65,17 +66,20 @@ _SIGNALS = _Signals()
 
 
 @gin.configurable('train', denylist=['model_dir'])
-def train(*, model_dir: str, num_steps: Optional[int] = None,
+def train(*, model_dir: str, num_steps: Optional[int] = None, num_epochs: Optional[int] = None,
           dataset_fn: Optional[Callable] = None, trainer_fn: Optional[Callable] = None,
           strategy_fn: Optional[Callable] = None, precision: str = 'float32',
           seed: Optional[int] = None, export_format: Optional[str] = None,
+          export_checkpoint: str = 'last_good',
           eval_dataset_fn: Optional[Callable] = None, eval_every: Optional[int] = None,
           eval_steps: Optional[int] = None):
   """The root configurable: builds the strategy, the trainer and the dataset, then trains.
 
   Args:
     model_dir: where the run keeps its files (from --model_dir).
-    num_steps: the global step to train to (required).
+    num_steps: the global step to train to (this or num_epochs is required).
+    num_epochs: instead of num_steps: passes over the finite dataset (`dataset_fn` without
+      repeat); one epoch is its cardinality in batches, or counted by reading it once.
     dataset_fn: gin reference to a function returning a `tf.data.Dataset`.
     trainer_fn: gin reference to a Trainer class or factory, called as trainer_fn(model_dir=...,
       strategy=...); everything else comes from its own bindings. Default: `@Trainer`.
@@ -87,9 +91,13 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
       (`keras.utils.set_random_seed`) before anything is built, so a model factory that does not
       seed itself (`mlp.seed = None`) initialises the same way on a rerun of operative_config.gin.
       None: not seeded.
-    export_format: None, 'keras' or 'saved_model': once the run has completed, the last good
-      checkpoint is exported to `<model_dir>/export/model.keras` or `<model_dir>/export/saved_model`
-      (chief only), loadable without stable_train.
+    export_format: None, 'keras' or 'saved_model': once the run has ended normally (completed,
+      stopped early, or its data exhausted), the `export_checkpoint` checkpoint is exported to
+      `<model_dir>/export/model.keras` or `<model_dir>/export/saved_model` (chief only),
+      loadable without stable_train.
+    export_checkpoint: which checkpoint the end-of-run export takes: 'last_good', 'best' (the
+      best evaluation, marked by an EarlyStopping or BestCheckpoint policy; last_good, with a
+      warning, when none is marked) or 'latest'.
     eval_dataset_fn: gin reference to a function returning the held-out `tf.data.Dataset`;
       None: no evaluation.
     eval_every: evaluate every this many steps (and at the end); None: only at the end.
@@ -99,16 +107,26 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
     The run summary.
   """
   from stable_train import errors  # pylint: disable=g-import-not-at-top
-  if num_steps is None:
+  if num_steps is None and num_epochs is None:
     raise errors.ConfigError(
-        'train.num_steps is not set; add `train.num_steps = 1000` to a gin file or '
-        "--gin_param='train.num_steps=1000'.")
-  num_steps = errors.check_int('train', 'num_steps', num_steps, minimum=1)
+        'train.num_steps is not set; add `train.num_steps = 1000` (or `train.num_epochs = 3` for '
+        "a finite dataset) to a gin file or --gin_param='train.num_steps=1000'.")
+  if num_steps is not None and num_epochs is not None:
+    raise errors.ConfigError(
+        f'train.num_steps={num_steps!r} and train.num_epochs={num_epochs!r} are both set; keep '
+        'one.')
+  if num_epochs is not None:
+    length = {'num_epochs': errors.check_int('train', 'num_epochs', num_epochs, minimum=1)}
+  else:
+    length = {'num_steps': errors.check_int('train', 'num_steps', num_steps, minimum=1)}
   if seed is not None:
     seed = errors.check_int('train', 'seed', seed, minimum=0)
   if export_format not in (None, 'keras', 'saved_model'):
     raise errors.ConfigError(f"train.export_format={export_format!r} must be None, 'keras' or "
                              "'saved_model'.")
+  if export_checkpoint not in ('last_good', 'best', 'latest'):
+    raise errors.ConfigError(f"train.export_checkpoint={export_checkpoint!r} must be "
+                             "'last_good', 'best' or 'latest'.")
   if dataset_fn is None:
     raise errors.ConfigError(
         'train.dataset_fn is not set; bind it, e.g. `train.dataset_fn = @synthetic_regression`.')
@@ -119,14 +137,14 @@ def train(*, model_dir: str, num_steps: Optional[int] = None,
   if seed is not None:
     keras.utils.set_random_seed(seed)  # Before the strategy, the model and the dataset.
   try:
-    return _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format,
-                  eval_dataset_fn, eval_every, eval_steps)
+    return _train(model_dir, length, dataset_fn, trainer_fn, strategy_fn,
+                  (export_format, export_checkpoint), eval_dataset_fn, eval_every, eval_steps)
   finally:  # In-process callers (tests, notebooks) get their precision back.
     keras.config.set_floatx(previous[0])
     keras.mixed_precision.set_global_policy(previous[1])
 
 
-def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_format,
+def _train(model_dir, length, dataset_fn, trainer_fn, strategy_fn, export,
            eval_dataset_fn=None, eval_every=None, eval_steps=None):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from stable_train import errors  # pylint: disable=g-import-not-at-top
@@ -152,7 +170,7 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_for
     if chief:
       _write_operative_config(model_dir)
     try:
-      summary = trainer.fit(dataset, num_steps=num_steps, eval_dataset=eval_dataset,
+      summary = trainer.fit(dataset, **length, eval_dataset=eval_dataset,
                             eval_every=eval_every, eval_steps=eval_steps)
       _SIGNALS.raising = False  # Training ran: from here on a signal is only recorded.
     except _StartupInterrupted:
@@ -166,21 +184,24 @@ def _train(model_dir, num_steps, dataset_fn, trainer_fn, strategy_fn, export_for
       _write_operative_config(model_dir)
     if summary.get('note') == 'dataset empty':
       raise errors.ConfigError(trainer_lib.EMPTY_DATASET)
-    if chief and export_format and summary.get('status') == 'completed':
-      summary['export'] = _export(trainer, model_dir, export_format)
+    from stable_train import controller  # pylint: disable=g-import-not-at-top
+    if chief and export[0] and summary.get('status') in controller.FINISHED:
+      summary['export'], summary['export_checkpoint'] = _export(trainer, model_dir, *export)
   finally:
     if lock is not None:
       lock.release()
   return summary
 
 
-def _export(trainer, model_dir: str, export_format: str) -> str:
-  """Restores the run's last good checkpoint into the trainer's model (the run is over) and
-  exports it to `<model_dir>/export/`; returns the path written."""
+def _export(trainer, model_dir: str, export_format: str, checkpoint: str):
+  """Restores the run's `checkpoint` ('last_good', 'best' or 'latest') into the trainer's model
+  (the run is over) and exports it to `<model_dir>/export/`; returns (the path written, which
+  checkpoint it holds, e.g. 'best (step 400)')."""
   from stable_train import export  # pylint: disable=g-import-not-at-top
-  export.load_for_inference(trainer.model, model_dir, checkpoint='last_good')
+  _, described = export.choose_checkpoint(model_dir, checkpoint)
+  export.load_for_inference(trainer.model, model_dir, checkpoint=checkpoint)
   path = os.path.join(model_dir, 'export', export.DEFAULT_NAMES[export_format])
-  return export.export(trainer.model, path, format=export_format)
+  return export.export(trainer.model, path, format=export_format), described
 
 
 def _write_operative_config(model_dir: str) -> None:
@@ -307,15 +328,24 @@ def _main(argv) -> int:
         f"(applied {summary['applied_steps']}, skipped {summary['skipped_steps']}, "
         f"final loss {summary['final_loss']})", flush=True)
   if summary.get('export'):
-    print(f"stable_train: exported {summary['export']}", flush=True)
+    print(f"stable_train: exported {summary['export']} from checkpoint "
+          f"{summary['export_checkpoint']}", flush=True)
   if summary['status'] == 'interrupted':
     # A clean stop on SIGTERM/SIGINT: the shell's code for that signal.
     saved = ('checkpoint written' if summary.get('checkpoint') else
              'no checkpoint written (a variable is non-finite; the last good one is kept)')
     return _fail(f"interrupted by signal {summary['signal']}; {saved}; rerun the same command "
                  'to continue.', 128 + summary['signal'])
-  if summary['status'] != 'completed':
+  from stable_train import controller  # pylint: disable=g-import-not-at-top
+  if summary['status'] not in controller.FINISHED:
     return _fail(f"aborted: {summary.get('reason', summary['status'])}", EXIT_ABORTED)
+  if summary['status'] == 'data_exhausted':  # Ends normally (exit 0), but not where it was meant to.
+    sys.stderr.write(f"stable_train: warning: {summary['reason']}; repeat the dataset (or set "
+                     'train.num_epochs), or lower train.num_steps.\n')
+    sys.stderr.flush()
+  elif summary['status'] == 'stopped_early':
+    sys.stdout.write(f"stable_train: {summary['reason']}\n")
+    sys.stdout.flush()
   return EXIT_OK
 
 

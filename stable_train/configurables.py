@@ -16,6 +16,7 @@ from stable_train import models
 from stable_train import policies  # pylint: disable=unused-import  (registers the core policies)
 from stable_train import precision  # pylint: disable=unused-import  (registers DynamicLossScale)
 from stable_train import recovery  # pylint: disable=unused-import  (registers LossSpike, Rollback)
+from stable_train import stopping  # pylint: disable=unused-import  (BestCheckpoint, EarlyStopping)
 from stable_train import trainer
 
 _done = False

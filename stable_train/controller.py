@@ -22,8 +22,14 @@ from stable_train import events as events_lib
 from stable_train import host
 from stable_train import interfaces
 from stable_train import loop as loop_lib
+from stable_train import stopping
 
 log = logging.getLogger('stable_train')
+
+# The statuses of a run that ended normally (evaluated, checkpointed, exported; CLI exit 0):
+# num_steps (or num_epochs) reached, stopped early by a policy's STOP after an evaluation, or a
+# dataset that ended before num_steps.
+FINISHED = ('completed', 'stopped_early', 'data_exhausted')
 
 
 class Controller:
@@ -44,6 +50,8 @@ class Controller:
     self.eval_scalars = events_lib.Scalars(None)
     self.last_eval: Optional[Dict[str, Any]] = None
     self.best_eval_loss: Optional[float] = None
+    self._last_saved: Optional[checkpointing.Entry] = None  # Written since the last restore.
+    self._epochs = None  # (num_epochs, steps_per_epoch) of a fit(num_epochs=...), or None.
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -96,6 +104,7 @@ class Controller:
     entry = self.keeper.restore_latest(candidates)
     if entry is not None:
       self.refused_checkpoints = 0
+      self._last_saved = None
       # The optimizer's learning-rate variable came back from the checkpoint; the rate is the
       # configured base times the restored scale, so a changed config takes effect on resume.
       t.lr_control.set_scale(float(t.lr_scale.numpy()))
@@ -139,7 +148,18 @@ class Controller:
           f'could not write a checkpoint at step {step}: {error}; free space (or fix the '
           f'directory) and rerun the same command: it resumes {resume}.') from None
     t.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
+    self._last_saved = entry
     return entry
+
+  def checkpoint_now(self, reason: str) -> Optional[checkpointing.Entry]:
+    """The checkpoint of the state as it is now: the one this run wrote at the current step
+    since its last restore, else a new one (None when refused or without a model_dir)."""
+    step = int(self._trainer.global_step.numpy())
+    last = self._last_saved
+    if (last is not None and last.step == step and self.keeper is not None
+        and any(e.number == last.number for e in self.keeper.committed())):
+      return last
+    return self._trainer.save_checkpoint(reason)
 
   def _stale_checkpoint_note(self) -> str:
     committed = self.keeper.committed() if self.keeper is not None else []
@@ -201,6 +221,9 @@ class Controller:
     decisions = []
     for p in asked:
       d = p.decide(reports, context)
+      if d is not None and d.action == interfaces.STOP:
+        raise ValueError(f'{p.name}.decide returned action={d.action!r}: a stop comes from '
+                         'decide_eval (after an evaluation); from decide, ABORT stops the run.')
       if d is not None:
         # A decision names the policy that carries it out; by default the one that made it.
         decisions.append(d if d.policy else dataclasses.replace(d, policy=p.name))
@@ -237,10 +260,13 @@ class Controller:
   # The outer loop.
   # ------------------------------------------------------------------------------------------
   def fit(self, dataset, num_steps: int, *, eval_dataset=None, eval_every=None,
-          eval_steps=None) -> Dict[str, Any]:
+          eval_steps=None, epochs=None) -> Dict[str, Any]:
     """Sets the run up (resuming from disk) and runs the host loop to `num_steps`, evaluating
-    on `eval_dataset` every `eval_every` steps and at the end."""
+    on `eval_dataset` every `eval_every` steps and at the end. `epochs`: (num_epochs,
+    steps_per_epoch) when `dataset` is a finite one repeated num_epochs times: the run then ends
+    with that stream, wherever the resumed position puts its end."""
     t = self._trainer
+    self._epochs = epochs
     self._eval = (eval_dataset, eval_every, eval_steps) if eval_dataset is not None else None
     self.last_eval = None
     self.best_eval_loss: Optional[float] = None  # This fit's best (not checkpointed).
@@ -255,10 +281,14 @@ class Controller:
           os.path.join(t.output_dir, 'tensorboard', 'eval')
           if t.output_dir and self._eval is not None else None)
       step = int(t.global_step.numpy())
+      length = {}
+      if epochs is not None:  # The stream's end, from where the (resumed) position stands.
+        num_steps = step + max(epochs[0] * epochs[1] - t.data_position(), 0)
+        length = dict(num_epochs=epochs[0], steps_per_epoch=epochs[1])
       if restored is not None:
-        t.emit('resume', step, checkpoint=restored.path, num_steps=num_steps)
+        t.emit('resume', step, checkpoint=restored.path, num_steps=num_steps, **length)
       else:
-        t.emit('start', step, num_steps=num_steps)
+        t.emit('start', step, num_steps=num_steps, **length)
       stale = self._lock.taken_over if self._lock is not None else None
       if stale:
         t.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
@@ -266,7 +296,8 @@ class Controller:
                                    summary_every=t.summary_every, log_every=t.log_every,
                                    metrics=t.metric_results if t.metrics else None,
                                    reset_metrics=t.reset_metrics, num_steps=num_steps,
-                                   verbose=t.verbose)
+                                   verbose=t.verbose, epoch_of=self.epoch_of,
+                                   num_epochs=epochs[0] if epochs else None)
       self._recorder = recorder
       signals = host.StopSignals()
       with signals.catching():
@@ -294,9 +325,11 @@ class Controller:
           # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
           # turns 'dataset empty' into a configuration error.
           empty = step == start_step and t.data_position() == 0
-          reason = 'dataset empty' if empty else self._exhausted(step, num_steps)
           if empty:
+            reason = 'dataset empty'
             log.warning('the dataset is empty: no step was run')
+          else:
+            status, reason = self._data_end(step, num_steps)
           break
         step = int(reports.step[-1])
         if reports.applied[-1]:
@@ -340,7 +373,8 @@ class Controller:
           break
         last_eval_step = min(last_eval_step, step)
         if self._eval_due(step, last_eval_step):
-          diverged = self.eval_divergence(self.evaluate(step))
+          result = self.evaluate(step)
+          diverged = self.eval_divergence(result)
           last_eval_step = step
           if diverged is not None:  # A fault like any other: a Rollback acts on it.
             stop_reason = self._carry_out(diverged)
@@ -350,6 +384,12 @@ class Controller:
               break
             step = last_eval_step = int(t.global_step.numpy())
             last_checkpoint_step = min(last_checkpoint_step, step)
+          else:  # The policies' decide_eval (best checkpoint, early stopping).
+            status, reason = self._after_eval(result)
+            if self._last_saved is not None and self._last_saved.step == step:
+              last_checkpoint_step = step  # A best checkpoint was written at this step.
+            if status != 'completed':
+              break
         if step - last_checkpoint_step >= t.checkpoint_every:
           t.save_checkpoint()
           last_checkpoint_step = step
@@ -362,7 +402,7 @@ class Controller:
               break
             step = last_checkpoint_step = int(t.global_step.numpy())
         if data_ended:
-          reason = self._exhausted(step, num_steps)
+          status, reason = self._data_end(step, num_steps)
           break
     except (errors.NumericsError, errors.CheckpointError) as e:
       # CheckNumerics(mode='raise'), or a checkpoint that could not be written: record the abort
@@ -376,34 +416,54 @@ class Controller:
         pass  # The disk that refused the checkpoint may refuse summary.json too.
       raise
     step = int(t.global_step.numpy())
-    if status == 'completed' and self._eval is not None and (
+    if status in FINISHED and self._eval is not None and (
         self.last_eval is None or self.last_eval['step'] != step):
-      diverged = self.eval_divergence(self.evaluate(step))
+      result = self.evaluate(step)
+      diverged = self.eval_divergence(result)
       if diverged is not None:
         # No steps left to recover in: the final checkpoint is simply not known good.
         t.last_fault_step.assign(step)
         t.emit('eval_divergence', step, reason=diverged.reason, handled='final checkpoint not good')
-    if status == 'completed' and step != last_checkpoint_step:
+      else:
+        final_status, final_reason = self._after_eval(result, final=True)
+        if final_status == 'aborted':
+          status, reason = final_status, final_reason
+        if self._last_saved is not None and self._last_saved.step == step:
+          last_checkpoint_step = step
+    if status in FINISHED and step != last_checkpoint_step:
       t.save_checkpoint(reason='end')
-    if status == 'completed' and self.refused_checkpoints:
+    if status in FINISHED and self.refused_checkpoints:
       # Never "completed" while the newest checkpoint is stale.
       bad = t.non_finite_variables()
       status = 'aborted'
       reason = (f'the final checkpoint was refused: variable {bad[0] if bad else "?"} is '
                 'non-finite; ' + self._stale_checkpoint_note())
       t.emit('abort', step, reason=reason, trigger='checkpoint_refused')
-    if status == 'completed':
-      t.emit('done', step, reason=reason or 'num_steps reached')
+    if status in FINISHED:
+      done = 'num_epochs reached' if self._epochs is not None else 'num_steps reached'
+      t.emit('done', step, status=status, reason=reason or done)
     extra = ({'signal': interrupted_by, 'checkpoint': stop_checkpoint}
              if interrupted_by is not None else {})
     return self._finish(status, reason, last_loss, start_step, start_time, **extra)
 
-  @staticmethod
-  def _exhausted(step: int, num_steps: int) -> str:
-    """The note (and warning line) of a run whose data ended before `num_steps`."""
+  def epoch_of(self, step: int) -> Optional[int]:
+    """The 1-based epoch of the batch global step `step` consumed (the first epoch for step 0),
+    under `fit(num_epochs=...)`; None otherwise."""
+    if self._epochs is None:
+      return None
+    num_epochs, per_epoch = self._epochs
+    position = max(step - 1 + int(self._trainer.data_offset.numpy()), 0)
+    return min(position // per_epoch + 1, num_epochs)
+
+  def _data_end(self, step: int, num_steps: int):
+    """(status, reason) of a run whose data ended before `num_steps`: under num_epochs the
+    stream's end is the run's (a rollback's skipped batches shorten it); otherwise
+    'data_exhausted', with a warning line."""
+    if self._epochs is not None:
+      return 'completed', 'num_epochs reached'
     reason = f'dataset exhausted at step {step} of {num_steps}'
     log.warning('%s: the run ends here (repeat the dataset, or lower num_steps)', reason)
-    return reason
+    return 'data_exhausted', reason
 
   def _eval_due(self, step: int, last_eval_step: int) -> bool:
     if self._eval is None or self._eval[1] is None:
@@ -430,6 +490,44 @@ class Controller:
     values.update({f'metrics/{k}': v for k, v in result['metrics'].items()})
     self.eval_scalars.write(step, values)
     return result
+
+  def decide_eval(self, result: Dict[str, Any]):
+    """Every policy's `decide_eval` on one evaluation, pure: the decisions in policy order."""
+    t = self._trainer
+    train_metrics = {}
+    if t.metrics:
+      train_metrics = (self._recorder.metric_window() if self._recorder is not None
+                       else t.metric_results())
+    values = stopping.monitored_values(result, train_metrics)
+    context = self.context()
+    decisions = []
+    for p in t.policies:
+      d = p.decide_eval(values, context)
+      if d is None:
+        continue
+      if d.action not in (interfaces.ACT, interfaces.STOP):
+        raise ValueError(f'{p.name}.decide_eval returned action={d.action!r}; an evaluation '
+                         'decision is ACT or STOP.')
+      decisions.append(d if d.policy else dataclasses.replace(d, policy=p.name))
+    return decisions
+
+  def _after_eval(self, result: Dict[str, Any], final: bool = False):
+    """Carries out the policies' decisions on an evaluation, in policy order; returns the run's
+    (status, reason): ('completed', '') to go on, ('stopped_early', why) after a STOP (at the
+    `final` evaluation a STOP is dropped: the run ends anyway), or ('aborted', why) when an
+    execute says so."""
+    t = self._trainer
+    stop = None
+    for d in self.decide_eval(result):
+      if d.action == interfaces.STOP and final:
+        continue
+      aborted = self._act(d)
+      if aborted is not None:
+        t.emit('abort', d.step, reason=aborted, trigger=d.trigger or d.policy)
+        return 'aborted', aborted
+      if d.action == interfaces.STOP and stop is None:
+        stop = d.reason
+    return ('stopped_early', stop) if stop is not None else ('completed', '')
 
   def eval_divergence(self, result: Dict[str, Any]) -> Optional[interfaces.Decision]:
     """An ESCALATE decision (trigger `eval_divergence`) if the eval loss is non-finite or above
@@ -475,6 +573,9 @@ class Controller:
     }
     for p in t.policies:
       summary.update(p.summary())
+    if self._epochs is not None:
+      summary.update(epoch=self.epoch_of(summary['global_step']), num_epochs=self._epochs[0],
+                     steps_per_epoch=self._epochs[1])
     if self.last_eval is not None:
       summary['eval'] = dict(self.last_eval)
     if t.metrics:

@@ -6,7 +6,7 @@ import logging
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import keras
 import tensorflow as tf
@@ -47,18 +47,19 @@ def _committed_entries(model_dir: str) -> List[Dict[str, Any]]:
   return present
 
 
-def checkpoint_path(model_dir: str, checkpoint: str = 'last_good') -> str:
-  """The prefix of a run's committed checkpoint.
+def choose_checkpoint(model_dir: str, checkpoint: str = 'last_good') -> Tuple[str, str]:
+  """A run's committed checkpoint of the kind asked for, and what it is.
 
   Args:
     model_dir: the run's `--model_dir`.
     checkpoint: 'last_good' (the newest checkpoint written while the run was healthy), 'latest'
-      (the newest committed one, good or not) or 'best' (the newest one marked `best` in the
-      manifest; no run marks one yet — that comes with evaluation — so today 'best' falls back to
-      'last_good').
+      (the newest committed one, good or not) or 'best' (the one marked `best` in the manifest:
+      the best evaluation of a run with an EarlyStopping or BestCheckpoint policy; when none is
+      marked, 'last_good', with a warning and a note saying so).
 
   Returns:
-    The checkpoint prefix, e.g. `<model_dir>/checkpoints/ckpt-3`.
+    (the checkpoint prefix, e.g. `<model_dir>/checkpoints/ckpt-3`; a description, e.g.
+    'best (step 400)' or 'last_good (step 900): no checkpoint is marked best').
 
   Raises:
     CheckpointError: the directory, its manifest or a checkpoint of that kind is missing.
@@ -73,14 +74,24 @@ def checkpoint_path(model_dir: str, checkpoint: str = 'last_good') -> str:
   best = [e for e in entries if e.get('best')]
   good = [e for e in entries if e.get('good')]
   if checkpoint == 'latest':
-    return entries[-1]['prefix']
+    return entries[-1]['prefix'], f'latest (step {entries[-1]["step"]})'
   if checkpoint == 'best' and best:
-    return best[-1]['prefix']
+    return best[-1]['prefix'], f'best (step {best[-1]["step"]})'
   if not good:
     raise errors.CheckpointError(
-        f'{model_dir!r} has no checkpoint marked good (newest: step {entries[-1]["step"]}); '
-        "use checkpoint='latest' to take it anyway.")
-  return good[-1]['prefix']
+        f'{model_dir!r} has no checkpoint marked good (newest: step {entries[-1]["step"]})'
+        + (' and none marked best' if checkpoint == 'best' else '')
+        + "; use checkpoint='latest' to take it anyway.")
+  description = f'last_good (step {good[-1]["step"]})'
+  if checkpoint == 'best':
+    description += (': no checkpoint is marked best (the run had no EarlyStopping or '
+                    'BestCheckpoint policy, or no evaluation)')
+  return good[-1]['prefix'], description
+
+
+def checkpoint_path(model_dir: str, checkpoint: str = 'last_good') -> str:
+  """The prefix of a run's committed checkpoint (see `choose_checkpoint`)."""
+  return choose_checkpoint(model_dir, checkpoint)[0]
 
 
 def _check_keras_model(model) -> None:
@@ -115,8 +126,8 @@ def load_for_inference(model: keras.Model, model_dir: Optional[str] = None, *,
     model: a freshly built model of the same architecture (e.g. from the run's config). An unbuilt
       model is built from `sample_input` or `input_shape`.
     model_dir: the run's `--model_dir` (not needed when `checkpoint` is a path).
-    checkpoint: 'last_good', 'latest', 'best' (see `checkpoint_path`; 'best' falls back to
-      'last_good' until evaluation marks a best checkpoint), or a checkpoint prefix path.
+    checkpoint: 'last_good', 'latest', 'best' (see `choose_checkpoint`; 'best' falls back to
+      'last_good' when no checkpoint is marked best), or a checkpoint prefix path.
     sample_input: a batch of features to build an unbuilt model with.
     input_shape: an input shape (with batch dimension) to build an unbuilt model with.
 
@@ -131,7 +142,9 @@ def load_for_inference(model: keras.Model, model_dir: Optional[str] = None, *,
   if checkpoint in CHECKPOINT_CHOICES:
     if model_dir is None:
       raise errors.ConfigError(f'checkpoint={checkpoint!r} needs model_dir.')
-    prefix = checkpoint_path(model_dir, checkpoint)
+    prefix, description = choose_checkpoint(model_dir, checkpoint)
+    if checkpoint == 'best' and not description.startswith('best'):
+      logging.getLogger('stable_train').warning('%s: restoring %s', model_dir, description)
   else:
     prefix = checkpoint
     if not tf.io.gfile.exists(prefix + '.index'):

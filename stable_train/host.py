@@ -45,13 +45,18 @@ class LoopRecorder:
   def __init__(self, *, emit: Callable[..., object], scalars, summary_every: int, log_every: int,
                metrics: Optional[Callable[[], Dict[str, float]]] = None,
                reset_metrics: Optional[Callable[[], None]] = None,
-               num_steps: Optional[int] = None, verbose: bool = True):
+               num_steps: Optional[int] = None, verbose: bool = True,
+               epoch_of: Optional[Callable[[int], Optional[int]]] = None,
+               num_epochs: Optional[int] = None):
     """Args: emit: writes an event; scalars: `events.Scalars`; summary_every, log_every: in
     steps; metrics, reset_metrics: the Trainer's metric values (read at the end of a loop that
     holds a progress step, shown on its lines and written as scalars) and their reset (after it);
     num_steps: the run's target global step (percent and ETA on the progress lines);
-    verbose: False writes no progress lines.
+    verbose: False writes no progress lines; epoch_of, num_epochs: the epoch of a step's batch
+    and the epochs of the run (`epoch 2/3` on the progress lines), under fit(num_epochs=...).
     """
+    self._epoch_of = epoch_of
+    self._num_epochs = num_epochs
     self._verbose = verbose
     self._num_steps = num_steps
     self._window_losses = []  # Applied, finite losses since the last progress line.
@@ -112,8 +117,11 @@ class LoopRecorder:
         shown = ''.join(f'  {name} {value:.4g}' for name, value in metrics.items())
         mean = np.mean(self._window_losses) if self._window_losses else float('nan')
         self._window_losses = []
-        log.info('step %d%s  loss %.5g  grad_norm %.4g  %s  skips %d%s', step,
-                 self._progress(step, rate), mean, reports.grad_norm[i],
+        epoch = self._epoch_of(step) if self._epoch_of is not None else None
+        log.info('step %d%s%s  loss %.5g  grad_norm %.4g  %s  skips %d%s', step,
+                 self._progress(step, rate),
+                 f'  epoch {epoch}/{self._num_epochs}' if epoch is not None else '',
+                 mean, reports.grad_norm[i],
                  f'{rate:.1f} steps/s' if rate else '- steps/s (tracing)',
                  int(skipped_after[i]), shown)
       if metrics and log_due[i]:

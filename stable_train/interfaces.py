@@ -20,7 +20,11 @@ ABORT = 'abort'
 # emitting a warning, restoring the learning rate. Run for every policy that asks, in policy
 # order, before the one resolved continue/rollback/abort decision.
 ACT = 'act'
-ACTIONS = (CONTINUE, ESCALATE, ROLLBACK, ABORT, ACT)
+# "End the run cleanly after this evaluation" (early stopping): only from `Policy.decide_eval`.
+# The policy's `execute` records it, then the run ends with status 'stopped_early' and this
+# decision's reason in the summary.
+STOP = 'stop'
+ACTIONS = (CONTINUE, ESCALATE, ROLLBACK, ABORT, ACT, STOP)
 
 # The gradient statistics in the `stats` of `Policy.transform_gradients` / `allow_update`; they
 # always describe the gradients currently being passed (see `Policy.transform_gradients`).
@@ -287,10 +291,11 @@ class Policy(tf.Module):
     `check_batch`, `sanitize_labels`, `transform_loss`, `transform_gradients`, `allow_update`,
     `update_state`; and `end_step`, traced into the loop around the step (never compiled with XLA).
   Host hooks (eager, once per loop): `decide`, `handle_escalation`, `execute`, `is_healthy`,
-    `summary`. `decide` and `handle_escalation` only decide: from the reports, a
-    `PolicyContext` and the policy's own variables (which they may update: that is the policy's
-    state transition). Every action on the run (files, events, logs, a restore, the learning
-    rate) happens in `execute`, which the controller calls with the Trainer.
+    `summary`; after each evaluation: `decide_eval`. `decide`, `handle_escalation` and
+    `decide_eval` only decide: from the reports (or eval results), a `PolicyContext` and the
+    policy's own variables (which they may update: that is the policy's state transition).
+    Every action on the run (files, events, logs, a restore, the learning rate) happens in
+    `execute`, which the controller calls with the Trainer.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -389,6 +394,23 @@ class Policy(tf.Module):
       context: the read-only `PolicyContext` (None in unit tests of a policy that reads none).
     """
     del reports, context
+    return None
+
+  def decide_eval(self, values: Dict[str, float],
+                  context: Optional[PolicyContext]) -> Optional[Decision]:
+    """Reads one evaluation's results and returns a Decision (or None). Pure, like `decide`.
+
+    Called after each evaluation of `fit(eval_dataset=...)` that was not an eval divergence, in
+    policy order. The decision may be ACT (carried out by `execute`, e.g. marking the best
+    checkpoint) or STOP (`execute` records it, then the run ends 'stopped_early'; e.g.
+    EarlyStopping). A STOP at the final evaluation of a run is dropped (the run ends anyway).
+
+    Args:
+      values: the monitorable values: 'eval_loss', 'eval_<metric name>' for each eval metric,
+        and '<metric name>' for each training metric's latest window.
+      context: the read-only `PolicyContext` (its `step` is the evaluated step).
+    """
+    del values, context
     return None
 
   def handle_escalation(self, decision: Decision,

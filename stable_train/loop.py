@@ -27,7 +27,6 @@ class TrainLoop:
     self.step_fn = None
     self.loop_fn = None
     self.checks_variables = False
-    self._metric_inputs = None  # (labels, predictions) of the step being traced, for the metrics.
     self._concrete = (None, None)  # (iterator, the loop's concrete function for it).
 
   @property
@@ -104,21 +103,21 @@ class TrainLoop:
 
   def replica_compute(self, batch):
     """Per replica: snapshot of the forward state, loss, aggregated gradients, checks and policy
-    transforms. Traced."""
+    transforms, and this replica's (labels, predictions) for the metrics (() without metrics).
+    Traced."""
     t = self._trainer
     # Read before the forward pass assigns: automatic control dependencies order the reads and
     # the layers' assigns of each variable in program order (under XLA too).
     snapshot = [tf.identity(v) for v in t.forward_state()]
     t._traced_predictions = None  # pylint: disable=protected-access
     loss, grads, input_ok, outputs_ok = t.loss_and_gradients(batch)
-    metric_inputs = None
+    metric_inputs = ()
     if t.metrics:
       if t._traced_predictions is None:  # pylint: disable=protected-access
         raise errors.ConfigError(
             'Trainer: metrics need the predictions, but this compute_loss does not call '
             'self.forward(features, training); call it, or drop the metrics.')
       metric_inputs = (t.split_batch(batch)[1], t._traced_predictions)  # pylint: disable=protected-access
-    self._metric_inputs = metric_inputs
     inputs_bad = tf.cast(tf.logical_not(input_ok), tf.float32)
     outputs_bad = tf.cast(tf.logical_not(outputs_ok), tf.float32)
     grads, loss, inputs_bad, outputs_bad = step_lib.aggregate(
@@ -126,7 +125,7 @@ class TrainLoop:
     grads, report = step_lib.guard(grads, loss, inputs_bad, outputs_bad, t.policies,
                                    t._variable_paths, t.jit_compile,  # pylint: disable=protected-access
                                    loss_scale=t.loss_scale)
-    return grads, report, snapshot
+    return grads, report, snapshot, metric_inputs
 
   def step(self, batch):
     """One train step: compute on every replica, then one agreed apply-or-skip. Traced."""
@@ -145,9 +144,14 @@ class TrainLoop:
     names = list(self._trainer._report_dtypes)  # pylint: disable=protected-access
     return tf.stack([tf.cast(report[k], tf.float64) for k in names])
 
-  def apply_aggregated(self, grads):
-    """Per replica, inside the agreed apply: applies the already aggregated gradients. Traced."""
+  def apply_aggregated(self, grads, metric_inputs=()):
+    """Per replica, inside the agreed apply: applies the already aggregated gradients and
+    updates the metrics with this replica's (labels, predictions). Traced."""
     self._trainer.apply_gradients(list(grads))
+    if metric_inputs:  # Applied steps only: a skipped batch never counts.
+      # Under a strategy the metric variables are sync-on-read sums (created in its scope):
+      # each replica adds its own shard; reading them sums the replicas.
+      self._trainer.update_metrics(*metric_inputs)
 
   def _step_in_scope(self, batch):
     t = self._trainer
@@ -157,7 +161,7 @@ class TrainLoop:
     # The process-wide generators (a layer drawing keras.random.* without a seed) move in the
     # forward pass too: read here, before it (cross-replica context), put back on a skip.
     random_snapshot = [tf.identity(v) for v in random_states]
-    grads, report, snapshot = t.strategy.run(self.replica_compute, (batch,))
+    grads, report, snapshot, metric_inputs = t.strategy.run(self.replica_compute, (batch,))
     # Every field is computed from aggregated values, so all replicas agree: take the first copy.
     report = {k: t.strategy.experimental_local_results(v)[0] for k, v in report.items()}
     applied = report['applied']
@@ -170,11 +174,9 @@ class TrainLoop:
         # all-reduce of the already aggregated gradients.
         # (Switched off around strategy.run, not inside it: replicas are traced in threads.)
         with distribute.gradients_already_aggregated(t.optimizer):
-          t.strategy.run(self.apply_aggregated, (grads,))
+          t.strategy.run(self.apply_aggregated, (grads, metric_inputs))
       else:
-        t.apply_gradients(grads)
-        if self._metric_inputs is not None:  # Applied steps only: a skipped batch never counts.
-          t.update_metrics(*self._metric_inputs)
+        self.apply_aggregated(grads, metric_inputs)
       return tf.constant(True)
 
     def skip():

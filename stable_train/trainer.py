@@ -26,6 +26,7 @@ from stable_train import precision as precision_lib
 from stable_train import provenance
 from stable_train import state as state_lib
 from stable_train import step as step_lib
+from stable_train import stopping
 
 log = logging.getLogger('stable_train')
 
@@ -97,10 +98,15 @@ def _check_metrics(metrics, strategy) -> List[keras.metrics.Metric]:
   names = [m.name for m in metrics]
   if len(set(names)) != len(names):
     raise errors.ConfigError(f'Trainer: metric names must be unique, got {names}; pass name=... .')
-  if metrics and distribute.uses_distributed_input(strategy):
-    raise errors.ConfigError(
-        f'Trainer: metrics={names} are not supported under {type(strategy).__name__} yet; '
-        'train on one device, or compute them after the run (export.load_for_inference).')
+  if distribute.uses_distributed_input(strategy):
+    for m in metrics:
+      # Each replica updates its own copy of a sync-on-read variable, which only the strategy's
+      # scope creates; a plain variable would be assigned by every replica at once.
+      if not all(strategy.extended.variable_created_in_scope(getattr(v, 'value', v))
+                 for v in m.variables):
+        raise errors.ConfigError(
+            f'Trainer: metric {m.name!r} was created outside {type(strategy).__name__}.scope(); '
+            'create the metrics inside `with strategy.scope():`, with the model and optimizer.')
   return metrics
 
 
@@ -160,7 +166,8 @@ class Trainer:
       faults: a `faults.Faults` plan to rehearse failure (put before the policies); None: none.
       metrics: Keras metrics (e.g. `[keras.metrics.SparseCategoricalAccuracy()]`) updated with
         (labels, predictions) by applied steps only (a skipped batch never counts), reset after
-        each progress line; not checkpointed. Single-device runs only for now.
+        each progress line; not checkpointed. Under a distributed strategy, create them inside
+        its scope: each replica counts its shard of the batch.
       eval_divergence_factor: an evaluation (fit's `eval_dataset`) whose loss is non-finite or
         above this factor times the best eval loss of the run so far is a fault (trigger
         `eval_divergence`: a Rollback policy rolls back, otherwise the run aborts); None: only a
@@ -203,6 +210,7 @@ class Trainer:
     names = [p.name for p in policies]
     if len(set(names)) != len(names):
       raise errors.ConfigError(f'Trainer: policy names must be unique, got {names}; pass name=... .')
+    stopping.check_policies(policies)
     for p in policies:
       # A policy's variables are one run's state (skip counters, detector windows, rollbacks): a
       # second Trainer would start with the first one's counts.
@@ -465,6 +473,11 @@ class Trainer:
     """Writes a checkpoint if every variable is finite; otherwise refuses and records why."""
     return self._controller.save_checkpoint(reason)
 
+  def checkpoint_now(self, reason: str = 'best') -> Optional[checkpointing.Entry]:
+    """The checkpoint of the current state: the one written at this step since the last restore,
+    else a new one (`save_checkpoint`); None when refused or without a model_dir."""
+    return self._controller.checkpoint_now(reason)
+
   def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
     """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
     the next older tried), then repositions the input. Returns the entry, or None."""
@@ -535,8 +548,12 @@ class Trainer:
                                          random_states=self._random_states)
 
   def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
-    """Writes one record to events.jsonl (and passes it to `on_event`)."""
+    """Writes one record to events.jsonl (and passes it to `on_event`); under `fit(num_epochs=)`
+    it carries the (1-based) epoch of the step's batch."""
     step = int(self.global_step.numpy()) if step is None else step
+    epoch = self._controller.epoch_of(step)
+    if epoch is not None:
+      fields.setdefault('epoch', epoch)
     record = self.events.emit(event, step, **fields)
     self.on_event(record)
     return record
@@ -544,15 +561,22 @@ class Trainer:
   # ------------------------------------------------------------------------------------------
   # fit.
   # ------------------------------------------------------------------------------------------
-  def fit(self, dataset: tf.data.Dataset, *, num_steps: int,
+  def fit(self, dataset: tf.data.Dataset, *, num_steps: Optional[int] = None,
+          num_epochs: Optional[int] = None,
           eval_dataset: Optional[tf.data.Dataset] = None, eval_every: Optional[int] = None,
           eval_steps: Optional[int] = None) -> Dict[str, Any]:
     """Trains until the global step reaches `num_steps` (a total, so a resumed run stops at the same
-    step) or the dataset ends.
+    step), or for `num_epochs` passes over a finite dataset, or until the dataset ends.
 
     Args:
       dataset: a `tf.data.Dataset` of (features, labels) pairs or dicts with a 'labels' key.
       num_steps: the global step to stop at.
+      num_epochs: instead of num_steps: pass over `dataset` (finite, not repeated) this many
+        times (`dataset.repeat(num_epochs)`). An epoch is its cardinality in batches when
+        tf.data knows it, else counted once by reading the dataset to its end before training.
+        Counted from the dataset's start: a run resumed from its model_dir goes on at the same
+        position and stops at the end of the last epoch; a later `fit` of the same Trainer does
+        `num_epochs` more. Events and progress lines carry the (1-based) epoch.
       eval_dataset: held-out data: loss and metrics on it (inference mode, no state change)
         every `eval_every` steps and at the end of a completed run; None: no evaluation.
       eval_every: evaluate when the global step reaches a multiple of this (rounded to loop
@@ -564,10 +588,38 @@ class Trainer:
     """
     if not isinstance(dataset, tf.data.Dataset):
       raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
-    num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
-    eval_every, eval_steps = evaluation.check_eval_args(self.strategy, eval_dataset, eval_every,
-                                                        eval_steps)
+    if (num_steps is None) == (num_epochs is None):
+      raise errors.ConfigError(
+          f'Trainer.fit: pass num_steps= (the global step to stop at) or num_epochs= (passes over '
+          f'a finite dataset), not {"both" if num_steps is not None else "neither"}.')
+    epochs = None
+    if num_epochs is not None:
+      num_epochs = errors.check_int('Trainer.fit', 'num_epochs', num_epochs, minimum=1)
+      epochs = (num_epochs, steps_per_epoch(dataset))
+      dataset = dataset.repeat(num_epochs)
+      num_steps = num_epochs * epochs[1]  # Until the controller knows the resumed position.
+    else:
+      num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
+    eval_every, eval_steps = evaluation.check_eval_args(eval_dataset, eval_every, eval_steps)
+    stopping.check_fit(self.policies, [m.name for m in self.metrics], eval_dataset is not None)
     if self.faults is not None:
       dataset = self.faults.wrap_dataset(dataset)
     return self._controller.fit(dataset, num_steps, eval_dataset=eval_dataset,
-                                eval_every=eval_every, eval_steps=eval_steps)
+                                eval_every=eval_every, eval_steps=eval_steps, epochs=epochs)
+
+
+def steps_per_epoch(dataset: tf.data.Dataset) -> int:
+  """Batches in one pass over a finite `dataset`: its cardinality when tf.data knows it, else
+  counted by reading it to its end once (a pipeline with a filter, say). ConfigError for one that
+  repeats forever or holds no batch."""
+  cardinality = int(dataset.cardinality())
+  if cardinality == int(tf.data.INFINITE_CARDINALITY):
+    raise errors.ConfigError(
+        'Trainer.fit: num_epochs needs a finite dataset, but this one repeats forever; drop its '
+        '.repeat() (e.g. synthetic_*.repeat = False), or use num_steps.')
+  if cardinality == int(tf.data.UNKNOWN_CARDINALITY):
+    log.info('num_epochs: counting the batches of one epoch (the dataset does not say)')
+    cardinality = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+  if cardinality == 0:
+    raise errors.ConfigError(EMPTY_DATASET)
+  return cardinality

@@ -77,6 +77,43 @@ class KeeperTest(tf.test.TestCase):
     files = os.listdir(self.dir)
     self.assertFalse(any(f.startswith('ckpt-3.') for f in files), files)
 
+  def test_the_best_checkpoint_survives_rotation_and_reload_until_another_is_best(self):
+    keeper = self._keeper(max_to_keep=2, keep_good=1)
+    best = self._save(keeper, 2.0, 20)
+    keeper.mark_best(best)
+    for step in (30, 40, 50, 60):
+      self._save(keeper, float(step), step)
+    # Rotation keeps the newest two, the newest good one, and the best one.
+    self.assertEqual([e.step for e in keeper.committed()], [20, 50, 60])
+    reloaded = self._keeper(max_to_keep=2, keep_good=1)
+    self.assertEqual(reloaded.best().step, 20)
+    with open(os.path.join(self.dir, checkpointing.MANIFEST)) as f:
+      marks = {e['step']: e['best'] for e in json.load(f)['checkpoints']}
+    self.assertEqual(marks, {20: True, 50: False, 60: False})
+    self.var.assign(-1.0)
+    reloaded.restore(reloaded.best())
+    self.assertEqual(float(self.var), 2.0)
+    # A new best takes the mark; the old one, unprotected now, is pruned with its files.
+    reloaded.mark_best(reloaded.committed()[-1])
+    self.assertEqual([(e.step, e.best) for e in reloaded.committed()], [(50, False), (60, True)])
+    self.assertFalse(any(f.startswith(best.path + '.') for f in os.listdir(self.dir)))
+    self.assertEqual(self._keeper().best().step, 60)
+    with self.assertRaisesRegex(ValueError, 'not a committed checkpoint'):
+      reloaded.mark_best(best)
+
+  def test_a_manifest_without_best_marks_still_loads(self):
+    self._save(self.keeper, 1.0, 10)
+    path = os.path.join(self.dir, checkpointing.MANIFEST)
+    with open(path) as f:
+      data = json.load(f)
+    for e in data['checkpoints']:
+      del e['best']  # As written before best marks existed.
+    with open(path, 'w') as f:
+      json.dump(data, f)
+    keeper = self._keeper()
+    self.assertEqual([(e.step, e.best) for e in keeper.committed()], [(10, False)])
+    self.assertIsNone(keeper.best())
+
   def test_mark_bad_persists(self):
     self._save(self.keeper, 1.0, 10)
     self._save(self.keeper, 2.0, 20)

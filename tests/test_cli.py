@@ -20,6 +20,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICKSTART = os.path.join(REPO, 'configs', 'quickstart.gin')
 SMALL = ["mlp.hidden = (16,)", 'synthetic_regression.num_features = 32', 'mlp.input_dim = 32',
          'train.num_steps = 30', 'Trainer.log_every = 10', 'Trainer.checkpoint_every = 10']
+# Evaluation data for SMALL (another seed's rows), one batch per evaluation.
+EVAL = ['train.eval_dataset_fn = @eval/synthetic_regression', 'train.eval_every = 10',
+        'train.eval_steps = 1', 'eval/synthetic_regression.seed = 7']
 
 
 def run_main(*argv):
@@ -66,9 +69,16 @@ class CliTest(tf.test.TestCase):
 
   def test_bad_export_format_or_seed_exits_2(self):
     for param, text in (("train.export_format = 'onnx'", "export_format='onnx'"),
+                        ("train.export_checkpoint = 'worst'", "export_checkpoint='worst'"),
+                        (['Trainer.policies = [@SkipNonFinite(), @EarlyStopping()]',
+                          'EarlyStopping.patience = 0'], 'EarlyStopping: patience=0'),
+                        (['Trainer.policies = [@SkipNonFinite(), @EarlyStopping()]'],
+                         'EarlyStopping(\'eval_loss\') acts on evaluations, but fit has no '
+                         'eval_dataset'),
                         ('train.seed = -1', 'seed')):
+      params = param if isinstance(param, list) else [param]
       code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={self.get_temp_dir()}',
-                           *[f'--gin_param={p}' for p in SMALL + [param]])
+                           *[f'--gin_param={p}' for p in SMALL + params])
       self.assertEqual(code, 2, err)
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertIn(text, err)
@@ -145,6 +155,70 @@ class CliTest(tf.test.TestCase):
       self.assertIn(text, err, argv)
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertNotIn('Traceback', err)
+
+  def test_early_stopping_exits_0_and_exports_the_best_checkpoint(self):
+    model_dir = self.get_temp_dir() + '/early'
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+      code, err = run_main(
+          f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+          *[f'--gin_param={p}' for p in SMALL + EVAL + [
+              'Trainer.policies = [@CheckNumerics(), @AdaptiveClip(), @SkipNonFinite(), '
+              '@EarlyStopping()]',
+              'EarlyStopping.patience = 1',
+              'EarlyStopping.min_delta = 1e9',  # Nothing improves after the first evaluation.
+              "train.export_format = 'keras'", "train.export_checkpoint = 'best'"]])
+    self.assertEqual(code, 0, err)
+    reason = ('early stopping: eval_loss did not improve by more than 1e+09 for 1 evaluations; '
+              'best')
+    self.assertIn(f'stable_train: {reason}', out.getvalue())
+    self.assertIn('stable_train: exported ' + os.path.join(model_dir, 'export', 'model.keras')
+                  + ' from checkpoint best (step 10)', out.getvalue())
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual((summary['status'], summary['global_step']), ('stopped_early', 20))
+    self.assertTrue(summary['reason'].startswith(reason))
+    self.assertTrue(summary['reason'].endswith('at step 10'))
+    with open(os.path.join(model_dir, 'checkpoints', 'manifest.json')) as f:
+      marks = [(e['step'], e['best']) for e in json.load(f)['checkpoints']]
+    self.assertEqual(marks, [(10, True), (20, False)])
+
+  def test_num_epochs(self):
+    model_dir = self.get_temp_dir() + '/epochs'
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                         *[f'--gin_param={p}' for p in SMALL + [
+                             'train.num_steps = None', 'train.num_epochs = 2',
+                             'synthetic_regression.num_examples = 96',  # 3 batches of 32.
+                             'synthetic_regression.repeat = False']])
+    self.assertEqual(code, 0, err)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual((summary['status'], summary['global_step'], summary['epoch'],
+                      summary['steps_per_epoch']), ('completed', 6, 2, 3))
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}-both',
+                         *[f'--gin_param={p}' for p in SMALL + ['train.num_epochs = 2']])
+    self.assertEqual(code, 2, err)
+    self.assertEqual(err.strip().splitlines(), [
+        'stable_train: configuration error: train.num_steps=30 and train.num_epochs=2 are both '
+        'set; keep one.'])
+
+  def test_exhausted_dataset_exits_0_with_a_warning_line(self):
+    model_dir = self.get_temp_dir() + '/exhausted'
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                         *[f'--gin_param={p}' for p in SMALL],
+                         '--gin_param=synthetic_regression.num_examples = 160',
+                         '--gin_param=synthetic_regression.repeat = False')
+    self.assertEqual(code, 0, err)
+    warnings = [l for l in err.splitlines() if l.startswith('stable_train: warning:')]
+    self.assertEqual(warnings, ['stable_train: warning: dataset exhausted at step 5 of 30; '
+                                'repeat the dataset (or set train.num_epochs), or lower '
+                                'train.num_steps.'])
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual((summary['status'], summary['global_step'], summary['reason']),
+                     ('data_exhausted', 5, 'dataset exhausted at step 5 of 30'))
+    kinds = [e['event'] for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))]
+    self.assertEqual(kinds[-2:], ['checkpoint', 'done'])  # The end checkpoint, as on completion.
 
   def test_model_dir_that_is_a_file(self):
     path = os.path.join(self.get_temp_dir(), 'a_file')

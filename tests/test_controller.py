@@ -177,6 +177,60 @@ class ControllerTest(tf.test.TestCase):
       self.assertFalse(hasattr(context, name), name)
 
 
+class EvalDecisionsTest(tf.test.TestCase):
+
+  def test_decide_eval_only_decides_and_execute_acts(self):
+    from stable_train import stopping  # pylint: disable=g-import-not-at-top
+    model_dir = self.get_temp_dir()
+    stop = stopping.EarlyStopping(patience=1, min_delta=1e9)  # Stops at the second eval.
+    t = make_trainer([policies.SkipNonFinite(), stop], trainer_class=_Watched,
+                     model_dir=model_dir, checkpoint_every=100)
+    decide_eval, seen = stop.decide_eval, []
+
+    def guarded(values, context):
+      self.assertIsInstance(context, interfaces.PolicyContext)
+      before = ([v.numpy().copy() for v in t.model.variables + t.optimizer.variables],
+                int(t.global_step.numpy()), _files(model_dir))
+      t.deciding = stop.name
+      try:
+        decision = decide_eval(values, context)
+      finally:
+        t.deciding = None
+      after = ([v.numpy() for v in t.model.variables + t.optimizer.variables],
+               int(t.global_step.numpy()), _files(model_dir))
+      for a, b in zip(before[0], after[0]):
+        np.testing.assert_array_equal(a, b)
+      self.assertEqual(before[1:], after[1:], 'decide_eval acted on the run')
+      seen.append((context.step, decision.action if decision else None))
+      return decision
+
+    stop.decide_eval = guarded
+    summary = t.fit(make_data(), num_steps=10, eval_dataset=make_data(2), eval_every=2)
+    self.assertEqual(seen, [(2, interfaces.ACT), (4, interfaces.STOP)])
+    self.assertEqual((summary['status'], summary['global_step']), ('stopped_early', 4))
+    events = [r['event'] for r in t.records]
+    # What the decisions asked for happened, in execute: the best save and mark, the stop record.
+    self.assertContainsSubset(['best_checkpoint', 'early_stop', 'done'], events)
+    self.assertEqual(t.checkpoints.best().step, 2)
+
+  def test_a_stop_from_decide_or_a_rollback_from_decide_eval_is_refused(self):
+
+    class StopInDecide(interfaces.Policy):
+      def decide(self, reports, context):
+        return interfaces.Decision(action=interfaces.STOP, reason='x')
+
+    with self.assertRaisesRegex(ValueError, "action='stop': a stop comes from decide_eval"):
+      make_trainer([StopInDecide(name='s')]).fit(make_data(), num_steps=2)
+
+    class RollbackInDecideEval(interfaces.Policy):
+      def decide_eval(self, values, context):
+        return interfaces.Decision(action=interfaces.ROLLBACK)
+
+    with self.assertRaisesRegex(ValueError, "action='rollback'; an evaluation decision is ACT"):
+      make_trainer([RollbackInDecideEval(name='r')]).fit(
+          make_data(), num_steps=2, eval_dataset=make_data(1), eval_every=1)
+
+
 # Found by a break-it review of the split (each failed before its fix).
 
 def _b9_data(n=40, nan_at=()):

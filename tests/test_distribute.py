@@ -192,6 +192,76 @@ class MirroredFitTest(TestCase):
     self.assertEqual([e['step'] for e in events if e['event'] == 'resume'], [6])
 
 
+def _classes(num_examples, seed=0):
+  """(x, y): 4 classes from the signs of the first two features."""
+  rng = np.random.RandomState(seed)
+  x = rng.normal(size=(num_examples, 8)).astype(np.float32)
+  y = ((x[:, 0] > 0).astype(np.int64) + 2 * (x[:, 1] > 0)).astype(np.int64)
+  return x, y
+
+
+def _classifier(strategy, **kwargs):
+  with strategy.scope():
+    return RecordingTrainer(
+        model=models.mlp(input_dim=8, hidden=(8,), outputs=4, seed=0),
+        optimizer=keras.optimizers.SGD(0.5),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        policies=_policies(max_norm=1e6), strategy=strategy, model_dir=None, log_every=100,
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name='accuracy')], **kwargs)
+
+
+class MirroredMetricsAndEvalTest(TestCase):
+
+  def test_training_metrics_and_eval_equal_the_single_device_values(self):
+    x, y = _classes(6 * _BATCH)
+    x[2 * _BATCH + 5, 3] = np.nan  # Replica 1's half of batch 2: a skipped step on both.
+    train = lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(_BATCH, drop_remainder=True)
+    # 33 rows in batches of 8: the last global batch has 1 row, so one replica's shard is empty.
+    ex, ey = _classes(33, seed=1)
+    held_out = lambda: tf.data.Dataset.from_tensor_slices((ex, ey)).batch(_BATCH)
+    results = {}
+    # ReductionToOneDevice: the default collectives of this strategy would meet the stale collective
+    # instances of the earlier tests' strategies, whose model has another shape (BUILD_NOTES).
+    mirrored = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    for kind, strategy in (('single', tf.distribute.get_strategy()), ('mirrored', mirrored)):
+      trainer = _classifier(strategy)
+      summary = trainer.fit(train(), num_steps=6, eval_dataset=held_out(), eval_every=3)
+      self.assertEqual(summary['skipped_steps'], 1, kind)
+      [metric] = trainer.metrics
+      results[kind] = (summary, float(metric.count.numpy()))
+    # What the mirrored evaluation must be: the mean batch loss and the accuracy over all 33 rows.
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    logits = [trainer.model(bx, training=False).numpy() for bx, _ in held_out()]
+    expected_loss = np.mean([float(loss_fn(by, l)) for (_, by), l in zip(held_out(), logits)])
+    expected_accuracy = np.mean(np.argmax(np.concatenate(logits), -1) == ey)
+    (single, single_count), (mirrored, mirrored_count) = results['single'], results['mirrored']
+    # The metric counted the 5 applied batches' 40 rows, summed over both replicas.
+    self.assertEqual((single_count, mirrored_count), (40.0, 40.0))
+    self.assertAllClose(mirrored['metrics']['accuracy'], single['metrics']['accuracy'],
+                        atol=1e-5, rtol=0)
+    self.assertEqual((mirrored['eval']['step'], mirrored['eval']['batches']), (6, 5))
+    self.assertAllClose(mirrored['eval']['loss'], single['eval']['loss'], atol=1e-5, rtol=0)
+    self.assertAllClose(mirrored['eval']['metrics']['accuracy'],
+                        single['eval']['metrics']['accuracy'], atol=1e-5, rtol=0)
+    self.assertAllClose(mirrored['eval']['loss'], expected_loss, atol=1e-5, rtol=0)
+    self.assertAllClose(mirrored['eval']['metrics']['accuracy'], expected_accuracy, atol=1e-6)
+    # The model itself trained identically (the comparison above is of like with like).
+    self.assertAllClose(mirrored['final_loss'], single['final_loss'], rtol=1e-5)
+
+  def test_metrics_created_outside_the_scope_are_refused(self):
+    strategy = _mirrored()
+    with strategy.scope():
+      model = models.mlp(input_dim=8, hidden=(4,), outputs=4)
+      optimizer = keras.optimizers.SGD(0.1)
+    with self.assertRaisesRegex(errors.ConfigError,
+                                "metric 'acc' was created outside MirroredStrategy.scope"):
+      trainer_lib.Trainer(model=model, optimizer=optimizer,
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          model_dir=None, strategy=strategy,
+                          metrics=[keras.metrics.SparseCategoricalAccuracy(name='acc')])
+
+
 class FactoryTest(TestCase):
 
   def test_mirrored_strategy_on_logical_cpus(self):

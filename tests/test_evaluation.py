@@ -62,6 +62,31 @@ class EvaluatorTest(tf.test.TestCase):
     self.assertEqual(evaluation.Evaluator(t).evaluate(images(), 2)['batches'], 2)
 
 
+class MirroredEvaluatorTest(tf.test.TestCase):
+
+  def test_two_replicas_give_the_single_device_loss_and_accuracy(self):
+    # ReductionToOneDevice: no collectives that could meet other tests' stale ones (BUILD_NOTES).
+    strategy = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    with strategy.scope():
+      t = make_trainer(strategy=strategy)
+    t.fit(images().take(0), num_steps=1)  # Builds the model, trains nothing.
+    # Weights and BatchNorm statistics away from their start, the same on both replicas (an
+    # assign outside replica context sets every copy). Not trained here: under the strategy each
+    # replica's BatchNorm moving statistics follow its own shard (BUILD_NOTES).
+    rng = np.random.RandomState(3)
+    for v in t.model.weights:
+      value = rng.uniform(0.5, 1.5, v.shape) if 'variance' in v.path else rng.normal(size=v.shape)
+      v.assign(value.astype(v.dtype))
+    # 25 examples in batches of 8: the last global batch (1 row) leaves one replica's shard empty.
+    held_out = images(seed=1).unbatch().take(25).batch(8)
+    result = evaluation.Evaluator(t).evaluate(held_out, None)
+    loss, accuracy = inference_loss_and_accuracy(t.model, held_out)
+    self.assertEqual(result['batches'], 4)
+    self.assertAllClose(result['loss'], loss, atol=1e-5, rtol=0)
+    self.assertAllClose(result['metrics']['accuracy'], accuracy, atol=1e-6, rtol=0)
+
+
 class FitEvalTest(tf.test.TestCase):
 
   def test_every_n_steps_and_at_the_end(self):

@@ -113,11 +113,18 @@ class LoadForInferenceTest(tf.test.TestCase):
     trained = _train_mlp(model_dir, num_steps=9)  # Checkpoints at steps 3, 6, 9.
     prefix = lambda step: os.path.join(model_dir, 'checkpoints', f'ckpt-{step // 3}')
     self.assertEqual(export.checkpoint_path(model_dir, 'last_good'), prefix(9))
-    self.assertEqual(export.checkpoint_path(model_dir, 'best'), prefix(9))  # Falls back.
+    # No checkpoint marked best: 'best' falls back to last_good, and says so.
+    self.assertEqual(export.choose_checkpoint(model_dir, 'best'), (prefix(9), (
+        'last_good (step 9): no checkpoint is marked best (the run had no EarlyStopping or '
+        'BestCheckpoint policy, or no evaluation)')))
+    with self.assertLogs('stable_train', level='WARNING') as logs:
+      export.load_for_inference(models.mlp(input_dim=8, hidden=(4,), seed=1), model_dir,
+                                checkpoint='best')
+    self.assertIn('no checkpoint is marked best', logs.output[0])
     _set_manifest(model_dir, step_9={'good': False}, step_3={'best': True})
     self.assertEqual(export.checkpoint_path(model_dir, 'latest'), prefix(9))
     self.assertEqual(export.checkpoint_path(model_dir, 'last_good'), prefix(6))
-    self.assertEqual(export.checkpoint_path(model_dir, 'best'), prefix(3))
+    self.assertEqual(export.choose_checkpoint(model_dir, 'best'), (prefix(3), 'best (step 3)'))
     # An explicit prefix; the step-3 weights differ from the final ones.
     fresh = models.mlp(input_dim=8, hidden=(4,), seed=1)
     export.load_for_inference(fresh, checkpoint=prefix(3))
@@ -243,6 +250,9 @@ class ExportScriptTest(tf.test.TestCase):
     code, out, err = _run('export.py', f'--model_dir={self.model_dir}',  # The default output.
                           '--format=saved_model', '--checkpoint=best')
     self.assertEqual(code, 0, err[-2000:])
+    # The run had no EarlyStopping: 'best' is the last good checkpoint, and the script says so.
+    self.assertIn('export: note: last_good (step 20): no checkpoint is marked best', err)
+    self.assertIn('(last_good (step 20): no checkpoint is marked best', out)
     paths['saved_model_default'] = os.path.join(self.model_dir, 'export', 'saved_model')
     x = _images()
     np.save(os.path.join(self.root, 'x.npy'), x)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 
 from absl.testing import parameterized
 import keras
@@ -132,8 +133,8 @@ class ValidationTest(tf.test.TestCase):
     summary = make_trainer(model_dir=self.get_temp_dir()).fit(empty, num_steps=5)
     self.assertEqual((summary['global_step'], summary['note']), (0, 'dataset empty'))
     summary = make_trainer().fit(make_data(num_batches=3), num_steps=5)  # Ends, not empty.
-    self.assertEqual((summary['global_step'], summary['note']),
-                     (3, 'dataset exhausted at step 3 of 5'))
+    self.assertEqual((summary['status'], summary['global_step'], summary['reason']),
+                     ('data_exhausted', 3, 'dataset exhausted at step 3 of 5'))
     unbuilt = keras.Sequential([keras.layers.Dense(1)])
     with self.assertRaisesRegex(errors.ConfigError, 'dataset is empty'):
       trainer_lib.Trainer(model=unbuilt, optimizer=keras.optimizers.Adam(),
@@ -282,9 +283,10 @@ class LoopTest(tf.test.TestCase):
     t = make_trainer(steps_per_loop=4)
     with self.assertLogs('stable_train', level='WARNING') as logs:
       summary = t.fit(make_data(num_batches=6), num_steps=100)
-    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['status'], 'data_exhausted')
     self.assertEqual(summary['global_step'], 6)
-    self.assertEqual(summary['note'], 'dataset exhausted at step 6 of 100')
+    self.assertEqual(summary['reason'], 'dataset exhausted at step 6 of 100')
+    self.assertNotIn('note', summary)
     self.assertTrue(any('dataset exhausted at step 6 of 100' in l for l in logs.output))
 
   def test_dict_batches_and_plain_module_model(self):
@@ -437,6 +439,87 @@ class CheckpointTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class StopAtSeven(trainer_lib.Trainer):
+  """Sends itself SIGTERM after step 7 (module level: see test_state.StopAtSix)."""
+
+  def on_loop_end(self, reports):
+    if reports.step[-1] == 7:
+      os.kill(os.getpid(), signal.SIGTERM)
+
+
+class EpochsTest(tf.test.TestCase):
+
+  def test_num_epochs_passes_over_the_finite_dataset_and_names_the_epoch(self):
+    data = make_data(num_batches=5)
+    reference = make_trainer()
+    reference.fit(data.repeat(3), num_steps=15)
+    model_dir = self.get_temp_dir() + '/epochs'
+    t = make_trainer(model_dir, checkpoint_every=5, log_every=5)
+    with self.assertLogs('stable_train', level='INFO') as logs:
+      summary = t.fit(data, num_epochs=3)
+    self.assertEqual((summary['status'], summary['global_step'], summary['epoch'],
+                      summary['num_epochs'], summary['steps_per_epoch']),
+                     ('completed', 15, 3, 3, 5))
+    for k, v in state(reference).items():  # The same batches in the same order.
+      self.assertAllClose(v, state(t)[k], rtol=1e-6, atol=1e-7)
+    progress = [l for l in logs.output if 'loss' in l and 'step ' in l]
+    self.assertLen(progress, 3)
+    self.assertRegex(progress[0], r'step 5/15 \(33%, ETA [^)]*\)  epoch 1/3  loss')
+    self.assertRegex(progress[1], r'step 10/15 \(67%, ETA [^)]*\)  epoch 2/3  loss')
+    self.assertRegex(progress[2], r'step 15/15 \(100%, ETA [^)]*\)  epoch 3/3  loss')
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    self.assertEqual((records[0]['event'], records[0]['epoch'], records[0]['num_epochs'],
+                      records[0]['steps_per_epoch']), ('start', 1, 3, 5))
+    self.assertEqual([(e['step'], e['epoch']) for e in records if e['event'] == 'checkpoint'],
+                     [(5, 1), (10, 2), (15, 3)])
+    self.assertEqual((records[-1]['event'], records[-1]['epoch'], records[-1]['reason']),
+                     ('done', 3, 'num_epochs reached'))
+
+  def test_an_unknown_cardinality_is_counted(self):
+    data = make_data(num_batches=6).filter(lambda x, y: True)
+    self.assertEqual(int(data.cardinality()), int(tf.data.UNKNOWN_CARDINALITY))
+    summary = make_trainer().fit(data, num_epochs=2)
+    self.assertEqual((summary['status'], summary['global_step'], summary['steps_per_epoch']),
+                     ('completed', 12, 6))
+
+  def test_a_resume_mid_epoch_goes_on_at_the_same_position(self):
+    data = make_data(num_batches=5)
+    reference = make_trainer()
+    reference.fit(data, num_epochs=3)
+    model_dir = self.get_temp_dir() + '/resume'
+    first = make_trainer(model_dir, cls=StopAtSeven, checkpoint_every=100)
+    summary = first.fit(data, num_epochs=3)
+    self.assertEqual((summary['status'], summary['global_step'], summary['epoch']),
+                     ('interrupted', 7, 2))
+    second = make_trainer(model_dir, checkpoint_every=100)
+    summary = second.fit(data, num_epochs=3)
+    self.assertEqual((summary['status'], summary['global_step'], summary['steps_this_run']),
+                     ('completed', 15, 8))
+    for k, v in state(reference).items():
+      self.assertAllClose(v, state(second)[k], rtol=1e-6, atol=1e-7)
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    [resume] = [e for e in records if e['event'] == 'resume']
+    self.assertEqual((resume['step'], resume['epoch'], resume['num_steps']), (7, 2, 15))
+    # A later fit of the same Trainer does num_epochs more, from the dataset's start.
+    summary = second.fit(data, num_epochs=1)
+    self.assertEqual((summary['global_step'], summary['epoch']), (20, 1))
+
+  def test_bad_lengths_are_one_line_config_errors(self):
+    t = make_trainer()
+    for kwargs, text in ((dict(num_steps=5, num_epochs=2), 'not both'),
+                         (dict(), 'not neither'),
+                         (dict(num_epochs=0), 'num_epochs=0'),
+                         (dict(num_epochs=1.5), 'num_epochs=1.5')):
+      with self.assertRaises(errors.ConfigError) as ctx:
+        t.fit(make_data(num_batches=2), **kwargs)
+      self.assertIn(text, str(ctx.exception))
+      self.assertEqual(len(str(ctx.exception).splitlines()), 1)
+    with self.assertRaisesRegex(errors.ConfigError, 'repeats forever'):
+      t.fit(make_data(num_batches=2).repeat(), num_epochs=1)
+    with self.assertRaisesRegex(errors.ConfigError, 'dataset is empty'):
+      t.fit(make_data(num_batches=2).take(0), num_epochs=1)
 
 
 class CountSamples(keras.metrics.Metric):
