@@ -29,8 +29,9 @@ ms/step over the timed rounds.
            100, jit_compile=True, checkpoints and summaries every 100 steps.
 
 After the rounds: one Trainer.save_checkpoint() (median of 5), the checkpoint's size, a zero-step
-fit() call, peak RSS above the start per configuration (build + warm-up), and the rollback
-latency (trigger -> first applied step) of a Trainer with Rollback meeting NaN stretches.
+fit() call, peak RSS above the start per configuration (build + warm-up), the rollback latency
+(trigger -> first applied step) of a Trainer with Rollback meeting NaN stretches, and the peak RSS
+of a fresh process training with the default stack against one training the bare step, per mode.
 
 Output lines: `CONFIG name median cpu_median ...`, `RATIO name value target verdict (notes)`,
 `METRIC name value (notes)`.
@@ -459,6 +460,14 @@ def _speed(a, work, root, keras, tf):
     if first:
       out.append(f"#   first rollback: step {first['step']} -> {first.get('to_step')}, skipped "
                  f"batches {first.get('skipped_batches')}")
+  for k, jit in ([(10, True)] if a.quick else [(1, False), (10, False), (1, True), (10, True)]):
+    bare, stack = (rss_of_a_process(a, kind, k, jit) for kind in ('bare', 'stack'))
+    mode = f'k{k}{".xla" if jit else ""}'
+    value = stack / bare
+    out.append(f'RATIO peak_rss.process.d_over_a.{mode} {value:.3f} <= 1.30 '
+               f'{"meets" if value <= 1.3 else "misses"}  (peak RSS of a process training '
+               f'{a.steps + 100} steps: default stack, nothing on disk {stack:.0f} MB / bare step '
+               f'{bare:.0f} MB)')
   out.append(f'METRIC process_peak_rss_mb {_status_mb("VmHWM") or nan:.0f}')
   for line in out:
     print(line)
@@ -472,6 +481,33 @@ def _speed(a, work, root, keras, tf):
     print('SANITY ok: every configuration ran exactly the requested steps, none skipped')
   hard = [m for v in problems.values() for m in v if 'excluded' not in m]
   return 1 if hard or any(not v for v in wall.values()) else 0
+
+
+def rss_of_a_process(a, kind, k, jit):
+  """Peak RSS (MB) of a fresh process that builds one configuration and trains steps + 100."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  command = [sys.executable, os.path.abspath(__file__), f'--rss_child={kind}', f'--rss_k={k}',
+             f'--model={a.model}', f'--batch={a.batch}', f'--steps={a.steps}',
+             f'--examples={a.examples}'] + (['--rss_jit'] if jit else [])
+  result = subprocess.run(command, capture_output=True, text=True, check=False)
+  for line in result.stdout.splitlines():
+    if line.startswith('RSS_PEAK '):
+      return float(line.split()[1])
+  raise RuntimeError(f'rss child {kind} k={k} jit={jit} failed: {result.stderr[-2000:]}')
+
+
+def rss_child(a):
+  work = Workload(a.model, a.batch, a.examples)
+  if a.rss_child == 'bare':
+    config = Bare('rss', work, a.rss_k, a.rss_jit)
+  else:
+    config = Stable('rss', work, None, a.rss_k, a.rss_jit, model_dir=False)
+  config.build()
+  config.run_round(100)
+  config.run_round(a.steps)
+  problems = config.check(a.steps)
+  print(f'RSS_PEAK {_status_mb("VmHWM"):.1f} {"; ".join(problems)}', flush=True)
+  return 1 if problems else 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -526,6 +562,9 @@ def main(argv=None):
   p.add_argument('--rollbacks', type=int, default=4, help='NaN stretches for the rollback latency')
   p.add_argument('--healthy_steps', type=int, default=2000)
   p.add_argument('--quick', action='store_true', help='smoke test: 1 round x 20 steps')
+  p.add_argument('--rss_child', choices=('bare', 'stack'), help=argparse.SUPPRESS)
+  p.add_argument('--rss_k', type=int, default=1, help=argparse.SUPPRESS)
+  p.add_argument('--rss_jit', action='store_true', help=argparse.SUPPRESS)
   a = p.parse_args(argv)
   if a.quick:
     a.rounds, a.steps, a.rollbacks, a.healthy_steps = 1, 20, 2, 20
@@ -536,6 +575,10 @@ def main(argv=None):
   import logging  # pylint: disable=g-import-not-at-top
   logging.getLogger('absl').setLevel(logging.WARNING)  # TF's checkpoint writer logs every save.
   logging.getLogger('stable_train').setLevel(logging.ERROR)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.get_logger().setLevel(logging.ERROR)  # One variables_finite function per Trainer: "retracing".
+  if a.rss_child:
+    return rss_child(a)
   return speed(a) if a.section == 'speed' else healthy(a)
 
 
