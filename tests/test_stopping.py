@@ -195,6 +195,28 @@ class EarlyStoppingFitTest(tf.test.TestCase):
     self.assertEqual((summary['status'], summary['global_step']), ('stopped_early', 10))
     self.assertEqual(summary['early_stopping']['best_step'], 4)
 
+  def test_the_same_run_started_again_after_an_early_stop_trains_no_more(self):
+    model_dir = self.get_temp_dir() + '/again'
+    first = make_trainer(model_dir, LOSSES)
+    summary = first.fit(make_data(), num_steps=30, eval_dataset=make_data(2), eval_every=2)
+    self.assertEqual((summary['status'], summary['global_step']), ('stopped_early', 10))
+    again = make_trainer(model_dir, LOSSES)
+    summary = again.fit(make_data(), num_steps=30, eval_dataset=make_data(2), eval_every=2)
+    # Without the restored stop the run would train to its step-12 evaluation (an improvement).
+    self.assertEqual((summary['status'], summary['global_step'], summary['steps_this_run']),
+                     ('stopped_early', 10, 0))
+    self.assertIn('for 3 evaluations; best 0.5 at step 4', summary['reason'])
+    self.assertEqual(summary['early_stopping']['evals_without_improvement'], 3)
+    keeper = checkpointing.CheckpointKeeper(tf.train.Checkpoint(),
+                                            os.path.join(model_dir, 'checkpoints'))
+    self.assertEqual([(e.step, e.best) for e in keeper.committed()],
+                     [(2, False), (4, True), (10, False)])
+    # A higher patience is how to train on.
+    more = make_trainer(model_dir, LOSSES, stopping.EarlyStopping(patience=5))
+    summary = more.fit(make_data(), num_steps=12, eval_dataset=make_data(2), eval_every=2)
+    self.assertEqual((summary['status'], summary['global_step']), ('completed', 12))
+    self.assertEqual(summary['early_stopping']['best_step'], 12)
+
   def test_best_checkpoint_alone_marks_and_never_stops(self):
     model_dir = self.get_temp_dir() + '/best'
     t = make_trainer(model_dir, LOSSES, stopping.BestCheckpoint(), checkpoint_every=4)
