@@ -232,6 +232,28 @@ class EarlyStoppingFitTest(tf.test.TestCase):
     self.assertEqual([(e['step'], e['reason']) for e in records if e['event'] == 'checkpoint'],
                      [(2, 'best'), (4, 'best'), (8, 'interval'), (12, 'best')])
 
+  def test_a_training_metric_window_of_skipped_steps_is_never_the_best(self):
+    model_dir = self.get_temp_dir() + '/skipped_window'
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(64, FEATURES)).astype(np.float32)
+    x[:16] = np.nan  # Batches 0 and 1: the first loop's two steps are both skipped.
+    data = tf.data.Dataset.from_tensor_slices((x, x[:, :1] * 0.5)).batch(8)
+    t = trainer_lib.Trainer(
+        model=models.mlp(input_dim=FEATURES, hidden=(4,), seed=0),
+        optimizer=keras.optimizers.Adam(1e-2), loss=keras.losses.MeanSquaredError(),
+        policies=trainer_lib.default_policies() + [
+            stopping.BestCheckpoint(monitor='mean_squared_error')],
+        metrics=[keras.metrics.MeanSquaredError()], model_dir=model_dir, steps_per_loop=2,
+        log_every=2, checkpoint_every=100, eval_divergence_factor=None)
+    summary = t.fit(data, num_steps=6, eval_dataset=make_data(2), eval_every=2)
+    self.assertEqual(summary['skipped_steps'], 2)
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    # The step-2 window counted no sample: its MSE is no value (it read 0.0, a best no later
+    # window could beat, on the checkpoint right after the faults).
+    best = [(e['step'], e['previous']) for e in records if e['event'] == 'best_checkpoint']
+    self.assertEqual(best[0], (4, None))
+    self.assertGreater(summary['best_checkpoint']['best'], 0.0)
+
   def test_a_refused_checkpoint_is_never_marked_best(self):
 
     class PoisonAtFour(ScriptedEvalTrainer):
