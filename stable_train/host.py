@@ -3,6 +3,7 @@ and turning SIGTERM/SIGINT into a clean stop."""
 
 import contextlib
 import logging
+import math
 import signal
 import time
 from typing import Callable, Dict, Optional, Sequence
@@ -81,6 +82,10 @@ class LoopRecorder:
     logs = any(int(s) % self._log_every == 0 for s in reports.step)
     # One window per loop end that holds a progress step (steps_per_loop rounds the window up).
     metrics = self._metrics() if (self._metrics is not None and logs) else {}
+    if metrics and not self._applied_since_reset:
+      # A window whose every step was skipped counted no sample: Keras reads such a metric as 0,
+      # which a monitor (EarlyStopping on a training metric) would take for a value.
+      metrics = {name: math.nan for name in metrics}
     for i in range(reports.num_steps):
       step = int(reports.step[i])
       fault = reports.fault(i)
