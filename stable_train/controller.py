@@ -315,8 +315,13 @@ class Controller:
     interrupted_by = stop_checkpoint = None
     last_loss = None
     last_checkpoint_step = last_eval_step = step
+    already = stopping.stopped_before(t.policies) if step < num_steps else None
+    if already is not None:  # Resumed after an early stop (same command again): train no more.
+      status, reason = 'stopped_early', already
+      log.info('step %d: resumed a run that had stopped early (%s); raise the patience to '
+               'train on', step, already)
     try:
-      while step < num_steps:
+      while step < num_steps and already is None:
         n = min(t.steps_per_loop, num_steps - step)
         outputs = t._train_loop.run(t.iterator, n)  # pylint: disable=protected-access
         data_ended = bool(outputs['data_ended'].numpy())
@@ -416,7 +421,7 @@ class Controller:
         pass  # The disk that refused the checkpoint may refuse summary.json too.
       raise
     step = int(t.global_step.numpy())
-    if status in FINISHED and self._eval is not None and (
+    if status in FINISHED and self._eval is not None and already is None and (
         self.last_eval is None or self.last_eval['step'] != step):
       result = self.evaluate(step)
       diverged = self.eval_divergence(result)

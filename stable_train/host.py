@@ -3,6 +3,7 @@ and turning SIGTERM/SIGINT into a clean stop."""
 
 import contextlib
 import logging
+import math
 import signal
 import time
 from typing import Callable, Dict, Optional, Sequence
@@ -85,6 +86,10 @@ class LoopRecorder:
     log_due = steps % self._log_every == 0
     # One window per loop end that holds a progress step (steps_per_loop rounds the window up).
     metrics = self._metrics() if (self._metrics is not None and log_due.any()) else {}
+    if metrics and not self._applied_since_reset:
+      # A window whose every step was skipped counted no sample: Keras reads such a metric as 0,
+      # which a monitor (EarlyStopping on a training metric) would take for a value.
+      metrics = {name: math.nan for name in metrics}
     # Only the steps that write something are visited in Python: skips, faults, and the steps
     # on the summary or progress cadence (a healthy loop between them costs a few array ops).
     faulty = ~(reports.inputs_finite & reports.loss_finite & reports.grads_finite) | (

@@ -177,19 +177,27 @@ class EarlyStopping(BestCheckpoint):
     super().__init__(monitor=monitor, mode=mode, min_delta=min_delta, name=name)
     self.patience = patience
 
-  def no_improvement(self, value, step):
+  def stop_reason(self) -> Optional[str]:
+    """Why the run stops, once `patience` evaluations in a row have not improved (the restored
+    count included: a run resumed after it stopped early stops again at once); else None."""
     waited = int(self.evals_without_improvement.numpy())
     if waited < self.patience:
       return None
     best, best_step = float(self.best_value.numpy()), int(self.best_step.numpy())
     best_text = (f'best {best:.6g} at step {best_step}' if not math.isnan(best)
                  else 'no finite value yet')
+    return (f'early stopping: {self.monitor} did not improve by more than {self.min_delta:g} '
+            f'for {waited} evaluations; {best_text}')
+
+  def no_improvement(self, value, step):
+    reason = self.stop_reason()
+    if reason is None:
+      return None
     return interfaces.Decision(
-        action=interfaces.STOP, policy=self.name, trigger='early_stop', step=step,
-        reason=(f'early stopping: {self.monitor} did not improve by more than {self.min_delta:g} '
-                f'for {waited} evaluations; {best_text}'),
-        details={'monitor': self.monitor, 'value': value, 'best': best, 'best_step': best_step,
-                 'evals_without_improvement': waited})
+        action=interfaces.STOP, policy=self.name, trigger='early_stop', step=step, reason=reason,
+        details={'monitor': self.monitor, 'value': value,
+                 'best': float(self.best_value.numpy()), 'best_step': int(self.best_step.numpy()),
+                 'evals_without_improvement': int(self.evals_without_improvement.numpy())})
 
   def execute(self, decision, trainer):
     if decision.action != interfaces.STOP:
@@ -209,6 +217,17 @@ def check_policies(policies: Sequence[interfaces.Policy]) -> None:
     raise errors.ConfigError(
         f'Trainer: policies {[p.name for p in kinds]} would each mark a best checkpoint; keep one '
         '(EarlyStopping marks the best checkpoint too).')
+
+
+def stopped_before(policies: Sequence[interfaces.Policy]) -> Optional[str]:
+  """The reason of an EarlyStopping whose (restored) state already says stop, or None: a run
+  that stopped early and is started again with the same command does not train on."""
+  for p in policies:
+    if isinstance(p, EarlyStopping):
+      reason = p.stop_reason()
+      if reason is not None:
+        return reason
+  return None
 
 
 def check_fit(policies: Sequence[interfaces.Policy], metric_names: Sequence[str],

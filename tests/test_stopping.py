@@ -195,6 +195,28 @@ class EarlyStoppingFitTest(tf.test.TestCase):
     self.assertEqual((summary['status'], summary['global_step']), ('stopped_early', 10))
     self.assertEqual(summary['early_stopping']['best_step'], 4)
 
+  def test_the_same_run_started_again_after_an_early_stop_trains_no_more(self):
+    model_dir = self.get_temp_dir() + '/again'
+    first = make_trainer(model_dir, LOSSES)
+    summary = first.fit(make_data(), num_steps=30, eval_dataset=make_data(2), eval_every=2)
+    self.assertEqual((summary['status'], summary['global_step']), ('stopped_early', 10))
+    again = make_trainer(model_dir, LOSSES)
+    summary = again.fit(make_data(), num_steps=30, eval_dataset=make_data(2), eval_every=2)
+    # Without the restored stop the run would train to its step-12 evaluation (an improvement).
+    self.assertEqual((summary['status'], summary['global_step'], summary['steps_this_run']),
+                     ('stopped_early', 10, 0))
+    self.assertIn('for 3 evaluations; best 0.5 at step 4', summary['reason'])
+    self.assertEqual(summary['early_stopping']['evals_without_improvement'], 3)
+    keeper = checkpointing.CheckpointKeeper(tf.train.Checkpoint(),
+                                            os.path.join(model_dir, 'checkpoints'))
+    self.assertEqual([(e.step, e.best) for e in keeper.committed()],
+                     [(2, False), (4, True), (10, False)])
+    # A higher patience is how to train on.
+    more = make_trainer(model_dir, LOSSES, stopping.EarlyStopping(patience=5))
+    summary = more.fit(make_data(), num_steps=12, eval_dataset=make_data(2), eval_every=2)
+    self.assertEqual((summary['status'], summary['global_step']), ('completed', 12))
+    self.assertEqual(summary['early_stopping']['best_step'], 12)
+
   def test_best_checkpoint_alone_marks_and_never_stops(self):
     model_dir = self.get_temp_dir() + '/best'
     t = make_trainer(model_dir, LOSSES, stopping.BestCheckpoint(), checkpoint_every=4)
@@ -209,6 +231,28 @@ class EarlyStoppingFitTest(tf.test.TestCase):
     records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
     self.assertEqual([(e['step'], e['reason']) for e in records if e['event'] == 'checkpoint'],
                      [(2, 'best'), (4, 'best'), (8, 'interval'), (12, 'best')])
+
+  def test_a_training_metric_window_of_skipped_steps_is_never_the_best(self):
+    model_dir = self.get_temp_dir() + '/skipped_window'
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(64, FEATURES)).astype(np.float32)
+    x[:16] = np.nan  # Batches 0 and 1: the first loop's two steps are both skipped.
+    data = tf.data.Dataset.from_tensor_slices((x, x[:, :1] * 0.5)).batch(8)
+    t = trainer_lib.Trainer(
+        model=models.mlp(input_dim=FEATURES, hidden=(4,), seed=0),
+        optimizer=keras.optimizers.Adam(1e-2), loss=keras.losses.MeanSquaredError(),
+        policies=trainer_lib.default_policies() + [
+            stopping.BestCheckpoint(monitor='mean_squared_error')],
+        metrics=[keras.metrics.MeanSquaredError()], model_dir=model_dir, steps_per_loop=2,
+        log_every=2, checkpoint_every=100, eval_divergence_factor=None)
+    summary = t.fit(data, num_steps=6, eval_dataset=make_data(2), eval_every=2)
+    self.assertEqual(summary['skipped_steps'], 2)
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    # The step-2 window counted no sample: its MSE is no value (it read 0.0, a best no later
+    # window could beat, on the checkpoint right after the faults).
+    best = [(e['step'], e['previous']) for e in records if e['event'] == 'best_checkpoint']
+    self.assertEqual(best[0], (4, None))
+    self.assertGreater(summary['best_checkpoint']['best'], 0.0)
 
   def test_a_refused_checkpoint_is_never_marked_best(self):
 
