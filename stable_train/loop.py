@@ -196,7 +196,8 @@ class TrainLoop:
       p.update_state(report, applied)
     state.applied_steps.assign_add(tf.cast(applied, tf.int64))
     state.skipped_steps.assign_add(tf.cast(tf.logical_not(applied), tf.int64))
-    state.overflow_steps.assign_add(tf.cast(report['overflow'], tf.int64))
+    if t.loss_scale is not None:  # Without loss scaling no step is an overflow: no op.
+      state.overflow_steps.assign_add(tf.cast(report['overflow'], tf.int64))
     state.input_faults.assign_add(tf.cast(tf.logical_not(report['inputs_finite']), tf.int64))
     with tf.control_dependencies([applied]):
       report['step'] = state.global_step.assign_add(1)
