@@ -36,6 +36,8 @@ class Entry:
   step: int
   good: bool
   path: str  # Prefix, relative to the checkpoint directory (e.g. 'ckpt-3').
+  # The batches' dtypes and shapes (`inputs.batch_signature`); None in older manifests.
+  input_signature: Optional[str] = None
 
 
 class CheckpointKeeper:
@@ -58,6 +60,7 @@ class CheckpointKeeper:
     self.max_to_keep = max_to_keep
     self.keep_good = keep_good
     self._warn = warn or (lambda *a, **k: None)
+    self.input_signature: Optional[str] = None  # Recorded in each new entry.
     os.makedirs(directory, exist_ok=True)
     # max_to_keep=None: retention follows the manifest (keep good ones), not file age.
     self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None,
@@ -149,7 +152,8 @@ class CheckpointKeeper:
     except Exception:
       self._remove_uncommitted(number)  # A full disk leaves half a checkpoint; never listed.
       raise
-    entry = Entry(number=number, step=int(step), good=bool(good), path=os.path.basename(path))
+    entry = Entry(number=number, step=int(step), good=bool(good), path=os.path.basename(path),
+                  input_signature=self.input_signature)
     before = list(self.entries)
     self.entries.append(entry)
     self._select_kept()
@@ -205,9 +209,14 @@ class CheckpointKeeper:
 
   # -- restoring ------------------------------------------------------------------------------
   def restore(self, entry: Entry) -> None:
-    """Restores one checkpoint; raises on a missing or corrupt one."""
+    """Restores one checkpoint from disk; raises on a missing or corrupt one.
+
+    Values in the file that nothing here takes (the tf.data iterator state older checkpoints
+    hold) are left unread.
+    """
     status = self.checkpoint.restore(os.path.join(self.directory, entry.path))
     status.assert_existing_objects_matched()
+    status.expect_partial()
 
   def restore_latest(self, candidates: Optional[List[Entry]] = None) -> Optional[Entry]:
     """Restores the newest restorable checkpoint of `candidates` (default: all committed).

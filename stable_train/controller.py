@@ -20,6 +20,7 @@ from stable_train import errors
 from stable_train import evaluation
 from stable_train import events as events_lib
 from stable_train import host
+from stable_train import inputs
 from stable_train import interfaces
 
 log = logging.getLogger('stable_train')
@@ -60,14 +61,14 @@ class Controller:
     if t.output_dir is not None and self._lock is None:
       # Before the keeper reads or cleans the directory: one live process per model_dir.
       self._lock = checkpointing.RunLock(t.output_dir).acquire()
-    objects = t._checkpoint_objects()  # pylint: disable=protected-access
-    if not t._distributed_input:  # pylint: disable=protected-access
-      objects['iterator'] = t.iterator  # A tf.data iterator is checkpointable; a distributed one is not.
-    ckpt = tf.train.Checkpoint(**objects)
+    # The data position is in the checkpoint (global_step + data_offset), never the tf.data
+    # iterator, whose state would hold a `.cache()`d data set whole; the iterator is rebuilt.
+    ckpt = tf.train.Checkpoint(**t._checkpoint_objects())  # pylint: disable=protected-access
     self.keeper = distribute.make_keeper(
         t.strategy, ckpt, os.path.join(t.model_dir, 'checkpoints'),
         max_to_keep=t.max_checkpoints, keep_good=t.keep_good_checkpoints,
         warn=lambda event, step, **f: t.emit(event, step, **f))
+    self.keeper.input_signature = inputs.batch_signature(dataset)
     committed = self.keeper.committed()
     if self.keeper.entries and not committed and not self.fitted:
       raise errors.CheckpointError(
@@ -84,21 +85,42 @@ class Controller:
         raise errors.CheckpointError(
             f'no checkpoint in {self.keeper.directory} could be restored: {why}; or use a new '
             '--model_dir (or move that one away) to start afresh.')
+      self._check_input_signature(entry)
     else:
       t.reset_input()
     return entry
+
+  def _check_input_signature(self, entry: checkpointing.Entry) -> None:
+    """Refuses a resume whose batches differ in shape or dtype from the checkpointed run's (the
+    data position counts batches, so another batch size would silently read other data)."""
+    saved, now = entry.input_signature, self.keeper.input_signature
+    if saved is None or saved == now:
+      return  # None: written before signatures were recorded.
+    old, new = saved.split(), now.split()
+    if len(old) == len(new):
+      old, new = next((a, b) for a, b in zip(old, new) if a != b)
+      dtype = old.split('[')[0]
+      if new.split('[')[0] == dtype:  # Same dtype: the shapes say it.
+        old, new = old[len(dtype):], new[len(dtype):]
+    else:
+      old, new = saved, now
+    raise errors.ConfigError(
+        f'the input pipeline differs from the one checkpointed in {self.keeper.directory} '
+        f'(batch size or element shape changed: checkpointed batches {old}, this pipeline '
+        f'{new}); use the batch size and shapes the run started with, or a new --model_dir to '
+        'start afresh.')
 
   def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
     """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
     the next older tried), then repositions the input. Returns the entry, or None."""
     t = self._trainer
-    entry = self.keeper.restore_latest(candidates)
+    with t._input.restoring():  # pylint: disable=protected-access
+      entry = self.keeper.restore_latest(candidates)
     if entry is not None:
       self.refused_checkpoints = 0
       # The optimizer's learning-rate variable came back from the checkpoint; the rate is the
       # configured base times the restored scale, so a changed config takes effect on resume.
       t.lr_control.set_scale(float(t.lr_scale.numpy()))
-      t.reset_input()
     return entry
 
   # ------------------------------------------------------------------------------------------
