@@ -44,6 +44,8 @@ class Controller:
     self.eval_scalars = events_lib.Scalars(None)
     self.last_eval: Optional[Dict[str, Any]] = None
     self.best_eval_loss: Optional[float] = None
+    # (objects key, tf.train.Checkpoint, TracedWriter), kept across fits: traced once.
+    self._checkpoint_cache = None
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -61,13 +63,13 @@ class Controller:
     if t.output_dir is not None and self._lock is None:
       # Before the keeper reads or cleans the directory: one live process per model_dir.
       self._lock = checkpointing.RunLock(t.output_dir).acquire()
+    checkpoint, writer = self._checkpoint_parts()
     # The data position is in the checkpoint (global_step + data_offset), never the tf.data
     # iterator, whose state would hold a `.cache()`d data set whole; the iterator is rebuilt.
-    ckpt = tf.train.Checkpoint(**t._checkpoint_objects())  # pylint: disable=protected-access
     self.keeper = distribute.make_keeper(
-        t.strategy, ckpt, os.path.join(t.model_dir, 'checkpoints'),
+        t.strategy, checkpoint, os.path.join(t.model_dir, 'checkpoints'),
         max_to_keep=t.max_checkpoints, keep_good=t.keep_good_checkpoints,
-        warn=lambda event, step, **f: t.emit(event, step, **f))
+        warn=lambda event, step, **f: t.emit(event, step, **f), writer=writer)
     self.keeper.input_signature = inputs.batch_signature(dataset)
     committed = self.keeper.committed()
     if self.keeper.entries and not committed and not self.fitted:
@@ -89,6 +91,28 @@ class Controller:
     else:
       t.reset_input()
     return entry
+
+  def _checkpoint_parts(self):
+    """The run's `tf.train.Checkpoint`, and on a single device its `TracedWriter` (None under a
+    distribution strategy, or where the write cannot be traced), reused across fits while the
+    checkpointed objects are the same (the writer is traced once)."""
+    t = self._trainer
+    objects = t._checkpoint_objects()  # pylint: disable=protected-access
+    key = tuple((name, tuple(map(id, value)) if isinstance(value, list) else id(value))
+                for name, value in objects.items())
+    cached = self._checkpoint_cache
+    if cached is not None and cached[0] == key:
+      return cached[1:]
+    checkpoint = tf.train.Checkpoint(**objects)
+    parts = (checkpoint, None)
+    distributed = t._distributed_input  # pylint: disable=protected-access
+    if not distributed and t.strategy.num_replicas_in_sync == 1:
+      try:
+        parts = (checkpoint, checkpointing.TracedWriter(checkpoint))
+      except Exception as e:  # pylint: disable=broad-except  (the write could not be traced)
+        log.warning('checkpoints are written eagerly: %s', str(e).splitlines()[0][:200])
+    self._checkpoint_cache = (key,) + parts
+    return parts
 
   def _check_input_signature(self, entry: checkpointing.Entry) -> None:
     """Refuses a resume whose batches differ in shape or dtype from the checkpointed run's (the
@@ -147,18 +171,9 @@ class Controller:
                   bad[0] if bad else '?')
       return None
     self.refused_checkpoints = 0
-    try:
-      entry = self.keeper.save(step, good=self._healthy())
-    except (OSError, tf.errors.OpError) as e:
-      # A full disk, a lost mount: the keeper removed what it wrote; the committed checkpoints
-      # stand. Training on without checkpoints would lose work, so the run stops here.
-      error = str(e).splitlines()[0][:200]
-      t.emit('checkpoint_failed', step, error=error)
-      last = self.keeper.committed()
-      resume = f'from {last[-1].path} (step {last[-1].step})' if last else 'from step 0'
-      raise errors.CheckpointError(
-          f'could not write a checkpoint at step {step}: {error}; free space (or fix the '
-          f'directory) and rerun the same command: it resumes {resume}.') from None
+    # A failed write raises CheckpointError (the keeper removed what it wrote; the committed
+    # checkpoints stand) and stops the run: training on without checkpoints would lose work.
+    entry = self.keeper.save(step, good=self._healthy())
     t.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
     return entry
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from unittest import mock
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 from stable_train import checkpointing
@@ -178,17 +180,53 @@ class KeeperTest(tf.test.TestCase):
       raise OSError(errno.ENOSPC, 'No space left on device')
 
     with mock.patch.object(self.keeper, '_write_files', full_disk):
-      with self.assertRaises(OSError):
+      with self.assertRaisesRegex(errors.CheckpointError,
+                                  r'could not write a checkpoint at step 20: .*No space left on '
+                                  r'device.*resumes from ckpt-1 \(step 10\)'):
         self._save(self.keeper, 2.0, 20)
+    self.assertEqual(self.warnings[-1][:2], ('checkpoint_failed', 20))
     self.assertEqual(self._snapshot()[checkpointing.MANIFEST], manifest)
     self.assertEqual([e.step for e in self.keeper.entries], [10])
     self.assertFalse([n for n in os.listdir(self.dir) if n.startswith('ckpt-2')])
     with mock.patch.object(self.keeper, '_write_manifest', side_effect=OSError(errno.ENOSPC, 'x')):
-      with self.assertRaises(OSError):
+      with self.assertRaisesRegex(errors.CheckpointError, 'at step 30'):
         self._save(self.keeper, 3.0, 30)
     self.assertEqual([e.step for e in self.keeper.entries], [10])
     self.assertFalse([n for n in os.listdir(self.dir) if n.startswith('ckpt-3')])
     self.assertEqual(self._save(self.keeper, 4.0, 40).step, 40)
+
+
+class TracedWriterTest(tf.test.TestCase):
+
+  def test_same_keys_and_values_as_the_manager_and_restorable(self):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3),
+                              keras.layers.BatchNormalization(), keras.layers.Dropout(0.5)])
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    optimizer.iterations.assign(7)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     counters=[tf.Variable(3, dtype=tf.int64)])
+    directory = self.get_temp_dir()
+    eager = tf.train.CheckpointManager(checkpoint, os.path.join(directory, 'eager'),
+                                       max_to_keep=None).save(checkpoint_number=1)
+    writer = checkpointing.TracedWriter(checkpoint)
+    traced = writer(os.path.join(directory, 'ckpt-1'))
+    self.assertLen(tf.io.gfile.glob(traced + '.data-*'), 1)
+    a, b = tf.train.load_checkpoint(eager), tf.train.load_checkpoint(traced)
+    keys = set(a.get_variable_to_shape_map())
+    self.assertEqual(keys, set(b.get_variable_to_shape_map()))
+    self.assertIn('save_counter/.ATTRIBUTES/VARIABLE_VALUE', keys)
+    for key in keys - {'_CHECKPOINTABLE_OBJECT_GRAPH', 'save_counter/.ATTRIBUTES/VARIABLE_VALUE'}:
+      self.assertTrue(np.array_equal(a.get_tensor(key), b.get_tensor(key)), key)
+    # Later writes take the values of the moment (the trace reads the variables, not constants).
+    model.layers[0].kernel.assign(tf.ones([4, 3]))
+    again = writer(os.path.join(directory, 'ckpt-2'))
+    model.layers[0].kernel.assign(tf.zeros([4, 3]))
+    status = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                 counters=[tf.Variable(0, dtype=tf.int64)]).restore(again)
+    status.assert_existing_objects_matched()
+    self.assertAllEqual(model.layers[0].kernel, tf.ones([4, 3]))
 
 
 # Holds the run lock of argv[1] until stdin closes (then releases it), or dies holding it.
