@@ -148,10 +148,14 @@ class CheckpointKeeper:
     return max([e.number for e in self.entries] + self._numbers_on_disk(), default=0) + 1
 
   def _write_files(self, number: int) -> str:
-    """Writes the checkpoint files (not yet synced to disk); returns their prefix."""
+    """Writes the checkpoint files and syncs them (and the folder's renames) to disk; returns
+    their prefix."""
     if self._writer is not None:
-      return self._writer(os.path.join(self.directory, f'ckpt-{number}'))
-    return self.manager.save(checkpoint_number=number)
+      prefix = self._writer(os.path.join(self.directory, f'ckpt-{number}'))
+    else:
+      prefix = self.manager.save(checkpoint_number=number)
+    _fsync([prefix + '.index'] + tf.io.gfile.glob(prefix + '.data-*') + [self.directory])
+    return prefix
 
   def save(self, step: int, good: bool) -> Entry:
     """Writes a checkpoint; the caller has verified that every variable is finite.
@@ -165,8 +169,6 @@ class CheckpointKeeper:
                   input_signature=self.input_signature)
     try:
       entry.path = os.path.basename(self._write_files(number))
-      prefix = os.path.join(self.directory, entry.path)
-      _fsync([prefix + '.index'] + tf.io.gfile.glob(prefix + '.data-*') + [self.directory])
       before = list(self.entries)
       self.entries.append(entry)
       self._select_kept()
