@@ -5,6 +5,7 @@ from the reports and a `PolicyContext`), carry out the policies' ACT decisions i
 then the one resolved continue/rollback/abort decision, then checkpoint when due.
 """
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -22,6 +23,7 @@ from stable_train import events as events_lib
 from stable_train import host
 from stable_train import inputs
 from stable_train import interfaces
+from stable_train import state as state_lib
 
 log = logging.getLogger('stable_train')
 
@@ -44,8 +46,11 @@ class Controller:
     self.eval_scalars = events_lib.Scalars(None)
     self.last_eval: Optional[Dict[str, Any]] = None
     self.best_eval_loss: Optional[float] = None
-    # (objects key, tf.train.Checkpoint, TracedWriter), kept across fits: traced once.
+    # (objects key, tf.train.Checkpoint, state.Snapshot, TracedWriter of it, TracedWriter of the
+    # snapshot), kept across fits: the snapshot's copies and the traced functions are built once.
     self._checkpoint_cache = None
+    self._background_writes = False  # Interval checkpoints are written in the background.
+    self._pending_reason = None  # The reason of the save being written in the background.
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -63,13 +68,16 @@ class Controller:
     if t.output_dir is not None and self._lock is None:
       # Before the keeper reads or cleans the directory: one live process per model_dir.
       self._lock = checkpointing.RunLock(t.output_dir).acquire()
-    checkpoint, writer = self._checkpoint_parts()
+    if self.keeper is not None:
+      self.keeper.wait()  # A save made outside fit may still be writing into the directory.
+    checkpoint, snapshot, writer, snapshot_writer = self._checkpoint_parts()
     # The data position is in the checkpoint (global_step + data_offset), never the tf.data
     # iterator, whose state would hold a `.cache()`d data set whole; the iterator is rebuilt.
     self.keeper = distribute.make_keeper(
         t.strategy, checkpoint, os.path.join(t.model_dir, 'checkpoints'),
         max_to_keep=t.max_checkpoints, keep_good=t.keep_good_checkpoints,
-        warn=lambda event, step, **f: t.emit(event, step, **f), writer=writer)
+        warn=lambda event, step, **f: t.emit(event, step, **f), snapshot=snapshot,
+        writer=writer, snapshot_writer=snapshot_writer, on_commit=self._committed)
     self.keeper.input_signature = inputs.batch_signature(dataset)
     committed = self.keeper.committed()
     if self.keeper.entries and not committed and not self.fitted:
@@ -93,24 +101,31 @@ class Controller:
     return entry
 
   def _checkpoint_parts(self):
-    """The run's `tf.train.Checkpoint`, and on a single device its `TracedWriter` (None under a
-    distribution strategy, or where the write cannot be traced), reused across fits while the
-    checkpointed objects are the same (the writer is traced once)."""
+    """The run's `tf.train.Checkpoint`, and on a single device its `state.Snapshot` and the
+    `TracedWriter`s of the live variables and of the snapshot (None under a distribution
+    strategy, or where the state cannot be copied or the write traced), reused across fits
+    while the checkpointed objects are the same (they are built once)."""
     t = self._trainer
     objects = t._checkpoint_objects()  # pylint: disable=protected-access
     key = tuple((name, tuple(map(id, value)) if isinstance(value, list) else id(value))
                 for name, value in objects.items())
     cached = self._checkpoint_cache
-    if cached is not None and cached[0] == key:
+    if cached is not None and cached[0] == key and (cached[2] is None or cached[2].is_current()):
       return cached[1:]
     checkpoint = tf.train.Checkpoint(**objects)
-    parts = (checkpoint, None)
+    parts = (checkpoint, None, None, None)
     distributed = t._distributed_input  # pylint: disable=protected-access
     if not distributed and t.strategy.num_replicas_in_sync == 1:
       try:
-        parts = (checkpoint, checkpointing.TracedWriter(checkpoint))
+        snapshot = state_lib.Snapshot(checkpoint)
+        parts = (checkpoint, snapshot, checkpointing.TracedWriter(checkpoint),
+                 checkpointing.TracedWriter(tf.train.Checkpoint(**objects),
+                                            object_map=snapshot.object_map()))
+      except state_lib.SnapshotUnsupported as e:
+        log.info('checkpoints are written in the foreground and restored from disk: %s', e)
       except Exception as e:  # pylint: disable=broad-except  (the write could not be traced)
-        log.warning('checkpoints are written eagerly: %s', str(e).splitlines()[0][:200])
+        log.warning('checkpoints are written eagerly and restored from disk: %s',
+                    str(e).splitlines()[0][:200])
     self._checkpoint_cache = (key,) + parts
     return parts
 
@@ -136,7 +151,8 @@ class Controller:
 
   def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
     """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
-    the next older tried), then repositions the input. Returns the entry, or None."""
+    the next older tried; from memory when the snapshot holds it), then repositions the input.
+    Returns the entry, or None."""
     t = self._trainer
     with t._input.restoring():  # pylint: disable=protected-access
       entry = self.keeper.restore_latest(candidates)
@@ -171,11 +187,42 @@ class Controller:
                   bad[0] if bad else '?')
       return None
     self.refused_checkpoints = 0
-    # A failed write raises CheckpointError (the keeper removed what it wrote; the committed
-    # checkpoints stand) and stops the run: training on without checkpoints would lose work.
-    entry = self.keeper.save(step, good=self._healthy())
-    t.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
+    # An interval checkpoint of fit's loop is captured in memory and written, synced and
+    # committed in the background while the next loop runs (which waits for it at its end);
+    # any other save returns committed. Its `checkpoint` event is written once it is committed.
+    # A failed write raises CheckpointError and stops the run: training on without checkpoints
+    # would lose work.
+    entry = self.keeper.save(step, good=self._healthy(),
+                             background=self._background_writes and reason == 'interval')
+    if self.keeper.pending is entry:
+      self._pending_reason = reason
+    else:
+      self._committed(entry, reason)
     return entry
+
+  def _committed(self, entry: checkpointing.Entry, reason: Optional[str] = None) -> None:
+    """Records a committed checkpoint (the `checkpoint` event)."""
+    self._trainer.emit('checkpoint', entry.step, checkpoint=entry.path, good=entry.good,
+                       reason=reason or self._pending_reason)
+
+  def _complete_writes(self) -> None:
+    """Completes the checkpoint write in flight (committed, or a CheckpointError)."""
+    if self.keeper is not None:
+      self.keeper.wait()
+
+  @contextlib.contextmanager
+  def _writes_in_background(self):
+    """Lets the host loop write interval checkpoints in the background; on the way out (the
+    loop completes its own), waits for any still in flight before fit releases the model_dir."""
+    self._background_writes = True
+    try:
+      yield
+    finally:
+      self._background_writes = False
+      try:
+        self._complete_writes()
+      except errors.CheckpointError:
+        pass  # Only when another error is on its way out; this one's event was written.
 
   def _stale_checkpoint_note(self) -> str:
     committed = self.keeper.committed() if self.keeper is not None else []
@@ -293,7 +340,7 @@ class Controller:
                                    verbose=t.verbose)
       self._recorder = recorder
       signals = host.StopSignals()
-      with signals.catching():
+      with signals.catching(), self._writes_in_background():
         return self._host_loop(num_steps, step, start_time, recorder, signals)
     finally:
       if self._lock is not None:
@@ -312,6 +359,7 @@ class Controller:
       while step < num_steps:
         n = min(t.steps_per_loop, num_steps - step)
         outputs = t._train_loop.run(t.iterator, n)  # pylint: disable=protected-access
+        self._complete_writes()  # The last checkpoint's write overlapped this loop: done by now.
         data_ended = bool(outputs.pop('data_ended').numpy())
         reports = self._read_reports(outputs)
         if reports.num_steps == 0:
@@ -383,6 +431,7 @@ class Controller:
         if data_ended:
           reason = self._exhausted(step, num_steps)
           break
+      self._complete_writes()  # A failed write stops the run here, as a failed save would.
     except (errors.NumericsError, errors.CheckpointError) as e:
       # CheckNumerics(mode='raise'), or a checkpoint that could not be written: record the abort
       # (committed checkpoints stay as they were), re-raise.
