@@ -1,13 +1,19 @@
 """Tests for stable_train.controller: decisions are pure, the controller carries out the actions."""
 
+import errno
+import json
 import os
+from unittest import mock
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from stable_train import checkpointing
 from stable_train import diagnostics
+from stable_train import errors
+from stable_train import events
 from stable_train import faults
 from stable_train import forensics
 from stable_train import interfaces
@@ -270,6 +276,45 @@ def test_subclass_save_checkpoint_and_restore_latest_overrides_are_called(tmp_pa
   calls.clear()
   _b9_trainer(None, str(tmp_path), cls=Sub, checkpoint_every=2).fit(_b9_data(), num_steps=7)
   assert 'restore' in calls
+
+
+def test_interval_commits_are_done_by_the_next_loop_end_and_a_failed_one_stops_the_run(
+    tmp_path):
+  model_dir = str(tmp_path)
+  directory = os.path.join(model_dir, 'checkpoints')
+  commits = []  # (global step when the commit was waited for, manifest steps then)
+
+  class Watch(trainer_lib.Trainer):
+    def on_loop_end(self, reports):
+      with open(os.path.join(directory, checkpointing.MANIFEST)) as f:
+        commits.append((int(reports.step[-1]),
+                        [e['step'] for e in json.load(f)['checkpoints']]))
+
+  fsync, calls = checkpointing._fsync, []
+
+  def fsync_then_full(paths):
+    calls.append(paths)
+    if len(calls) == 3:  # The third checkpoint's files (step 6): the disk fills.
+      raise OSError(errno.ENOSPC, 'No space left on device')
+    fsync(paths)
+
+  t = _b9_trainer(None, model_dir, cls=Watch, checkpoint_every=2, steps_per_loop=1)
+  with mock.patch.object(checkpointing, '_fsync', fsync_then_full):
+    with pytest.raises(errors.CheckpointError,
+                       match=r'could not write a checkpoint at step 6: .*No space left.*'
+                             r'resumes from ckpt-2 \(step 4\)'):
+      t.fit(_b9_data(), num_steps=20)
+  # Each checkpoint is committed at the end of the loop after its save (here one step later).
+  assert [c for c in commits if c[0] in (3, 5)] == [(3, [2]), (5, [2, 4])]
+  with open(os.path.join(model_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  assert (summary['status'], summary['global_step']) == ('aborted', 7)  # Stopped a step later.
+  log = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+  assert [e['step'] for e in log if e['event'] == 'checkpoint_failed'] == [6]
+  assert [e['trigger'] for e in log if e['event'] == 'abort'] == ['checkpoint_failed']
+  with open(os.path.join(directory, checkpointing.MANIFEST)) as f:
+    assert [e['step'] for e in json.load(f)['checkpoints']] == [2, 4]
+  assert not [n for n in os.listdir(directory) if n.startswith('ckpt-3')]
 
 
 def test_old_style_decide_fails_naming_the_contract():
