@@ -103,16 +103,23 @@ class AdaptiveClip(interfaces.Policy):
   def transform_gradients(self, grads, stats):
     norm = stats['grad_norm']
     threshold = tf.cast(self.threshold(), norm.dtype)  # float64 gradients have a float64 norm.
-    # A non-finite gradient is left alone (non-finite stays non-finite); a finite one whose norm
-    # overflows float32 (norm inf) is clipped through the rescaled path of clip_by_global_norm.
+    # A non-finite gradient is left alone (non-finite stays non-finite).
     clip = tf.logical_and(stats['grads_finite'], norm > threshold)
+    # A finite norm is what `finite_flags_and_norm` gives for any finite gradients up to float32's
+    # range; beyond it (norm inf) clip_by_global_norm takes its rescaled path. The unclipped
+    # branch is the identity: multiplying by a scale of 1.0 instead would cost a pass over every
+    # gradient on every step outside XLA.
     grads = tf.cond(
         clip,
         lambda: numerics.clip_by_global_norm(grads, threshold, norm=norm, all_finite=True)[0],
         lambda: list(grads))
     after = tf.where(clip, threshold, norm)
+    # Exact stats of the output, so the guard measures nothing again: only finite gradients are
+    # scaled, by a positive factor of at most 1 (or clipped into range), so finiteness is as it was.
     stats['grad_norm'] = after
     stats['clipped_grad_norm'] = after
+    stats['grads_finite'] = stats['grads_finite']
+    stats['grad_finite_flags'] = stats['grad_finite_flags']
     return grads
 
   def update_state(self, report, applied):

@@ -5,6 +5,7 @@ from the reports and a `PolicyContext`), carry out the policies' ACT decisions i
 then the one resolved continue/rollback/abort decision, then checkpoint when due.
 """
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -20,7 +21,10 @@ from stable_train import errors
 from stable_train import evaluation
 from stable_train import events as events_lib
 from stable_train import host
+from stable_train import inputs
 from stable_train import interfaces
+from stable_train import loop as loop_lib
+from stable_train import state as state_lib
 from stable_train import stopping
 
 log = logging.getLogger('stable_train')
@@ -51,6 +55,11 @@ class Controller:
     self.best_eval_loss: Optional[float] = None
     self._last_saved: Optional[checkpointing.Entry] = None  # Written since the last restore.
     self._epochs = None  # (num_epochs, steps_per_epoch) of a fit(num_epochs=...), or None.
+    # (objects key, tf.train.Checkpoint, state.Snapshot, TracedWriter of it, TracedWriter of the
+    # snapshot), kept across fits: the snapshot's copies and the traced functions are built once.
+    self._checkpoint_cache = None
+    self._background_writes = False  # Interval checkpoints are written in the background.
+    self._pending_reason = None  # The reason of the save being written in the background.
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -68,14 +77,17 @@ class Controller:
     if t.output_dir is not None and self._lock is None:
       # Before the keeper reads or cleans the directory: one live process per model_dir.
       self._lock = checkpointing.RunLock(t.output_dir).acquire()
-    objects = t._checkpoint_objects()  # pylint: disable=protected-access
-    if not t._distributed_input:  # pylint: disable=protected-access
-      objects['iterator'] = t.iterator  # A tf.data iterator is checkpointable; a distributed one is not.
-    ckpt = tf.train.Checkpoint(**objects)
+    if self.keeper is not None:
+      self.keeper.wait()  # A save made outside fit may still be writing into the directory.
+    checkpoint, snapshot, writer, snapshot_writer = self._checkpoint_parts()
+    # The data position is in the checkpoint (global_step + data_offset), never the tf.data
+    # iterator, whose state would hold a `.cache()`d data set whole; the iterator is rebuilt.
     self.keeper = distribute.make_keeper(
-        t.strategy, ckpt, os.path.join(t.model_dir, 'checkpoints'),
+        t.strategy, checkpoint, os.path.join(t.model_dir, 'checkpoints'),
         max_to_keep=t.max_checkpoints, keep_good=t.keep_good_checkpoints,
-        warn=lambda event, step, **f: t.emit(event, step, **f))
+        warn=lambda event, step, **f: t.emit(event, step, **f), snapshot=snapshot,
+        writer=writer, snapshot_writer=snapshot_writer, on_commit=self._committed)
+    self.keeper.input_signature = inputs.batch_signature(dataset)
     committed = self.keeper.committed()
     if self.keeper.entries and not committed and not self.fitted:
       raise errors.CheckpointError(
@@ -92,22 +104,73 @@ class Controller:
         raise errors.CheckpointError(
             f'no checkpoint in {self.keeper.directory} could be restored: {why}; or use a new '
             '--model_dir (or move that one away) to start afresh.')
+      self._check_input_signature(entry)
     else:
       t.reset_input()
     return entry
 
+  def _checkpoint_parts(self):
+    """The run's `tf.train.Checkpoint`, and on a single device its `state.Snapshot` and the
+    `TracedWriter`s of the live variables and of the snapshot (None under a distribution
+    strategy, or where the state cannot be copied or the write traced), reused across fits
+    while the checkpointed objects are the same (they are built once)."""
+    t = self._trainer
+    objects = t._checkpoint_objects()  # pylint: disable=protected-access
+    key = tuple((name, tuple(map(id, value)) if isinstance(value, list) else id(value))
+                for name, value in objects.items())
+    cached = self._checkpoint_cache
+    if cached is not None and cached[0] == key and (cached[2] is None or cached[2].is_current()):
+      return cached[1:]
+    checkpoint = tf.train.Checkpoint(**objects)
+    parts = (checkpoint, None, None, None)
+    distributed = t._distributed_input  # pylint: disable=protected-access
+    if not distributed and t.strategy.num_replicas_in_sync == 1:
+      try:
+        snapshot = state_lib.Snapshot(checkpoint)
+        parts = (checkpoint, snapshot, checkpointing.TracedWriter(checkpoint),
+                 checkpointing.TracedWriter(tf.train.Checkpoint(**objects),
+                                            object_map=snapshot.object_map()))
+      except state_lib.SnapshotUnsupported as e:
+        log.info('checkpoints are written in the foreground and restored from disk: %s', e)
+      except Exception as e:  # pylint: disable=broad-except  (the write could not be traced)
+        log.warning('checkpoints are written eagerly and restored from disk: %s',
+                    str(e).splitlines()[0][:200])
+    self._checkpoint_cache = (key,) + parts
+    return parts
+
+  def _check_input_signature(self, entry: checkpointing.Entry) -> None:
+    """Refuses a resume whose batches differ in shape or dtype from the checkpointed run's (the
+    data position counts batches, so another batch size would silently read other data)."""
+    saved, now = entry.input_signature, self.keeper.input_signature
+    if saved is None or saved == now:
+      return  # None: written before signatures were recorded.
+    old, new = saved.split(), now.split()
+    if len(old) == len(new):
+      old, new = next((a, b) for a, b in zip(old, new) if a != b)
+      dtype = old.split('[')[0]
+      if new.split('[')[0] == dtype:  # Same dtype: the shapes say it.
+        old, new = old[len(dtype):], new[len(dtype):]
+    else:
+      old, new = saved, now
+    raise errors.ConfigError(
+        f'the input pipeline differs from the one checkpointed in {self.keeper.directory} '
+        f'(batch size or element shape changed: checkpointed batches {old}, this pipeline '
+        f'{new}); use the batch size and shapes the run started with, or a new --model_dir to '
+        'start afresh.')
+
   def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
     """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
-    the next older tried), then repositions the input. Returns the entry, or None."""
+    the next older tried; from memory when the snapshot holds it), then repositions the input.
+    Returns the entry, or None."""
     t = self._trainer
-    entry = self.keeper.restore_latest(candidates)
+    with t._input.restoring():  # pylint: disable=protected-access
+      entry = self.keeper.restore_latest(candidates)
     if entry is not None:
       self.refused_checkpoints = 0
       self._last_saved = None
       # The optimizer's learning-rate variable came back from the checkpoint; the rate is the
       # configured base times the restored scale, so a changed config takes effect on resume.
       t.lr_control.set_scale(float(t.lr_scale.numpy()))
-      t.reset_input()
     return entry
 
   # ------------------------------------------------------------------------------------------
@@ -134,31 +197,54 @@ class Controller:
                   bad[0] if bad else '?')
       return None
     self.refused_checkpoints = 0
-    try:
-      entry = self.keeper.save(step, good=self._healthy())
-    except (OSError, tf.errors.OpError) as e:
-      # A full disk, a lost mount: the keeper removed what it wrote; the committed checkpoints
-      # stand. Training on without checkpoints would lose work, so the run stops here.
-      error = str(e).splitlines()[0][:200]
-      t.emit('checkpoint_failed', step, error=error)
-      last = self.keeper.committed()
-      resume = f'from {last[-1].path} (step {last[-1].step})' if last else 'from step 0'
-      raise errors.CheckpointError(
-          f'could not write a checkpoint at step {step}: {error}; free space (or fix the '
-          f'directory) and rerun the same command: it resumes {resume}.') from None
-    t.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
+    # An interval checkpoint of fit's loop is captured in memory and written, synced and
+    # committed in the background while the next loop runs (which waits for it at its end);
+    # any other save returns committed. Its `checkpoint` event is written once it is committed.
+    # A failed write raises CheckpointError and stops the run: training on without checkpoints
+    # would lose work.
+    entry = self.keeper.save(step, good=self._healthy(),
+                             background=self._background_writes and reason == 'interval')
+    if self.keeper.pending is entry:
+      self._pending_reason = reason
+    else:
+      self._committed(entry, reason)
     self._last_saved = entry
     return entry
 
   def checkpoint_now(self, reason: str) -> Optional[checkpointing.Entry]:
     """The checkpoint of the state as it is now: the one this run wrote at the current step
     since its last restore, else a new one (None when refused or without a model_dir)."""
+    self._complete_writes()  # A checkpoint still being written counts once it is committed.
     step = int(self._trainer.global_step.numpy())
     last = self._last_saved
     if (last is not None and last.step == step and self.keeper is not None
         and any(e.number == last.number for e in self.keeper.committed())):
       return last
     return self._trainer.save_checkpoint(reason)
+
+  def _committed(self, entry: checkpointing.Entry, reason: Optional[str] = None) -> None:
+    """Records a committed checkpoint (the `checkpoint` event)."""
+    self._trainer.emit('checkpoint', entry.step, checkpoint=entry.path, good=entry.good,
+                       reason=reason or self._pending_reason)
+
+  def _complete_writes(self) -> None:
+    """Completes the checkpoint write in flight (committed, or a CheckpointError)."""
+    if self.keeper is not None:
+      self.keeper.wait()
+
+  @contextlib.contextmanager
+  def _writes_in_background(self):
+    """Lets the host loop write interval checkpoints in the background; on the way out (the
+    loop completes its own), waits for any still in flight before fit releases the model_dir."""
+    self._background_writes = True
+    try:
+      yield
+    finally:
+      self._background_writes = False
+      try:
+        self._complete_writes()
+      except errors.CheckpointError:
+        pass  # Only when another error is on its way out; this one's event was written.
 
   def _stale_checkpoint_note(self) -> str:
     committed = self.keeper.committed() if self.keeper is not None else []
@@ -182,11 +268,12 @@ class Controller:
   # ------------------------------------------------------------------------------------------
   # Reports, decisions, actions.
   # ------------------------------------------------------------------------------------------
-  def _read_reports(self, tensors) -> interfaces.StepReports:
+  def _read_reports(self, outputs) -> interfaces.StepReports:
+    """The loop's outputs as StepReports: one transfer of the packed report matrix."""
     t = self._trainer
-    values = {k: v.numpy() for k, v in tensors.items()}
-    if 'variables_finite' in values:
-      values['variables_finite'] = bool(values['variables_finite'])
+    values = loop_lib.unpack_reports(outputs['reports'].numpy(), t._report_dtypes)  # pylint: disable=protected-access
+    if 'variables_finite' in outputs:
+      values['variables_finite'] = bool(outputs['variables_finite'].numpy())
     return interfaces.StepReports(variable_paths=t._variable_paths,  # pylint: disable=protected-access
                                   input_paths=t._input_paths,  # pylint: disable=protected-access
                                   **values)
@@ -202,11 +289,22 @@ class Controller:
         last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
 
   def decide(self, reports: interfaces.StepReports):
-    """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one)."""
+    """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one).
+
+    A policy that does not override `decide` is not asked, nor, on a clean loop (every step
+    applied, none faulty or an overflow), one whose `decides_on_clean_loops` is False; the
+    `PolicyContext` is built only when some policy is asked.
+    """
     t = self._trainer
+    clean = reports.clean()
+    asked = [p for p in t.policies
+             if type(p).decide is not interfaces.Policy.decide
+             and (p.decides_on_clean_loops or not clean)]
+    if not asked:
+      return [], interfaces.Decision()
     context = self.context()
     decisions = []
-    for p in t.policies:
+    for p in asked:
       d = p.decide(reports, context)
       if d is not None and d.action == interfaces.STOP:
         raise ValueError(f'{p.name}.decide returned action={d.action!r}: a stop comes from '
@@ -287,7 +385,7 @@ class Controller:
                                    num_epochs=epochs[0] if epochs else None)
       self._recorder = recorder
       signals = host.StopSignals()
-      with signals.catching():
+      with signals.catching(), self._writes_in_background():
         return self._host_loop(num_steps, step, start_time, recorder, signals)
     finally:
       if self._lock is not None:
@@ -311,7 +409,8 @@ class Controller:
       while step < num_steps and already is None:
         n = min(t.steps_per_loop, num_steps - step)
         outputs = t._train_loop.run(t.iterator, n)  # pylint: disable=protected-access
-        data_ended = bool(outputs.pop('data_ended').numpy())
+        self._complete_writes()  # The last checkpoint's write overlapped this loop: done by now.
+        data_ended = bool(outputs['data_ended'].numpy())
         reports = self._read_reports(outputs)
         if reports.num_steps == 0:
           # `fit(dataset.take(0))` builds everything and trains nothing (tests use it); the CLI
@@ -324,14 +423,18 @@ class Controller:
             status, reason = self._data_end(step, num_steps)
           break
         step = int(reports.step[-1])
-        applied_losses = reports.loss[reports.applied.astype(bool)]
-        if applied_losses.size:
-          last_loss = float(applied_losses[-1])
+        if reports.applied[-1]:
+          last_loss = float(reports.loss[-1])
+        else:
+          applied_losses = reports.loss[reports.applied]
+          if applied_losses.size:
+            last_loss = float(applied_losses[-1])
         # An fp16 overflow skip is the loss scale's business, not a fault of the run.
-        faulty_steps = reports.step[~(reports.applied | reports.overflow).astype(bool)]
-        if faulty_steps.size:
-          t.last_fault_step.assign(int(faulty_steps[-1]))
-        recorder.record(reports, int(t.skipped_steps.numpy()))
+        if not reports.applied.all():
+          faulty_steps = reports.step[~(reports.applied | reports.overflow)]
+          if faulty_steps.size:
+            t.last_fault_step.assign(int(faulty_steps[-1]))
+        recorder.record(reports, int(outputs['skipped_steps'].numpy()))
         t.on_loop_end(reports)
         acts, decision = self.decide(reports)
         stop_reason = trigger = None
@@ -342,13 +445,14 @@ class Controller:
             break
         if stop_reason is None and decision.action == interfaces.ABORT:
           stop_reason, trigger = decision.reason, decision.trigger
-        elif stop_reason is None:
+        elif stop_reason is None and decision.action != interfaces.CONTINUE:
           stop_reason, trigger = self._execute(decision), decision.trigger
         if stop_reason is not None:
           status, reason = 'aborted', stop_reason
           t.emit('abort', step, reason=reason, trigger=trigger)
           break
-        step = int(t.global_step.numpy())
+        if acts or decision.action != interfaces.CONTINUE:
+          step = int(t.global_step.numpy())  # An action may have moved it (a rollback).
         last_checkpoint_step = min(last_checkpoint_step, step)  # A rollback moved the step back.
         if signals.received is not None:
           interrupted_by = signals.received
@@ -391,6 +495,7 @@ class Controller:
         if data_ended:
           status, reason = self._data_end(step, num_steps)
           break
+      self._complete_writes()  # A failed write stops the run here, as a failed save would.
     except (errors.NumericsError, errors.CheckpointError) as e:
       # CheckNumerics(mode='raise'), or a checkpoint that could not be written: record the abort
       # (committed checkpoints stay as they were), re-raise.

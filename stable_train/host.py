@@ -71,28 +71,40 @@ class LoopRecorder:
     self._summary_every = summary_every
     self._log_every = log_every
     self._steps = 0
+    self._counted = 0  # Steps of the current loop already counted into `_steps`.
     self._time = time.perf_counter()
 
   def record(self, reports: interfaces.StepReports, skipped_total: int) -> None:
     """Args: reports: one loop's reports; skipped_total: the skip counter after the loop."""
     skipped = ~reports.applied.astype(bool)
+    steps = reports.step
+    n = reports.num_steps
     # The counter after each step, derived from its value after the loop.
     skipped_after = skipped_total - np.cumsum(skipped[::-1])[::-1] + skipped
-    self._applied_since_reset += int(reports.applied.astype(bool).sum())
-    logs = any(int(s) % self._log_every == 0 for s in reports.step)
+    self._applied_since_reset += n - int(skipped.sum())
+    summary_due = steps % self._summary_every == 0
+    log_due = steps % self._log_every == 0
     # One window per loop end that holds a progress step (steps_per_loop rounds the window up).
-    metrics = self._metrics() if (self._metrics is not None and logs) else {}
+    metrics = self._metrics() if (self._metrics is not None and log_due.any()) else {}
     if metrics and not self._applied_since_reset:
       # A window whose every step was skipped counted no sample: Keras reads such a metric as 0,
       # which a monitor (EarlyStopping on a training metric) would take for a value.
       metrics = {name: math.nan for name in metrics}
-    for i in range(reports.num_steps):
-      step = int(reports.step[i])
+    # Only the steps that write something are visited in Python: skips, faults, and the steps
+    # on the summary or progress cadence (a healthy loop between them costs a few array ops).
+    faulty = ~(reports.inputs_finite & reports.loss_finite & reports.grads_finite) | (
+        reports.overflow.astype(bool))
+    visit = np.flatnonzero(skipped | faulty | summary_due | log_due)
+    start = 0
+    for i in visit:
+      self._add_window_losses(reports, skipped, start, i)
+      start = i + 1
+      step = int(steps[i])
       fault = reports.fault(i)
       if skipped[i]:
         self._emit('skip', step, fault=fault or 'policy', tensor=reports.offending_tensor(i),
                    loss=reports.loss[i], grad_norm=reports.grad_norm[i])
-      if fault or step % self._summary_every == 0:
+      if fault or summary_due[i]:
         values = {f.scalar: float(getattr(reports, f.name)[i])
                   for f in interfaces.REPORT_FIELDS if f.scalar}
         values.update(skipped_steps=float(skipped_after[i]), skipped=float(skipped[i]))
@@ -100,8 +112,9 @@ class LoopRecorder:
       if not skipped[i] and np.isfinite(reports.loss[i]):
         self._window_losses.append(float(reports.loss[i]))
       if self._loops:
-        self._steps += 1
-      if self._verbose and step % self._log_every == 0:
+        self._steps += i + 1 - self._counted
+        self._counted = i + 1
+      if self._verbose and log_due[i]:
         now = time.perf_counter()
         rate = self._steps / (now - self._time) if self._steps else None
         if self._loops:
@@ -116,8 +129,12 @@ class LoopRecorder:
                  mean, reports.grad_norm[i],
                  f'{rate:.1f} steps/s' if rate else '- steps/s (tracing)',
                  int(skipped_after[i]), shown)
-      if metrics and step % self._log_every == 0:
+      if metrics and log_due[i]:
         self._scalars.write(step, {f'metrics/{k}': v for k, v in metrics.items()})
+    self._add_window_losses(reports, skipped, start, n)
+    if self._loops:
+      self._steps += n - self._counted
+    self._counted = 0
     if not self._loops:  # Steps/s from here on: the first loop traced the step.
       self._time = time.perf_counter()
     self._loops += 1
@@ -126,6 +143,12 @@ class LoopRecorder:
       if self._reset_metrics is not None:
         self._reset_metrics()
         self._applied_since_reset = 0
+
+  def _add_window_losses(self, reports, skipped, start: int, end: int) -> None:
+    """Adds the applied, finite losses of steps [start, end) to the progress window."""
+    if end > start:
+      losses = reports.loss[start:end][~skipped[start:end]]
+      self._window_losses.extend(float(v) for v in losses[np.isfinite(losses)])
 
   def _progress(self, step: int, rate: Optional[float]) -> str:
     """'/N (P%, ETA 1m05s)' for a run with a target step; '' otherwise."""

@@ -1,6 +1,7 @@
 """The input position: the iterator over a fit's dataset, where it stands, and moving it."""
 
-from typing import Optional, Tuple
+import contextlib
+from typing import Iterator, Optional, Tuple
 
 import tensorflow as tf
 
@@ -10,8 +11,12 @@ from stable_train import distribute
 class InputPosition:
   """Owns a fit's dataset and iterator; the position is `global_step + data_offset`.
 
-  A single-device tf.data iterator is checkpointed with the run (so a restore puts it back
-  itself); a distributed iterator cannot be, so it is rebuilt at the saved position instead.
+  Only the position is checkpointed (both counters are in the train state), never the iterator:
+  a tf.data iterator's checkpoint holds its buffers, which for a `.cache()`d dataset is the whole
+  data set. After a restore the iterator is put at the restored position: moved forward on the
+  live iterator when that one stands at or before it (a rollback), else rebuilt from
+  `dataset.skip(position)`, which reads through the skipped batches (O(position) at a resume).
+  The iterator is moved lazily, when `iterator` is next read.
   """
 
   def __init__(self, *, strategy: tf.distribute.Strategy, global_step: tf.Variable,
@@ -29,7 +34,10 @@ class InputPosition:
     self._data_offset = data_offset
     self.distributed = distributed
     self.dataset: Optional[tf.data.Dataset] = None
-    self.iterator = None
+    self._iterator = None
+    # Stream index of the next batch the live single-device iterator yields, when a restore or
+    # a skip has moved `position()` away from it; None while the iterator is at `position()`.
+    self._iterator_at: Optional[int] = None
     self._skip_fn = None
 
   def start(self, dataset: tf.data.Dataset, *, from_start: bool) -> None:
@@ -37,8 +45,15 @@ class InputPosition:
     if from_start:
       self._data_offset.assign(-self._global_step.numpy())  # Keeps `position()` true.
     self.dataset = dataset
+    self._iterator = None  # Built at `position()` when first read (after any resume).
+    self._iterator_at = None
+
+  @property
+  def iterator(self):
+    """The iterator, standing at `position()` (built or moved there first if needed)."""
     if not self.distributed:
-      self.iterator = iter(dataset)
+      self._move_to_position()
+    return self._iterator
 
   def position(self) -> int:
     """Index (in the dataset's stream) of the next batch the iterator will yield."""
@@ -47,26 +62,90 @@ class InputPosition:
   def skip(self, count: int) -> Tuple[int, int]:
     """Drops `count` batches from the iterator; returns the [start, end) stream indices dropped."""
     start = self.position()
-    if count > 0 and self.distributed:
+    if count > 0:
+      self._note_live_position()
       self._data_offset.assign_add(count)
-      self.reset()
-    elif count > 0:
-      if self._skip_fn is None:
-        def skip(iterator, n):
-          for _ in tf.range(n):
-            optional = iterator.get_next_as_optional()
-            if not optional.has_value():
-              break
-        self._skip_fn = tf.function(skip)
-      self._skip_fn(self.iterator, tf.constant(count, tf.int64))
-      self._data_offset.assign_add(count)
+      if self.distributed:
+        self.reset()
     return start, start + count
 
-  def reset(self) -> None:
-    """(Re)builds the distributed iterator at `position()`; called after every restore.
+  @contextlib.contextmanager
+  def restoring(self) -> Iterator[None]:
+    """Wraps a restore of the counters: the live iterator, which stood at the position before it,
+    is moved to the restored position when next read (forward in place when it can be)."""
+    self._note_live_position()
+    yield
+    if self.distributed:
+      self.reset()
 
-    A no-op for single-device input, whose iterator is restored with the checkpoint itself.
+  def reset(self) -> None:
+    """Puts the iterator at `position()` after the counters changed outside `restoring()`.
+
+    Distributed input is rebuilt at once; a single-device iterator is rebuilt from the dataset's
+    start (skipping `position()` batches) when next read, since where it stood is not known.
     """
     if self.distributed:
-      self.iterator = distribute.distributed_iterator(self._strategy, self.dataset,
-                                                      self.position())
+      self._iterator = distribute.distributed_iterator(self._strategy, self.dataset,
+                                                       self.position())
+    else:
+      self._iterator = None
+      self._iterator_at = None
+
+  # ------------------------------------------------------------------------------------------
+  def _note_live_position(self) -> None:
+    """Records where the live iterator stands before the counters move away from it."""
+    if self._iterator is not None and self._iterator_at is None and not self.distributed:
+      self._iterator_at = self.position()
+
+  def _move_to_position(self) -> None:
+    target = self.position()
+    at = self._iterator_at
+    if self._iterator is not None and (at is None or at == target):
+      self._iterator_at = None
+      return
+    if self._iterator is None or at > target:
+      # Behind the live iterator, or no live iterator: read the stream again up to `target`.
+      dataset = self.dataset.skip(target) if target > 0 else self.dataset
+      self._iterator = iter(dataset)
+    else:
+      self._read_ahead(target - at)
+    self._iterator_at = None
+
+  def _read_ahead(self, count: int) -> None:
+    """Reads `count` batches from the live iterator (stops quietly at the end of the data)."""
+    if self._skip_fn is None:
+      def skip(iterator, n):
+        for _ in tf.range(n):
+          optional = iterator.get_next_as_optional()
+          if not optional.has_value():
+            break
+      self._skip_fn = tf.function(skip)
+    self._skip_fn(self._iterator, tf.constant(count, tf.int64))
+
+
+def batch_signature(dataset: tf.data.Dataset) -> str:
+  """The dtypes and shapes of the dataset's batches, in `tf.nest.flatten` order, as one line
+  ('float32[32,1000] float32[32,1]'); a checkpoint records it so that a resume with another
+  batch size or element shape is refused instead of silently reading other batches.
+
+  Dimensions the pipeline leaves unknown (e.g. `batch()` without `drop_remainder`) are taken
+  from its first batch, which is read for that.
+  """
+  specs = tf.nest.flatten(dataset.element_spec)
+  shapes = [getattr(s, 'shape', None) for s in specs]
+  if any(isinstance(s, tf.TensorSpec) and not s.shape.is_fully_defined() for s in specs):
+    first = next(iter(dataset.take(1)), None)
+    if first is not None:
+      shapes = [getattr(v, 'shape', None) if isinstance(s, tf.TensorSpec) else shape
+                for s, v, shape in zip(specs, tf.nest.flatten(first), shapes)]
+  parts = []
+  for spec, shape in zip(specs, shapes):
+    dtype = getattr(spec, 'dtype', None)
+    if shape is None or dtype is None:
+      parts.append(type(spec).__name__)
+    else:
+      shape = tf.TensorShape(shape)
+      dims = ('*' if shape.rank is None else
+              ','.join('?' if d is None else str(d) for d in shape.as_list()))
+      parts.append(f'{tf.as_dtype(dtype).name}[{dims}]')
+  return ' '.join(parts)

@@ -108,6 +108,11 @@ class _StepReportsMethods:
   def num_steps(self) -> int:
     return int(self.step.shape[0])
 
+  def clean(self) -> bool:
+    """Whether every step was applied and none was faulty or an fp16 overflow."""
+    return bool(np.all(self.applied) and np.all(self.inputs_finite) and np.all(self.loss_finite)
+                and np.all(self.grads_finite) and not np.any(self.overflow))
+
   def fault(self, i: int) -> Optional[str]:
     """The kind of fault of step `i` ('input', 'loss', 'gradient'), 'overflow' for an fp16
     loss-scale overflow (skipped, but not a fault of the run), or None (see `fault_kind`)."""
@@ -296,6 +301,11 @@ class Policy(tf.Module):
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
   # checks every model and optimizer variable once, in the same graph, at its end.
   reads_variables_finite = False
+
+  # False for a policy whose `decide` returns None on every clean loop (`StepReports.clean()`:
+  # every step applied, none faulty or an overflow) whatever its state: the controller then does
+  # not call it on such loops, which keeps a healthy run's host loop short.
+  decides_on_clean_loops = True
 
   def build(self, variables, variable_paths: Sequence[str]) -> None:
     """Called once before the step is traced, with the trainable variables and their names in

@@ -3,10 +3,12 @@
 import re
 from typing import Dict, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from stable_train import distribute
 from stable_train import errors
+from stable_train import interfaces
 from stable_train import numerics
 from stable_train import step as step_lib
 
@@ -25,6 +27,7 @@ class TrainLoop:
     self.step_fn = None
     self.loop_fn = None
     self.checks_variables = False
+    self._concrete = (None, None)  # (iterator, the loop's concrete function for it).
 
   @property
   def built(self) -> bool:
@@ -36,10 +39,14 @@ class TrainLoop:
     # Under a strategy the replica computation is traced inline in the loop: a nested tf.function
     # around code that all-reduces breaks MirroredStrategy's merge_call (TF 2.21), and so jit_compile
     # is refused there (distribute.check_jit). One device: the whole step is one function.
+    # The step returns its report packed into one float64 row (`pack_report`), inside the XLA
+    # cluster where it fuses; the report dict too only when a policy's `end_step` reads it.
+    self.needs_report = any(type(p).end_step is not interfaces.Policy.end_step
+                            for p in t.policies)
     if t._distributed_input:  # pylint: disable=protected-access
-      self.step_fn = self.step
+      self.step_fn = self.packed_step
     else:
-      self.step_fn = tf.function(self.step, jit_compile=t.jit_compile or None)
+      self.step_fn = tf.function(self.packed_step, jit_compile=t.jit_compile or None)
     self.checks_variables = any(p.reads_variables_finite for p in t.policies)
     self.loop_fn = tf.function(self.loop)
 
@@ -47,7 +54,7 @@ class TrainLoop:
     """Runs one traced loop of `n` steps; turns in-graph check_numerics failures into errors."""
     t = self._trainer
     try:
-      return self.loop_fn(iterator, tf.constant(n, tf.int64))
+      return self._loop_for(iterator)(iterator, tf.constant(n, tf.int64))
     except tf.errors.InvalidArgumentError as e:
       if 'optional does not match' in (e.message or ''):
         # A restored tf.data iterator yields elements of the checkpointed shape.
@@ -71,6 +78,20 @@ class TrainLoop:
       raise errors.NumericsError(
           f"non-finite value at step {step}: {message.strip()}; CheckNumerics(mode='raise') "
           "stops here; use mode='flag' with SkipNonFinite to skip it.") from None
+
+  def _loop_for(self, iterator):
+    """The loop's concrete function for `iterator`, looked up once per iterator.
+
+    Calling the concrete function skips `tf.function`'s per-call signature matching (a tenth of a
+    millisecond a call on this machine, about what one step of the quickstart MLP takes at
+    10 steps per loop). A new iterator (a new fit, a rebuilt input) is looked up again, so a
+    pipeline with another element structure gets its own trace, as with a plain call.
+    """
+    cached_iterator, concrete = self._concrete
+    if cached_iterator is not iterator:
+      concrete = self.loop_fn.get_concrete_function(iterator, tf.constant(1, tf.int64))
+      self._concrete = (iterator, concrete)
+    return concrete
 
   # ------------------------------------------------------------------------------------------
   # Traced.
@@ -110,6 +131,18 @@ class TrainLoop:
     """One train step: compute on every replica, then one agreed apply-or-skip. Traced."""
     with self._trainer.strategy.scope():  # Cross-replica context, also when fit() is called outside it.
       return self._step_in_scope(batch)
+
+  def packed_step(self, batch):
+    """`step`, its report packed into one row: (row, report dict or None). Traced."""
+    report = self.step(batch)
+    return self.pack_report(report), (report if self.needs_report else None)
+
+  def pack_report(self, report) -> tf.Tensor:
+    """One float64 vector of the report's `REPORT_FIELDS`, in `_report_dtypes` order (float64
+    holds every field exactly: int64 steps below 2**53, float32 and float64 values, flags as 0/1).
+    Traced."""
+    names = list(self._trainer._report_dtypes)  # pylint: disable=protected-access
+    return tf.stack([tf.cast(report[k], tf.float64) for k in names])
 
   def apply_aggregated(self, grads, metric_inputs=()):
     """Per replica, inside the agreed apply: applies the already aggregated gradients and
@@ -163,7 +196,8 @@ class TrainLoop:
       p.update_state(report, applied)
     state.applied_steps.assign_add(tf.cast(applied, tf.int64))
     state.skipped_steps.assign_add(tf.cast(tf.logical_not(applied), tf.int64))
-    state.overflow_steps.assign_add(tf.cast(report['overflow'], tf.int64))
+    if t.loss_scale is not None:  # Without loss scaling no step is an overflow: no op.
+      state.overflow_steps.assign_add(tf.cast(report['overflow'], tf.int64))
     state.input_faults.assign_add(tf.cast(tf.logical_not(report['inputs_finite']), tf.int64))
     with tf.control_dependencies([applied]):
       report['step'] = state.global_step.assign_add(1)
@@ -171,10 +205,16 @@ class TrainLoop:
     return report
 
   def loop(self, iterator, num_steps):
-    """Runs up to `num_steps` steps in one graph (stops early when the data ends). Traced."""
+    """Runs up to `num_steps` steps in one graph (stops early when the data ends). Traced.
+
+    Returns a dict: 'reports', a float64 [steps, fields] matrix, one `pack_report` row per step
+    (`unpack_reports` turns it back into typed columns), so the loop keeps one TensorArray and
+    the host makes one transfer; 'data_ended'; 'skipped_steps'
+    (the counter after the loop); and 'variables_finite' when a policy reads it.
+    """
     t = self._trainer
-    dtypes = t._report_dtypes  # pylint: disable=protected-access
-    arrays = {k: tf.TensorArray(d, size=0, dynamic_size=True) for k, d in dtypes.items()}
+    names = list(t._report_dtypes)  # pylint: disable=protected-access
+    rows = tf.TensorArray(tf.float64, size=0, dynamic_size=True, element_shape=[len(names)])
     data_ended = tf.constant(False)
     for i in tf.range(num_steps):
       optional = iterator.get_next_as_optional()
@@ -182,15 +222,15 @@ class TrainLoop:
         data_ended = tf.constant(True)
         break
       batch = optional.get_value()
-      report = self.step_fn(batch)
-      index = tf.cast(i, tf.int32)
-      arrays = {k: arrays[k].write(index, tf.cast(report[k], dtypes[k])) for k in arrays}
-      stop = self._end_step(batch, report)
-      if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
-        if stop:
-          break
-    outputs = {k: a.stack() for k, a in arrays.items()}
-    outputs['data_ended'] = data_ended  # Not a policy's `end_step`: the data ran out.
+      row, report = self.step_fn(batch)
+      rows = rows.write(tf.cast(i, tf.int32), row)
+      if report is not None:
+        stop = self._end_step(batch, report)
+        if stop is not None:  # Python check at trace time: no policy asks, no extra graph.
+          if stop:
+            break
+    outputs = {'reports': rows.stack(), 'data_ended': data_ended,
+               'skipped_steps': tf.identity(t.state.skipped_steps)}
     if self.checks_variables:
       outputs['variables_finite'] = tf.reduce_all(
           numerics.finite_flags(t._all_variables()))  # pylint: disable=protected-access
@@ -210,3 +250,13 @@ class TrainLoop:
     """One tensor from a possibly per-replica value (replica parts concatenated on axis 0)."""
     parts = self._trainer.strategy.experimental_local_results(value)
     return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+
+
+def unpack_reports(matrix, dtypes) -> Dict[str, np.ndarray]:
+  """The typed per-field columns of a loop's packed 'reports' matrix (see `TrainLoop.loop`).
+
+  Args:
+    matrix: float64 numpy array [steps, fields], the fields in the order of `dtypes`.
+    dtypes: field name -> tf.DType, as the loop packed them (`Trainer._report_dtypes`).
+  """
+  return {k: matrix[:, j].astype(d.as_numpy_dtype) for j, (k, d) in enumerate(dtypes.items())}

@@ -40,6 +40,31 @@ def global_norm(grads: Sequence[tf.Tensor]) -> tf.Tensor:
   return tf.cond(tf.math.is_finite(plain), lambda: plain, rescaled)
 
 
+def finite_flags_and_norm(grads: Sequence[tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:
+  """(`finite_flags(grads)`, `global_norm(grads)`) from one reduction per tensor.
+
+  The common case reads each gradient once: its sum of squares (`tf.nn.l2_loss`, as
+  `tf.linalg.global_norm` computes it, so the norm is bit-identical to it) is finite exactly when
+  every element is finite and no square overflows. Only when some sum is not finite (a NaN or
+  Inf, or a finite value above ~1.8e19 whose square overflows float32) are the exact per-tensor
+  flags and the overflow-safe norm computed, in the other branch of one `tf.cond`.
+  """
+  grads = [tf.convert_to_tensor(g) for g in grads]
+  if not grads:
+    return tf.zeros([0], tf.bool), tf.constant(0.0)
+  halves = tf.stack([tf.nn.l2_loss(g) for g in grads])
+  sums_finite = tf.math.is_finite(halves)
+
+  def common():
+    # The expression of tf.linalg.global_norm: sqrt(2 * sum(l2_loss)).
+    return sums_finite, tf.sqrt(tf.reduce_sum(halves) * tf.constant(2.0, halves.dtype))
+
+  def exact():
+    return finite_flags(grads), global_norm(grads)
+
+  return tf.cond(tf.reduce_all(sums_finite), common, exact)
+
+
 def clip_by_global_norm(grads: Sequence[tf.Tensor],
                         max_norm: tf.Tensor,
                         norm: Optional[tf.Tensor] = None,

@@ -28,6 +28,7 @@ class CheckNumerics(interfaces.Policy):
   """
 
   MODES = ('flag', 'raise')
+  decides_on_clean_loops = False  # It reports faulty steps only.
 
   def __init__(self, *, mode: str = 'flag', name: str = 'check_numerics'):
     """Initialises the policy.
@@ -137,6 +138,11 @@ class SkipNonFinite(interfaces.Policy):
 
   A skipped step leaves every model and optimizer variable (slots, iteration count) bit-identical.
   """
+
+  # On a clean loop the streak is 0 and `peak_consecutive` holds at most a streak already found
+  # within the limit (the host resets it only when it looks): no escalation is possible, and a
+  # later streak is compared by the max, so the stale value can never trigger one.
+  decides_on_clean_loops = False
 
   def __init__(self, *, max_consecutive: int = 10, name: str = 'skip_non_finite'):
     """Initialises the policy.

@@ -123,7 +123,9 @@ class Rollback(interfaces.Policy):
   Triggers: another policy's escalation (SkipNonFinite's consecutive skips, a LossSpike) and any
   model or optimizer variable found non-finite after a loop. A further trigger within
   `retry_window` steps of the last rollback's target steps further back, to an older good
-  checkpoint. Rollback's own counters are not rolled back with the checkpoint.
+  checkpoint. Rollback's own counters are not rolled back with the checkpoint. The newest good
+  checkpoint is restored from its copy in memory when the run keeps one (single device), any
+  other from disk; the `rollback` event says which (`restored_from`).
   """
 
   reads_variables_finite = True
@@ -199,6 +201,7 @@ class Rollback(interfaces.Policy):
     if done >= self.max_rollbacks:
       return (f'rollback limit reached ({done} of {self.max_rollbacks}); last trigger: '
               f'{decision.trigger}: {decision.reason}')
+    keeper.wait()  # A checkpoint still being committed counts, as if committed at once.
     # The same divergence again (soon after the last rollback): step further back.
     last_target = int(self.last_target_step.numpy())
     repeat = last_target >= 0 and decision.step - last_target <= self.retry_window
@@ -226,7 +229,7 @@ class Rollback(interfaces.Policy):
     trainer.emit('rollback', from_step, to_step=entry.step, checkpoint=entry.path,
                  trigger=decision.trigger, reason=decision.reason, rollback=done + 1,
                  learning_rate=trainer.lr_control.current(), lr_scale=scale,
-                 skipped_batches=list(skipped))
+                 skipped_batches=list(skipped), restored_from=keeper.restored_from)
     trainer.scalars.write(from_step, {'rollbacks': done + 1,
                                       'learning_rate': trainer.lr_control.current()})
     log.warning('rollback %d: step %d -> %d (%s); learning rate x%g; skipped batches [%d, %d)',

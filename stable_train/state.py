@@ -1,8 +1,13 @@
-"""The train state: every counter a run checkpoints, and the checkpoint's object map."""
+"""The train state: the checkpointed counters, the checkpoint's object map, its copy in memory."""
 
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import keras
 import tensorflow as tf
+# The trackable base class, to tell state-saving trackables from containers; the identity map a
+# checkpoint's object map needs (variables are not hashable).
+from tensorflow.python.trackable import base  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.util import object_identity  # pylint: disable=g-direct-tensorflow-import
 
 # The run's int64 counters (name, initial value, what it counts), in checkpoint order.
 COUNTERS = (
@@ -60,3 +65,116 @@ class TrainState(tf.Module):
     objects.update(lr_scale=self.lr_scale, policies=self.policies,
                    model_state=list(forward_state), random=list(random_states))
     return objects
+
+
+class SnapshotUnsupported(ValueError):
+  """The checkpoint holds state other than variables (e.g. a tf.data iterator), or distributed
+  variables: it cannot be mirrored in memory."""
+
+
+class Snapshot:
+  """A second copy, in memory, of every variable a run's checkpoint holds.
+
+  `capture` refreshes it from the live variables by one traced call when a good checkpoint is
+  saved. It serves twice: the checkpoint is written from it in the background while training goes
+  on (`object_map` redirects a checkpoint's writes to the copies), and once that checkpoint is
+  committed (`holds`), `restore` puts every variable back by one traced call, bit for bit what
+  reading those files back would give, without touching the disk. It costs one more copy of the
+  model, the optimizer slots and the counters.
+
+  Attributes:
+    holds: the number of the committed checkpoint the copy equals, or None.
+    captured_for: the number of the checkpoint the copy was last captured for.
+    nbytes: the memory the copy takes.
+  """
+
+  def __init__(self, checkpoint: tf.train.Checkpoint):
+    """Creates the copies (initialised from the live values).
+
+    Args:
+      checkpoint: the run's checkpoint (`TrainState.checkpoint_objects`).
+
+    Raises:
+      SnapshotUnsupported: something in the checkpoint is not a plain variable.
+    """
+    self._checkpoint = checkpoint
+    self._live = _checkpointed_variables(checkpoint)
+    variables = list({id(v): v for _, v in self._live}.values())
+    self._pairs = []
+    for variable in variables:
+      with tf.init_scope(), tf.device(variable.device):
+        copy = tf.Variable(variable.read_value(), trainable=False, name='snapshot')
+      self._pairs.append((variable, copy))
+    self.nbytes = sum(c.shape.num_elements() * c.dtype.size for _, c in self._pairs)
+    self.holds: Optional[int] = None
+    self.captured_for: Optional[int] = None
+    self._capture_fn = tf.function(self._capture)
+    self._restore_fn = tf.function(self._restore)
+
+  def variables(self) -> List[tf.Variable]:
+    """The live variables mirrored (each once)."""
+    return [v for v, _ in self._pairs]
+
+  def object_map(self) -> object_identity.ObjectIdentityDictionary:
+    """{checkpointed node (a Keras or TensorFlow variable): its copy}, for a checkpoint saver."""
+    copies = {id(v): c for v, c in self._pairs}
+    mapping = object_identity.ObjectIdentityDictionary()
+    for node, variable in self._live:
+      mapping[node] = mapping[variable] = copies[id(variable)]
+    return mapping
+
+  def is_current(self) -> bool:
+    """Whether the checkpoint still holds exactly the variables mirrored (none added since)."""
+    try:
+      live = _checkpointed_variables(self._checkpoint)
+    except SnapshotUnsupported:
+      return False
+    return [id(v) for _, v in live] == [id(v) for _, v in self._live]
+
+  def capture(self, tag: Optional[int] = None) -> None:
+    """Copies every live variable into the snapshot; `tag` names the checkpoint it is for."""
+    self._capture_fn()
+    self.holds = None
+    self.captured_for = tag
+
+  def restore(self) -> None:
+    """Assigns every live variable its copied value."""
+    self._restore_fn()
+
+  def _capture(self):
+    for live, copy in self._pairs:
+      copy.assign(live)
+
+  def _restore(self):
+    for live, copy in self._pairs:
+      live.assign(copy)
+
+
+def _checkpointed_variables(checkpoint: tf.train.Checkpoint) -> List[Tuple[Any, tf.Variable]]:
+  """(node, tf.Variable) for every variable in the checkpoint's object graph (a Keras variable
+  is the node, its TensorFlow variable the value); refuses anything else that saves state."""
+  found = []
+  for node in tf.train.TrackableView(checkpoint).descendants():
+    if node is checkpoint or node is getattr(checkpoint, '_save_counter', None):
+      continue  # The checkpoint's own save counter is not the run's state.
+    variable = node
+    if isinstance(node, keras.Variable):
+      variable = node.value
+    if isinstance(variable, tf.Variable):
+      if isinstance(variable, tf.distribute.DistributedValues):
+        raise SnapshotUnsupported(f'distributed variable {variable.name}')
+      found.append((node, variable))
+    elif _saves_state(node):
+      raise SnapshotUnsupported(f'{type(node).__name__} saves state other than variables')
+  return found
+
+
+def _saves_state(node) -> bool:
+  """Whether a trackable saves values of its own (beyond its children), as a variable does."""
+  for cls in type(node).mro():
+    if cls is base.Trackable:
+      return False
+    if any(name in cls.__dict__
+           for name in ('_serialize_to_tensors', '_gather_saveables_for_checkpoint')):
+      return True
+  return False

@@ -452,10 +452,9 @@ class Trainer:
     return self._input.skip(count)
 
   def reset_input(self) -> None:
-    """(Re)builds the distributed iterator at `data_position()`; called after every restore.
-
-    A no-op for single-device input, whose iterator is restored with the checkpoint itself (a
-    distributed iterator cannot be checkpointed, so the position is saved instead).
+    """(Re)builds the iterator at `data_position()` after the counters were changed by hand (a
+    restore through `restore_latest` repositions it itself): distributed input at once, a
+    single-device iterator when next read. Checkpoints hold the position, not the iterator.
     """
     self._input.reset()
 
@@ -466,7 +465,7 @@ class Trainer:
 
   @property
   def iterator(self):
-    """The iterator of the current (or last) `fit` call; restored with each checkpoint."""
+    """The iterator of the current (or last) `fit` call, at `data_position()`."""
     return self._input.iterator
 
   def save_checkpoint(self, reason: str = 'interval') -> Optional[checkpointing.Entry]:

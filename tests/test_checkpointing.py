@@ -5,12 +5,16 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from unittest import mock
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 from stable_train import checkpointing
 from stable_train import errors
+from stable_train import state
 
 
 class KeeperTest(tf.test.TestCase):
@@ -215,17 +219,162 @@ class KeeperTest(tf.test.TestCase):
       raise OSError(errno.ENOSPC, 'No space left on device')
 
     with mock.patch.object(self.keeper, '_write_files', full_disk):
-      with self.assertRaises(OSError):
+      with self.assertRaisesRegex(errors.CheckpointError,
+                                  r'could not write a checkpoint at step 20: .*No space left on '
+                                  r'device.*resumes from ckpt-1 \(step 10\)'):
         self._save(self.keeper, 2.0, 20)
+    self.assertEqual(self.warnings[-1][:2], ('checkpoint_failed', 20))
     self.assertEqual(self._snapshot()[checkpointing.MANIFEST], manifest)
     self.assertEqual([e.step for e in self.keeper.entries], [10])
     self.assertFalse([n for n in os.listdir(self.dir) if n.startswith('ckpt-2')])
     with mock.patch.object(self.keeper, '_write_manifest', side_effect=OSError(errno.ENOSPC, 'x')):
-      with self.assertRaises(OSError):
+      with self.assertRaisesRegex(errors.CheckpointError, 'at step 30'):
         self._save(self.keeper, 3.0, 30)
     self.assertEqual([e.step for e in self.keeper.entries], [10])
     self.assertFalse([n for n in os.listdir(self.dir) if n.startswith('ckpt-3')])
     self.assertEqual(self._save(self.keeper, 4.0, 40).step, 40)
+
+
+class BackgroundWriteTest(tf.test.TestCase):
+  """A good checkpoint captured in memory at the save, written from there, synced and committed
+  in a thread; waited for before anything else touches the checkpoints."""
+
+  def setUp(self):
+    super().setUp()
+    self.dir = os.path.join(self.get_temp_dir(), 'ckpts')
+    self.var = tf.Variable(0.0)
+    self.warnings, self.commits = [], []
+    checkpoint = tf.train.Checkpoint(v=self.var)
+    snapshot = state.Snapshot(checkpoint)
+    self.keeper = checkpointing.CheckpointKeeper(
+        checkpoint, self.dir, warn=lambda event, step, **f: self.warnings.append((event, step)),
+        snapshot=snapshot, writer=checkpointing.TracedWriter(checkpoint),
+        snapshot_writer=checkpointing.TracedWriter(tf.train.Checkpoint(v=self.var),
+                                                   object_map=snapshot.object_map()),
+        on_commit=self.commits.append)
+
+  def _manifest_steps(self):
+    with open(os.path.join(self.dir, checkpointing.MANIFEST)) as f:
+      return [e['step'] for e in json.load(f)['checkpoints']]
+
+  def test_the_state_of_the_save_is_written_and_committed_after_the_files_are_synced(self):
+    order, release = [], threading.Event()
+    fsync, write_manifest = checkpointing._fsync, self.keeper._write_manifest
+
+    def slow_fsync(paths):
+      release.wait(timeout=60)
+      fsync(paths)
+      order.append(('fsync', sorted(os.path.basename(p) for p in paths)))
+
+    def recorded_write_manifest():
+      order.append(('manifest', [e.step for e in self.keeper.entries]))
+      write_manifest()
+
+    with mock.patch.object(checkpointing, '_fsync', slow_fsync), \
+         mock.patch.object(self.keeper, '_write_manifest', recorded_write_manifest):
+      self.var.assign(1.0)
+      entry = self.keeper.save(10, good=True, background=True)
+      self.assertIs(self.keeper.pending, entry)  # Returned before anything was committed.
+      self.assertEqual(self.keeper.committed(), [])
+      self.assertEqual(self._manifest_steps(), [])
+      self.var.assign(2.0)  # Training goes on: the checkpoint keeps the state of the save.
+      release.set()
+      self.assertIs(self.keeper.wait(), entry)
+    self.assertIsNone(self.keeper.pending)
+    self.assertEqual(self.commits, [entry])
+    self.assertEqual(self._manifest_steps(), [10])
+    (_, synced), (_, listed) = order
+    self.assertIn('ckpt-1.index', synced)
+    self.assertIn('ckpt-1.data-00000-of-00001', synced)  # One data file, as an eager save.
+    self.assertIn('ckpts', synced)  # The folder too: the renames into it.
+    self.assertEqual(listed, [10])
+    self.var.assign(-1.0)
+    self.keeper.restore(entry)  # From disk.
+    self.assertEqual(float(self.var), 1.0)
+    self.assertEqual(self.keeper.restored_from, 'disk')
+
+  def test_a_second_save_completes_the_first_commit_first(self):
+    self.var.assign(1.0)
+    first = self.keeper.save(10, good=True, background=True)
+    self.var.assign(2.0)
+    second = self.keeper.save(20, good=True, background=True)
+    self.assertEqual(self._manifest_steps(), [10])  # The first, committed before the second.
+    self.assertEqual(self.keeper.committed(), [first])
+    self.keeper.wait()
+    self.assertEqual(self._manifest_steps(), [10, 20])
+    self.assertEqual(second.number, first.number + 1)
+
+  def test_a_failed_commit_raises_at_the_wait_and_leaves_the_committed_ones(self):
+    self.keeper.save(10, good=True)
+    manifest = self._manifest_steps()
+    full = OSError(errno.ENOSPC, 'No space left on device')
+    with mock.patch.object(checkpointing, '_fsync', side_effect=full):
+      self.keeper.save(20, good=True, background=True)
+      with self.assertRaisesRegex(errors.CheckpointError,
+                                  r'could not write a checkpoint at step 20: .*No space left.*'
+                                  r'resumes from ckpt-1 \(step 10\)'):
+        self.keeper.wait()
+    self.assertEqual(self.warnings, [('checkpoint_failed', 20)])
+    self.assertEqual(self._manifest_steps(), manifest)
+    self.assertFalse([n for n in os.listdir(self.dir) if n.startswith('ckpt-2')])
+    self.assertIsNone(self.keeper.wait())  # Reported once.
+    self.assertEqual(self.keeper.save(30, good=True).step, 30)
+
+  def test_a_rollback_to_the_newest_good_checkpoint_restores_from_memory(self):
+    self.var.assign(1.0)
+    first = self.keeper.save(10, good=True)
+    self.var.assign(2.0)
+    second = self.keeper.save(20, good=True, background=True)
+    self.var.assign(3.0)
+    self.assertEqual(self.keeper.restore_latest([first, second]), second)  # Waits, then memory.
+    self.assertEqual((float(self.var), self.keeper.restored_from), (2.0, 'memory'))
+    self.assertEqual(self.keeper.restore_latest([first]), first)  # Not the one in memory.
+    self.assertEqual((float(self.var), self.keeper.restored_from), (1.0, 'disk'))
+    self.var.assign(4.0)
+    self.assertEqual(self.keeper.restore_latest([first]), first)  # Captured after the read.
+    self.assertEqual((float(self.var), self.keeper.restored_from), (1.0, 'memory'))
+    self.var.assign(5.0)
+    third = self.keeper.save(30, good=False, background=True)  # Not good: written at once
+    self.assertIsNone(self.keeper.pending)  # from the live variables, and not into the snapshot.
+    self.assertIn(third, self.keeper.committed())
+    self.assertEqual(self.keeper.restore_latest([first]), first)
+    self.assertEqual((float(self.var), self.keeper.restored_from), (1.0, 'memory'))
+    self.var.assign(-1.0)
+    self.keeper.restore(third)
+    self.assertEqual(float(self.var), 5.0)
+
+
+class TracedWriterTest(tf.test.TestCase):
+
+  def test_same_keys_and_values_as_the_manager_and_restorable(self):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3),
+                              keras.layers.BatchNormalization(), keras.layers.Dropout(0.5)])
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    optimizer.iterations.assign(7)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     counters=[tf.Variable(3, dtype=tf.int64)])
+    directory = self.get_temp_dir()
+    eager = tf.train.CheckpointManager(checkpoint, os.path.join(directory, 'eager'),
+                                       max_to_keep=None).save(checkpoint_number=1)
+    writer = checkpointing.TracedWriter(checkpoint)
+    traced = writer(os.path.join(directory, 'ckpt-1'))
+    self.assertLen(tf.io.gfile.glob(traced + '.data-*'), 1)
+    a, b = tf.train.load_checkpoint(eager), tf.train.load_checkpoint(traced)
+    keys = set(a.get_variable_to_shape_map())
+    self.assertEqual(keys, set(b.get_variable_to_shape_map()))
+    self.assertIn('save_counter/.ATTRIBUTES/VARIABLE_VALUE', keys)
+    for key in keys - {'_CHECKPOINTABLE_OBJECT_GRAPH', 'save_counter/.ATTRIBUTES/VARIABLE_VALUE'}:
+      self.assertTrue(np.array_equal(a.get_tensor(key), b.get_tensor(key)), key)
+    # Later writes take the values of the moment (the trace reads the variables, not constants).
+    model.layers[0].kernel.assign(tf.ones([4, 3]))
+    again = writer(os.path.join(directory, 'ckpt-2'))
+    model.layers[0].kernel.assign(tf.zeros([4, 3]))
+    status = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                 counters=[tf.Variable(0, dtype=tf.int64)]).restore(again)
+    status.assert_existing_objects_matched()
+    self.assertAllEqual(model.layers[0].kernel, tf.ones([4, 3]))
 
 
 # Holds the run lock of argv[1] until stdin closes (then releases it), or dies holding it.

@@ -1,13 +1,19 @@
 """Tests for stable_train.controller: decisions are pure, the controller carries out the actions."""
 
+import errno
+import json
 import os
+from unittest import mock
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from stable_train import checkpointing
 from stable_train import diagnostics
+from stable_train import errors
+from stable_train import events
 from stable_train import faults
 from stable_train import forensics
 from stable_train import interfaces
@@ -272,6 +278,45 @@ def test_subclass_save_checkpoint_and_restore_latest_overrides_are_called(tmp_pa
   assert 'restore' in calls
 
 
+def test_interval_commits_are_done_by_the_next_loop_end_and_a_failed_one_stops_the_run(
+    tmp_path):
+  model_dir = str(tmp_path)
+  directory = os.path.join(model_dir, 'checkpoints')
+  commits = []  # (global step when the commit was waited for, manifest steps then)
+
+  class Watch(trainer_lib.Trainer):
+    def on_loop_end(self, reports):
+      with open(os.path.join(directory, checkpointing.MANIFEST)) as f:
+        commits.append((int(reports.step[-1]),
+                        [e['step'] for e in json.load(f)['checkpoints']]))
+
+  fsync, calls = checkpointing._fsync, []
+
+  def fsync_then_full(paths):
+    calls.append(paths)
+    if len(calls) == 3:  # The third checkpoint's files (step 6): the disk fills.
+      raise OSError(errno.ENOSPC, 'No space left on device')
+    fsync(paths)
+
+  t = _b9_trainer(None, model_dir, cls=Watch, checkpoint_every=2, steps_per_loop=1)
+  with mock.patch.object(checkpointing, '_fsync', fsync_then_full):
+    with pytest.raises(errors.CheckpointError,
+                       match=r'could not write a checkpoint at step 6: .*No space left.*'
+                             r'resumes from ckpt-2 \(step 4\)'):
+      t.fit(_b9_data(), num_steps=20)
+  # Each checkpoint is committed at the end of the loop after its save (here one step later).
+  assert [c for c in commits if c[0] in (3, 5)] == [(3, [2]), (5, [2, 4])]
+  with open(os.path.join(model_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  assert (summary['status'], summary['global_step']) == ('aborted', 7)  # Stopped a step later.
+  log = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+  assert [e['step'] for e in log if e['event'] == 'checkpoint_failed'] == [6]
+  assert [e['trigger'] for e in log if e['event'] == 'abort'] == ['checkpoint_failed']
+  with open(os.path.join(directory, checkpointing.MANIFEST)) as f:
+    assert [e['step'] for e in json.load(f)['checkpoints']] == [2, 4]
+  assert not [n for n in os.listdir(directory) if n.startswith('ckpt-3')]
+
+
 def test_old_style_decide_fails_naming_the_contract():
   class Old(interfaces.Policy):
     def decide(self, reports, context):
@@ -318,3 +363,39 @@ def test_fit_after_an_abort_does_not_reabort_on_a_clean_step():
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class _Counting(interfaces.Policy):
+  """Counts its decide calls; optionally declares itself quiet on clean loops."""
+
+  def __init__(self, quiet, **kwargs):
+    super().__init__(**kwargs)
+    self.decides_on_clean_loops = not quiet
+    self.calls = 0
+
+  def decide(self, reports, context):
+    self.calls += 1
+    return None
+
+
+def test_policies_quiet_on_clean_loops_are_asked_only_on_loops_with_a_skip():
+  quiet, chatty = _Counting(True, name='quiet'), _Counting(False, name='chatty')
+  t = _b9_trainer([policies.CheckNumerics(), policies.SkipNonFinite(), quiet, chatty],
+                  steps_per_loop=4)
+  t.fit(_b9_data(n=40, nan_at=(9,)), num_steps=40)  # 10 loops; step 10 is skipped.
+  assert int(t.skipped_steps.numpy()) == 1
+  assert chatty.calls == 10
+  assert quiet.calls == 1  # Only the loop of steps 9-12.
+
+
+def test_skip_streaks_split_by_clean_loops_escalate_only_when_one_streak_is_too_long():
+  # Limit 3. A streak of 3 ends a loop (stays within the limit), clean loops follow (decide is
+  # not called, so the streak peak is not reset), then a streak of 2: no escalation. Then a
+  # streak of 4: escalation (the run aborts without a Rollback).
+  nan_at = [5, 6, 7] + [20, 21] + [30, 31, 32, 33]
+  t = _b9_trainer([policies.CheckNumerics(), policies.SkipNonFinite(max_consecutive=3)],
+                  steps_per_loop=4)
+  summary = t.fit(_b9_data(n=48, nan_at=nan_at), num_steps=48)
+  assert summary['status'] == 'aborted'
+  assert '4 consecutive non-finite steps' in summary['reason']
+  assert summary['global_step'] == 36  # The loop of steps 33-36 holds the 4th skip.

@@ -48,16 +48,16 @@ if mode == 'die_before_commit':
     write_manifest(self)
   checkpointing.CheckpointKeeper._write_manifest = dying_write_manifest
 elif mode == 'die_mid_write':
-  save = tf.train.CheckpointManager.save
-  def dying_save(self, *args, **kwargs):
-    path = save(self, *args, **kwargs)
+  write_files = checkpointing.CheckpointKeeper._write_files  # Where the keeper writes the files.
+  def dying_write_files(self, number):
+    path = write_files(self, number)
     calls.append(None)
     if len(calls) == 2:
       for name in tf.io.gfile.glob(path + '.data-*'):
         os.truncate(name, os.path.getsize(name) // 2)
       os._exit(137)
     return path
-  tf.train.CheckpointManager.save = dying_save
+  checkpointing.CheckpointKeeper._write_files = dying_write_files
 else:
   raise SystemExit('unknown mode ' + mode)
 cli.run()

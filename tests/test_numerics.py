@@ -67,3 +67,41 @@ class ClipByGlobalNormTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class FiniteFlagsAndNormTest(tf.test.TestCase):
+  """The fused check: one reduction per gradient, exact flags and norm in every case."""
+
+  def test_ordinary_input_matches_tf_global_norm_bit_for_bit(self):
+    rng = np.random.RandomState(1)
+    grads = [tf.constant(rng.normal(size=s).astype(np.float32)) for s in [(50, 20), (20,), (3, 3)]]
+    flags, norm = numerics.finite_flags_and_norm(grads)
+    self.assertAllEqual(flags, [True, True, True])
+    self.assertEqual(float(norm), float(tf.linalg.global_norm(grads)))  # Same expression.
+
+  def test_non_finite_and_huge_finite_values_get_the_exact_answer(self):
+    ok = tf.ones([4])
+    cases = {
+        'nan': ([ok, tf.constant([1.0, np.nan])], [True, False]),
+        'inf': ([tf.constant([-np.inf]), ok], [False, True]),
+        # Finite, but the square overflows float32: the sum of squares is inf, yet every value
+        # is finite; the flags must say so and the norm must be the true (finite) one.
+        'huge': ([tf.fill([10], 1e20), ok], [True, True]),
+    }
+    for name, (grads, expected) in cases.items():
+      with self.subTest(name):
+        flags, norm = numerics.finite_flags_and_norm(grads)
+        self.assertAllEqual(flags, expected)
+        self.assertAllEqual(flags, numerics.finite_flags(grads))
+        if all(expected):
+          self.assertAllClose(norm, np.sqrt(10 * 1e40 + 4), rtol=1e-5)
+        else:
+          self.assertFalse(np.isfinite(float(norm)))
+
+  def test_traced_and_xla_agree_with_eager(self):
+    grads = [tf.fill([10], 1e20), tf.constant([1.0, 2.0])]
+    eager = numerics.finite_flags_and_norm(grads)
+    for jit in (None, True):
+      flags, norm = tf.function(numerics.finite_flags_and_norm, jit_compile=jit)(grads)
+      self.assertAllEqual(flags, eager[0])
+      self.assertAllClose(norm, eager[1], rtol=1e-6)

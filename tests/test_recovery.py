@@ -28,11 +28,20 @@ def make_data(num_batches=60, batch_size=8, poison=(), value=np.nan):
 
 
 class Recorder(trainer_lib.Trainer):
-  """Snapshots the full state at every checkpoint and just after every rollback."""
+  """Snapshots the full state at every checkpoint save and just after every rollback."""
 
   def __init__(self, **kwargs):
     super().__init__(**kwargs)
     self.at_checkpoint, self.after_rollback, self.positions = {}, [], []
+
+  def save_checkpoint(self, reason='interval'):
+    # At the save, not at the `checkpoint` event: an interval checkpoint is written in the
+    # background and its event comes once committed, a loop later.
+    values = self.snapshot()
+    entry = super().save_checkpoint(reason)
+    if entry is not None:
+      self.at_checkpoint[entry.step] = values
+    return entry
 
   def snapshot(self):
     values = {v.path: np.array(v.numpy()) for v in self.model.variables}
@@ -43,8 +52,6 @@ class Recorder(trainer_lib.Trainer):
     return values
 
   def on_event(self, record):
-    if record['event'] == 'checkpoint':
-      self.at_checkpoint[record['step']] = self.snapshot()
     if record['event'] == 'rollback':
       self.after_rollback.append(self.snapshot())
       self.positions.append((int(self.global_step.numpy()), self.data_position()))

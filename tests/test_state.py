@@ -6,6 +6,7 @@ import collections
 import os
 import signal
 import tempfile
+from unittest import mock
 
 from absl.testing import parameterized
 import keras
@@ -353,6 +354,79 @@ class ResumeRandomnessTest(TestCase):
     self.assertEqual(second.fit(data, num_steps=12)['status'], 'completed')
     for i, (e, a) in enumerate(zip(expected, whole_state(second))):
       self.assertTrue(np.array_equal(e[0], a[0]), f'variable {i} differs after resume')
+
+
+def checkpointed_state(trainer):
+  """Every variable the run's checkpoint holds (model, optimizer slots and iterations, counters,
+  learning-rate scale, policy variables, random states), as numpy, in object-graph order."""
+  values = []
+  checkpoint = tf.train.Checkpoint(**trainer._checkpoint_objects())  # pylint: disable=protected-access
+  for node in tf.train.TrackableView(checkpoint).descendants():
+    variable = getattr(node, 'value', node) if isinstance(node, keras.Variable) else node
+    if isinstance(variable, tf.Variable):
+      values.append(np.array(variable.numpy()))
+  return values
+
+
+class AfterRollback(ScaledLossTrainer):
+  """Keeps the whole checkpointed state just after each rollback, and each rollback event."""
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self.after_rollback, self.rollbacks = [], []
+
+  def on_event(self, record):
+    if record['event'] == 'rollback':
+      self.after_rollback.append(checkpointed_state(self))
+      self.rollbacks.append(record)
+
+
+class InMemoryRollbackTest(TestCase):
+  """A rollback restores from the in-memory snapshot exactly what a restore from disk gives."""
+
+  def _run(self, kind, from_disk):
+    keras.utils.set_random_seed(0)
+    model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
+    stack = [policies.CheckNumerics(), policies.SkipNonFinite(max_consecutive=1),
+             recovery.Rollback(retry_window=0)]
+    model = ZOO['convnet_bn']()
+    if kind == 'mlp':
+      model = keras.Sequential([
+          keras.Input(IMAGE), keras.layers.Flatten(),
+          models.mlp(input_dim=int(np.prod(IMAGE)), hidden=(16, 8), outputs=CLASSES, seed=0)])
+    trainer = AfterRollback(model=model, optimizer=keras.optimizers.Adam(1e-2),
+                            loss=losses.sparse_softmax_cross_entropy, model_dir=model_dir,
+                            policies=stack, checkpoint_every=2, healthy_window=0)
+    # NaN scales at batches 5-6 (steps 6-7): the second skip in a row rolls back to step 4;
+    # again at 13-14.
+    data = _zoo_data('convnet_bn', num_batches=24, nan_scale=[5, 6, 13, 14])
+    patch = (mock.patch.object(checkpointing.CheckpointKeeper, '_restore_from_snapshot',
+                               return_value=None) if from_disk else mock.MagicMock())
+    with patch:
+      summary = trainer.fit(data, num_steps=16)
+    self.assertEqual(summary['rollbacks'], 2)
+    return trainer, summary
+
+  @parameterized.named_parameters(('convnet_bn', 'convnet_bn'), ('mlp', 'mlp'))
+  def test_a_rollback_from_memory_equals_one_from_disk(self, kind):
+    memory, summary = self._run(kind, from_disk=False)
+    disk, disk_summary = self._run(kind, from_disk=True)
+    self.assertEqual([e['restored_from'] for e in memory.rollbacks], ['memory', 'memory'])
+    self.assertEqual([e['restored_from'] for e in disk.rollbacks], ['disk', 'disk'])
+    for m, d in zip(memory.rollbacks, disk.rollbacks):
+      for key in ('step', 'to_step', 'checkpoint', 'skipped_batches'):
+        self.assertEqual(m[key], d[key], key)
+    names = [v.path for v in memory.model.variables]
+    self.assertTrue(any('moving_mean' in n for n in names) or kind == 'mlp', names)
+    # Every checkpointed variable, just after each rollback and at the end of the run.
+    for after_memory, after_disk in zip(memory.after_rollback + [checkpointed_state(memory)],
+                                        disk.after_rollback + [checkpointed_state(disk)]):
+      self.assertLen(after_memory, len(after_disk))
+      self.assertGreater(len(after_memory), len(memory.model.variables))
+      for i, (m, d) in enumerate(zip(after_memory, after_disk)):
+        self.assertTrue(np.array_equal(m, d), f'checkpointed variable {i} differs')
+    self.assertEqual(summary['final_loss'], disk_summary['final_loss'])
+    self.assertEqual(memory.data_position(), disk.data_position())
 
 
 Features = collections.namedtuple('Features', ['image', 'weight'])

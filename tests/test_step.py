@@ -174,3 +174,21 @@ class GuardTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+def test_packed_reports_unpack_to_exact_typed_columns():
+  # The loop packs every report field into one float64 row per step; the host unpacks them.
+  from stable_train import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  dtypes = step.report_dtypes(tf.float64)
+  rows = []
+  for i in range(3):
+    row = {k: (2**52 + i if k == 'step' else 3e40 * (i + 1) if k == 'loss' else
+               np.float32(0.1) if d == tf.float32 else (i == 1) if d == tf.bool else -1 + i)
+           for k, d in dtypes.items()}
+    rows.append([float(row[k]) for k in dtypes])
+  columns = loop_lib.unpack_reports(np.array(rows, np.float64), dtypes)
+  assert columns['step'].dtype == np.int64 and columns['step'][2] == 2**52 + 2
+  assert columns['loss'][1] == 6e40
+  assert columns['applied'].dtype == np.bool_ and columns['applied'].tolist() == [False, True, False]
+  assert columns['learning_rate'].dtype == np.float32 and columns['learning_rate'][0] == np.float32(0.1)
+  assert columns['first_bad_grad'].dtype == np.int32 and columns['first_bad_grad'].tolist() == [-1, 0, 1]

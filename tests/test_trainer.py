@@ -360,6 +360,37 @@ class CheckpointTest(tf.test.TestCase):
     third = make_trainer(model_dir=model_dir)
     self.assertEqual(third.fit(data, num_steps=15)['steps_this_run'], 0)
 
+  def test_checkpoints_hold_the_data_position_not_the_iterator(self):
+    data = make_data(num_batches=40).cache()
+    straight = make_trainer(steps_per_loop=2)
+    straight.fit(data, num_steps=15)
+    model_dir = self.get_temp_dir()
+    first = make_trainer(model_dir=model_dir, steps_per_loop=2, checkpoint_every=4)
+    first.fit(data, num_steps=10)
+    newest = first.checkpoints.committed()[-1]
+    prefix = os.path.join(first.checkpoints.directory, newest.path)
+    keys = tf.train.load_checkpoint(prefix).get_variable_to_dtype_map()
+    self.assertNotIn(tf.variant, keys.values())  # No iterator state (a .cache() would be whole).
+    self.assertIn('data_offset/.ATTRIBUTES/VARIABLE_VALUE', keys)
+    # A checkpoint of the older format, which held the tf.data iterator too, still resumes.
+    iterator = iter(data)
+    for _ in range(10):
+      next(iterator)
+    old = tf.train.Checkpoint(iterator=iterator, **first._checkpoint_objects())  # pylint: disable=protected-access
+    old.save_counter  # pylint: disable=pointless-statement  (a manager's save creates it)
+    for name in tf.io.gfile.glob(prefix + '.*'):
+      os.remove(name)
+    old.write(prefix)
+    self.assertIn(tf.variant, tf.train.load_checkpoint(prefix).get_variable_to_dtype_map().values())
+    second = make_trainer(model_dir=model_dir, steps_per_loop=2, checkpoint_every=4)
+    summary = second.fit(data, num_steps=15)
+    self.assertEqual((summary['global_step'], summary['steps_this_run']), (15, 5))
+    log = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    self.assertEqual([e['checkpoint'] for e in log if e['event'] == 'resume'], [newest.path])
+    self.assertAllEqual(next(second.iterator)[0], list(data.skip(15).take(1))[0][0])
+    for k, v in state(straight).items():
+      self.assertAllClose(v, state(second)[k], rtol=1e-5, atol=1e-6)
+
   def test_no_checkpoint_with_a_non_finite_variable(self):
     model_dir = self.get_temp_dir()
     t = make_trainer(model_dir=model_dir, policies_=[], checkpoint_every=2)

@@ -1,0 +1,41 @@
+"""Smoke test of scripts/benchmark.py: a few steps of every configuration, every figure printed."""
+
+import math
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _figures(output, kind):
+  """{name: value} of the `RATIO name value ...` or `METRIC name value ...` lines."""
+  figures = {}
+  for line in output.splitlines():
+    parts = line.split()
+    if len(parts) >= 3 and parts[0] == kind:
+      figures[parts[1]] = float(parts[2])
+  return figures
+
+
+def test_quick_benchmark_prints_every_ratio_and_metric():
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+  result = subprocess.run([sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--quick'],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  ratios = _figures(result.stdout, 'RATIO')
+  metrics = _figures(result.stdout, 'METRIC')
+  expected_ratios = [f'{kind}.{mode}' for kind in ('nothing_on_disk.d_over_a', 'with_disk.b_over_a')
+                     for mode in ('k1', 'k1.xla', 'k10', 'k10.xla')] + [
+                         'full_stack.b2_over_a.k10', 'full_stack.b2_over_a.k10.xla',
+                         'checkpoint_cost.b_over_f.k10',
+                         'same_mode_vs_keras_best.c_best_over_b.k10.xla',
+                         'defaults_vs_keras_defaults.c_default_over_b.k1',
+                         'peak_rss.process.d_over_a.k10.xla']
+  for name in expected_ratios:
+    assert name in ratios and math.isfinite(ratios[name]) and ratios[name] > 0, (name, ratios)
+  for name in ('checkpoint_save_ms', 'checkpoint_size_mb', 'fit_call_overhead_ms',
+               'rollback_trigger_to_first_applied_step_ms', 'process_peak_rss_mb'):
+    assert name in metrics and math.isfinite(metrics[name]), (name, metrics)
+  # Every configuration ran exactly its steps (a skip or a stopped run would be named here).
+  assert 'SANITY ok' in result.stdout, result.stdout[-3000:]
