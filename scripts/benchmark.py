@@ -105,14 +105,13 @@ class Workload:
       self.new_model = lambda: models.convnet_bn(seed=SEED)
       self.loss = losses.sparse_softmax_cross_entropy
       self.describe = 'convnet_bn (Conv-BN-ReLU-Pool x2, Dropout), sparse softmax CE'
-    self.x, self.y = x, y
+    self.x, self.y, self.tf = x, y, tf
     self.dataset = self.pipeline()
     for _ in self.dataset.take(len(x) // batch + 2):  # Fill the cache outside every timing.
       pass
-    self.tf = tf
 
   def pipeline(self, poison=None):
-    tf = __import__('tensorflow')
+    tf = self.tf
     ds = tf.data.Dataset.from_tensor_slices((self.x, self.y)).cache().repeat()
     ds = ds.batch(self.batch, drop_remainder=True)
     if poison is not None:

@@ -321,12 +321,16 @@ class Controller:
     return self._trainer.state.policies.by_name[decision.policy].execute(
         decision, self._trainer)
 
-  def _carry_out(self, fault: interfaces.Decision) -> Optional[str]:
-    """Resolves a fault the controller itself found (eval divergence, checkpoints refused in a
-    row) as it resolves a policy's escalation: a Rollback takes it over, or the run aborts.
-    Returns the abort reason, or None to go on."""
+  def _carry_out(self, fault: interfaces.Decision, step: int) -> Optional[str]:
+    """Resolves a fault the controller itself found at `step` (eval divergence, checkpoints
+    refused in a row) as it resolves a policy's escalation: a Rollback takes it over, or the run
+    aborts (its `abort` event written here, with the fault's trigger). Returns the abort reason,
+    or None to go on."""
     decision = host.resolve([fault], self._trainer.policies, self.context())
-    return decision.reason if decision.action == interfaces.ABORT else self._execute(decision)
+    stop = decision.reason if decision.action == interfaces.ABORT else self._execute(decision)
+    if stop is not None:
+      self._trainer.emit('abort', step, reason=stop, trigger=fault.trigger)
+    return stop
 
   def _execute(self, decision: interfaces.Decision) -> Optional[str]:
     """Carries out a non-abort decision through the policy that made it; returns an abort reason
@@ -468,10 +472,9 @@ class Controller:
           diverged = self.eval_divergence(result)
           last_eval_step = step
           if diverged is not None:  # A fault like any other: a Rollback acts on it.
-            stop_reason = self._carry_out(diverged)
+            stop_reason = self._carry_out(diverged, step)
             if stop_reason is not None:
               status, reason = 'aborted', stop_reason
-              t.emit('abort', step, reason=reason, trigger=diverged.trigger)
               break
             step = last_eval_step = int(t.global_step.numpy())
             last_checkpoint_step = min(last_checkpoint_step, step)
@@ -486,10 +489,9 @@ class Controller:
           last_checkpoint_step = step
           refused = self._refusal_decision(step)
           if refused is not None:
-            stop_reason = self._carry_out(refused)
+            stop_reason = self._carry_out(refused, step)
             if stop_reason is not None:
               status, reason = 'aborted', stop_reason
-              t.emit('abort', step, reason=reason, trigger=refused.trigger)
               break
             step = last_checkpoint_step = int(t.global_step.numpy())
         if data_ended:

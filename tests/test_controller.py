@@ -59,6 +59,29 @@ def _files(root):
                 for d, _, names in os.walk(root) for f in names)
 
 
+def _pure_call(t, model_dir, name, decide, values, context):
+  """Calls policy `name`'s `decide(values, context)` (or `decide_eval`) and fails if it acted:
+  changed a model or optimizer variable, the step, the data position or a file, or (through
+  `_Watched`) wrote an event."""
+  assert isinstance(context, interfaces.PolicyContext), type(context)
+
+  def state():
+    return ([v.numpy().copy() for v in t.model.variables + t.optimizer.variables],
+            int(t.global_step.numpy()), t.data_position(), _files(model_dir))
+
+  before = state()
+  t.deciding = name
+  try:
+    decision = decide(values, context)
+  finally:
+    t.deciding = None
+  after = state()
+  for a, b in zip(before[0], after[0]):
+    np.testing.assert_array_equal(a, b, err_msg=f'{name} decided and changed a variable')
+  assert before[1:] == after[1:], f'{name} decided and acted on the run: {before[1:]} {after[1:]}'
+  return decision
+
+
 class _Act(interfaces.Policy):
   """Asks for its own action every loop; optionally stops the run from it."""
 
@@ -123,19 +146,7 @@ class ControllerTest(tf.test.TestCase):
       decide = p.decide
 
       def wrapped(reports, context):
-        self.assertIsInstance(context, interfaces.PolicyContext)
-        before = ([v.numpy().copy() for v in t.model.variables + t.optimizer.variables],
-                  int(t.global_step.numpy()), t.data_position(), _files(model_dir))
-        t.deciding = p.name
-        try:
-          decision = decide(reports, context)
-        finally:
-          t.deciding = None
-        after = ([v.numpy() for v in t.model.variables + t.optimizer.variables],
-                 int(t.global_step.numpy()), t.data_position(), _files(model_dir))
-        for a, b in zip(before[0], after[0]):
-          np.testing.assert_array_equal(a, b, err_msg=f'{p.name}.decide changed a variable')
-        self.assertEqual(before[1:], after[1:], f'{p.name}.decide acted on the run')
+        decision = _pure_call(t, model_dir, p.name, decide, reports, context)
         if decision is not None:
           kinds.append((p.name, decision.action))
         return decision
@@ -194,19 +205,7 @@ class EvalDecisionsTest(tf.test.TestCase):
     decide_eval, seen = stop.decide_eval, []
 
     def guarded(values, context):
-      self.assertIsInstance(context, interfaces.PolicyContext)
-      before = ([v.numpy().copy() for v in t.model.variables + t.optimizer.variables],
-                int(t.global_step.numpy()), _files(model_dir))
-      t.deciding = stop.name
-      try:
-        decision = decide_eval(values, context)
-      finally:
-        t.deciding = None
-      after = ([v.numpy() for v in t.model.variables + t.optimizer.variables],
-               int(t.global_step.numpy()), _files(model_dir))
-      for a, b in zip(before[0], after[0]):
-        np.testing.assert_array_equal(a, b)
-      self.assertEqual(before[1:], after[1:], 'decide_eval acted on the run')
+      decision = _pure_call(t, model_dir, stop.name, decide_eval, values, context)
       seen.append((context.step, decision.action if decision else None))
       return decision
 
