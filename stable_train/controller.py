@@ -60,6 +60,7 @@ class Controller:
     self._checkpoint_cache = None
     self._background_writes = False  # Interval checkpoints are written in the background.
     self._pending_reason = None  # The reason of the save being written in the background.
+    self._report_columns = (None, ())  # (the report dtypes, their `loop.report_columns`).
 
   # ------------------------------------------------------------------------------------------
   # Set-up and resume.
@@ -271,12 +272,15 @@ class Controller:
   def _read_reports(self, outputs) -> interfaces.StepReports:
     """The loop's outputs as StepReports: one transfer of the packed report matrix."""
     t = self._trainer
-    values = loop_lib.unpack_reports(outputs['reports'].numpy(), t._report_dtypes)  # pylint: disable=protected-access
-    if 'variables_finite' in outputs:
-      values['variables_finite'] = bool(outputs['variables_finite'].numpy())
-    return interfaces.StepReports(variable_paths=t._variable_paths,  # pylint: disable=protected-access
-                                  input_paths=t._input_paths,  # pylint: disable=protected-access
-                                  **values)
+    dtypes = t._report_dtypes  # pylint: disable=protected-access
+    if self._report_columns[0] is not dtypes:
+      self._report_columns = (dtypes, loop_lib.report_columns(dtypes))
+    values = loop_lib.unpack_reports(outputs['reports'].numpy(), self._report_columns[1])
+    variables_finite = (bool(outputs['variables_finite'].numpy())
+                        if 'variables_finite' in outputs else None)
+    return interfaces.StepReports.from_columns(
+        values, variable_paths=t._variable_paths, input_paths=t._input_paths,  # pylint: disable=protected-access
+        variables_finite=variables_finite)
 
   def context(self) -> interfaces.PolicyContext:
     """The read-only view the policies decide from."""

@@ -76,6 +76,13 @@ class LoopRecorder:
 
   def record(self, reports: interfaces.StepReports, skipped_total: int) -> None:
     """Args: reports: one loop's reports; skipped_total: the skip counter after the loop."""
+    n = reports.num_steps
+    if n and reports.clean() and not self._due(int(reports.step[0]), int(reports.step[-1])):
+      # A clean loop with no summary or progress step in it (most loops): nothing to write.
+      self._applied_since_reset += n
+      self._window_losses.extend(reports.loss.tolist())  # Clean: applied and finite, all.
+      self._end_loop(n)
+      return
     skipped = ~reports.applied.astype(bool)
     steps = reports.step
     n = reports.num_steps
@@ -132,17 +139,26 @@ class LoopRecorder:
       if metrics and log_due[i]:
         self._scalars.write(step, {f'metrics/{k}': v for k, v in metrics.items()})
     self._add_window_losses(reports, skipped, start, n)
+    self._end_loop(n)
+    if metrics:
+      self.last_metrics = metrics
+      if self._reset_metrics is not None:
+        self._reset_metrics()
+        self._applied_since_reset = 0
+
+  def _due(self, first: int, last: int) -> bool:
+    """Whether a summary or progress step lies in the consecutive steps [first, last]."""
+    return any(last // every > (first - 1) // every
+               for every in (self._summary_every, self._log_every))
+
+  def _end_loop(self, n: int) -> None:
+    """Counts a loop of `n` steps into the steps/s figure."""
     if self._loops:
       self._steps += n - self._counted
     self._counted = 0
     if not self._loops:  # Steps/s from here on: the first loop traced the step.
       self._time = time.perf_counter()
     self._loops += 1
-    if metrics:
-      self.last_metrics = metrics
-      if self._reset_metrics is not None:
-        self._reset_metrics()
-        self._applied_since_reset = 0
 
   def _add_window_losses(self, reports, skipped, start: int, end: int) -> None:
     """Adds the applied, finite losses of steps [start, end) to the progress window."""

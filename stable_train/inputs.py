@@ -98,9 +98,11 @@ class InputPosition:
       self._iterator_at = self.position()
 
   def _move_to_position(self) -> None:
-    target = self.position()
     at = self._iterator_at
-    if self._iterator is not None and (at is None or at == target):
+    if self._iterator is not None and at is None:
+      return  # Nothing moved the counters away from the live iterator (every healthy loop).
+    target = self.position()
+    if self._iterator is not None and at == target:
       self._iterator_at = None
       return
     if self._iterator is None or at > target:

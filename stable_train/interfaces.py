@@ -108,10 +108,28 @@ class _StepReportsMethods:
   def num_steps(self) -> int:
     return int(self.step.shape[0])
 
+  @classmethod
+  def from_columns(cls, columns: Dict[str, np.ndarray], **context) -> 'StepReports':
+    """StepReports from trusted columns: one numpy array of length n per field of
+    `REPORT_FIELDS` (as `loop.unpack_reports` makes them), without `__init__`'s checks (the host
+    loop builds one per loop of steps). `context`: the non-field attributes."""
+    obj = object.__new__(cls)
+    for name in _FIELD_NAMES:
+      object.__setattr__(obj, name, columns[name])
+    for name, default in _CONTEXT_DEFAULTS.items():
+      object.__setattr__(obj, name, context.pop(name, default))
+    if context:
+      raise TypeError(f'StepReports: unknown attributes {sorted(context)}')
+    return obj
+
   def clean(self) -> bool:
     """Whether every step was applied and none was faulty or an fp16 overflow."""
-    return bool(np.all(self.applied) and np.all(self.inputs_finite) and np.all(self.loss_finite)
-                and np.all(self.grads_finite) and not np.any(self.overflow))
+    cached = self.__dict__.get('_clean')
+    if cached is None:
+      cached = bool(self.applied.all() and self.inputs_finite.all() and self.loss_finite.all()
+                    and self.grads_finite.all() and not self.overflow.any())
+      object.__setattr__(self, '_clean', cached)
+    return cached
 
   def fault(self, i: int) -> Optional[str]:
     """The kind of fault of step `i` ('input', 'loss', 'gradient'), 'overflow' for an fp16
@@ -140,6 +158,8 @@ StepReports = dataclasses.make_dataclass(
     ],
     bases=(_StepReportsMethods,), frozen=True)
 StepReports.__module__ = __name__
+_FIELD_NAMES = tuple(f.name for f in REPORT_FIELDS)
+_CONTEXT_DEFAULTS = {'variable_paths': (), 'input_paths': (), 'variables_finite': None}
 StepReports.__doc__ = """Per-step reports of one loop, as numpy arrays of length `num_steps` (read once per loop).
 
   Attributes:
