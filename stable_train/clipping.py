@@ -109,10 +109,18 @@ class AdaptiveClip(interfaces.Policy):
     # range; beyond it (norm inf) clip_by_global_norm takes its rescaled path. The unclipped
     # branch is the identity: multiplying by a scale of 1.0 instead would cost a pass over every
     # gradient on every step outside XLA.
-    grads = tf.cond(
-        clip,
-        lambda: numerics.clip_by_global_norm(grads, threshold, norm=norm, all_finite=True)[0],
-        lambda: list(grads))
+    if stats['xla']:
+      # Under XLA a conditional around the gradients costs more than the products, which fuse
+      # into the optimizer's update: factors of exactly 1 when the step is not clipped.
+      a, b = numerics.clip_factors(grads, threshold, norm, all_finite=clip)
+      one = tf.ones_like(norm)
+      a, b = tf.where(clip, a, one), tf.where(clip, b, one)
+      grads = [(g * a) * b for g in grads]
+    else:
+      grads = tf.cond(
+          clip,
+          lambda: numerics.clip_by_global_norm(grads, threshold, norm=norm, all_finite=True)[0],
+          lambda: list(grads))
     after = tf.where(clip, threshold, norm)
     # Exact stats of the output, so the guard measures nothing again: only finite gradients are
     # scaled, by a positive factor of at most 1 (or clipped into range), so finiteness is as it was.

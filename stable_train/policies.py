@@ -122,7 +122,7 @@ class ClipByGlobalNorm(interfaces.Policy):
   def transform_gradients(self, grads, stats):
     norm, finite = stats['grad_norm'], stats['grads_finite']
     clipped, _, after = numerics.clip_by_global_norm(grads, self.max_norm, norm=norm,
-                                                     all_finite=finite)
+                                                     all_finite=finite, xla=stats['xla'])
     # Exact stats of the output, so the guard measures nothing again: the norm is clipped; a NaN
     # norm (some gradient is NaN) makes every gradient NaN, otherwise finiteness is unchanged.
     stats['grad_norm'] = after

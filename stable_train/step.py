@@ -123,7 +123,7 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
     'grad_finite_flags' are the raw gradients' flags if one was non-finite, else the final ones.
   """
   inputs_finite_flags = tf.equal(inputs_bad, 0.0)
-  grad_flags, grad_norm = numerics.finite_flags_and_norm(grads)
+  grad_flags, grad_norm = numerics.finite_flags_and_norm(grads, xla=xla)
   grads_finite = tf.reduce_all(grad_flags)
   stats = GradientStats(
       grads, loss=loss, loss_finite=tf.math.is_finite(loss), grads_finite=grads_finite,

@@ -18,12 +18,12 @@ from stable_train import policies
 from stable_train import trainer as trainer_lib
 
 
-def stats_for(grads):
-  """The stats dict the guard hands to transforms."""
+def stats_for(grads, xla=False):
+  """The stats dict the guard hands to transforms (`xla`: as in a step compiled with XLA)."""
   flags = numerics.finite_flags(grads)
   return {'grad_norm': numerics.global_norm(grads), 'grads_finite': tf.reduce_all(flags),
           'grad_finite_flags': flags, 'loss': tf.constant(1.0), 'loss_finite': tf.constant(True),
-          'variable_paths': [f'net/v{i}' for i in range(len(grads))], 'xla': False}
+          'variable_paths': [f'net/v{i}' for i in range(len(grads))], 'xla': xla}
 
 
 class ReferenceAdaptiveClip:
@@ -97,7 +97,7 @@ class AdaptiveClipTest(parameterized.TestCase, tf.test.TestCase):
     self.assertLess(threshold, 4.0)
 
     def transform(grads):
-      stats = stats_for(grads)
+      stats = stats_for(grads, xla=xla)  # Under XLA the clip is the factor form (no cond).
       out = p.transform_gradients(grads, stats)
       return out, stats['grad_norm'], stats['clipped_grad_norm']
 
@@ -112,16 +112,21 @@ class AdaptiveClipTest(parameterized.TestCase, tf.test.TestCase):
     self.assertAllEqual(out[0], ordinary[0])  # Exactly unchanged, not multiplied by ~1.0.
     self.assertAllClose(norm, 2.0)
 
-  def test_non_finite_stays_non_finite_and_huge_finite_is_clipped(self):
+  @parameterized.named_parameters(('eager', False), ('xla', True))
+  def test_non_finite_stays_non_finite_and_huge_finite_is_clipped(self, xla):
     p = self._warmed_up()
     threshold = float(p.threshold().numpy())
+
+    def transform(grads):
+      return p.transform_gradients(grads, stats_for(grads, xla=xla))
+
+    fn = tf.function(transform, jit_compile=True) if xla else transform
     nan = [tf.constant([np.nan, 1.0]), tf.constant([2.0])]
-    out = p.transform_gradients(nan, stats_for(nan))
+    out = fn(nan)
     self.assertTrue(np.isnan(out[0].numpy()[0]))
     huge = [tf.constant([3e38, 3e38, 3e38], tf.float32)]  # Finite; the norm overflows float32.
-    stats = stats_for(huge)
-    self.assertFalse(np.isfinite(stats['grad_norm'].numpy()))
-    out = p.transform_gradients(huge, stats)
+    self.assertFalse(np.isfinite(stats_for(huge)['grad_norm'].numpy()))
+    out = fn(huge)
     self.assertAllClose(out[0], np.full(3, threshold / math.sqrt(3.0)), rtol=1e-5)
 
   def test_first_step_only_the_ceiling_applies(self):

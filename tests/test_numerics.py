@@ -105,3 +105,77 @@ class FiniteFlagsAndNormTest(tf.test.TestCase):
       flags, norm = tf.function(numerics.finite_flags_and_norm, jit_compile=jit)(grads)
       self.assertAllEqual(flags, eager[0])
       self.assertAllClose(norm, eager[1], rtol=1e-6)
+
+
+class TreeSumOfSquaresTest(tf.test.TestCase):
+  """The XLA form of the sum of squares: another order of the same sum, same finiteness."""
+
+  def test_equals_the_plain_sum_for_every_layout(self):
+    # Below two rows (plain), whole rows, an odd row out at several levels, a tail, 2-D.
+    shapes = [(1,), (100,), (8192,), (8193,), (12289,), (7 * 4096 + 5,), (1000, 256), (257, 1000)]
+    fn = tf.function(numerics.tree_sum_of_squares, jit_compile=True)
+    for shape in shapes:
+      with self.subTest(shape=shape):
+        x = np.random.RandomState(len(shape) + shape[0]).normal(size=shape).astype(np.float32)
+        expected = float(np.sum(np.square(x.astype(np.float64))))
+        self.assertAllClose(float(numerics.tree_sum_of_squares(tf.constant(x))), expected,
+                            rtol=1e-6)
+        self.assertAllClose(float(fn(tf.constant(x))), expected, rtol=1e-6)
+
+  def test_a_non_finite_value_anywhere_reaches_the_sum(self):
+    fn = tf.function(numerics.tree_sum_of_squares, jit_compile=True)
+    n = 7 * 4096 + 5  # Rows, an odd row out, and a tail.
+    for index in (0, 3 * 4096 + 7, 6 * 4096 + 1, n - 1):  # First row, middle, odd row, tail.
+      for value in (np.nan, np.inf, -np.inf, 1e20):  # 1e20: finite, its square overflows.
+        with self.subTest(index=index, value=value):
+          x = np.ones([n], np.float32)
+          x[index] = value
+          self.assertFalse(np.isfinite(float(fn(tf.constant(x)))))
+
+  def test_fused_check_under_xla_keeps_exact_flags_and_the_norm(self):
+    big = 3 * 4096 + 11  # Large enough for the tree form.
+    fn = tf.function(lambda g: numerics.finite_flags_and_norm(g, xla=True), jit_compile=True)
+    rng = np.random.RandomState(3)
+    ordinary = [tf.constant(rng.normal(size=[big]).astype(np.float32)), tf.ones([5])]
+    flags, norm = fn(ordinary)
+    self.assertAllEqual(flags, [True, True])
+    self.assertAllClose(norm, tf.linalg.global_norm(ordinary), rtol=1e-6)
+    cases = {'nan': (np.nan, [False, True]), 'inf': (np.inf, [False, True]),
+             'huge': (1e20, [True, True])}
+    for name, (value, expected) in cases.items():
+      with self.subTest(name):
+        x = np.ones([big], np.float32)
+        x[big - 3] = value
+        flags, norm = fn([tf.constant(x), tf.ones([5])])
+        self.assertAllEqual(flags, expected)
+        if name == 'huge':  # The true norm, though the squares overflow.
+          self.assertAllClose(norm, np.sqrt(1e40 + big - 1 + 5), rtol=1e-5)
+        else:
+          self.assertFalse(np.isfinite(float(norm)))
+
+
+class ClipFactorsTest(tf.test.TestCase):
+  """The factor form of the clip (XLA): no conditional around the gradients."""
+
+  def test_ordinary_input_matches_tf_clip_by_global_norm_exactly(self):
+    rng = np.random.RandomState(4)
+    grads = [tf.constant(rng.normal(size=s).astype(np.float32) * 3) for s in [(5, 4), (4,)]]
+    for max_norm in (0.5, 100.0):  # Clipped, and not (then a = b = 1: exactly unchanged).
+      norm = numerics.global_norm(grads)
+      a, b = numerics.clip_factors(grads, max_norm, norm, tf.constant(True))
+      expected, _ = tf.clip_by_global_norm(grads, max_norm)
+      for g, e in zip(grads, expected):
+        self.assertAllEqual((g * a) * b, e)
+      self.assertEqual(float(a), 1.0)
+
+  def test_xla_clip_agrees_with_the_cond_form_beyond_float_range_and_keeps_nan(self):
+    fn = tf.function(lambda g: numerics.clip_by_global_norm(g, 2.0, xla=True)[0],
+                     jit_compile=True)
+    for grads in ([tf.fill([4], 3e38), tf.constant([1.0])],  # The norm overflows float32.
+                  [tf.fill([4], 1e20), tf.constant([1.0])],  # The squares overflow.
+                  [tf.constant([3.0, 4.0])]):
+      expected, _, _ = numerics.clip_by_global_norm(grads, 2.0)
+      for c, e in zip(fn(grads), expected):
+        self.assertAllClose(c, e, rtol=1e-5)
+    nan = fn([tf.constant([np.nan, 1.0])])[0]
+    self.assertTrue(np.isnan(nan.numpy()[0]))
