@@ -185,7 +185,7 @@ def test_packed_reports_unpack_to_exact_typed_columns():
     row = {k: (2**52 + i if k == 'step' else 3e40 * (i + 1) if k == 'loss' else
                np.float32(0.1) if d == tf.float32 else (i == 1) if d == tf.bool else -1 + i)
            for k, d in dtypes.items()}
-    rows.append([float(row[k]) for k in dtypes])
+    rows.append([float(row[k]) for k in loop_lib.report_layout(dtypes)])
   columns = loop_lib.unpack_reports(np.array(rows, np.float64), dtypes)
   assert columns['step'].dtype == np.int64 and columns['step'][2] == 2**52 + 2
   assert columns['loss'][1] == 6e40
