@@ -2,6 +2,7 @@
 
 from typing import List, Optional, Sequence, Tuple
 
+import ml_dtypes
 import tensorflow as tf
 
 
@@ -128,19 +129,35 @@ def clip_factors(grads: Sequence[tf.Tensor], max_norm: tf.Tensor, norm: tf.Tenso
   """
   max_norm = tf.cast(max_norm, norm.dtype)
   scale = max_norm * tf.minimum(1.0 / norm, 1.0 / max_norm)
-  use_ordinary = tf.logical_or(tf.math.is_finite(norm), tf.logical_not(all_finite))
+  use_ordinary = _use_ordinary_clip(norm, max_norm, all_finite)
 
   def ordinary():
     return tf.ones_like(norm), scale
 
   def beyond_float_range():
     # 1 / (largest magnitude) would be subnormal, which XLA:CPU flushes to zero: a power of two
-    # first (exact), then the clip over the norm of the scaled-down gradients.
+    # first (exact), then the clip over the norm of the scaled-down gradients. A norm within a
+    # max_norm this large needs no clip: factors of exactly 1.
     m, s = _scaled_norm(grads)
     down = tf.constant(2.0 ** -64, norm.dtype)
-    return down, max_norm / ((m * down) * tf.sqrt(s))
+    one = tf.ones_like(norm)
+    unclipped = norm <= max_norm
+    return (tf.where(unclipped, one, down),
+            tf.where(unclipped, one, max_norm / ((m * down) * tf.sqrt(s))))
 
   return tf.cond(use_ordinary, ordinary, beyond_float_range)
+
+
+def _use_ordinary_clip(norm: tf.Tensor, max_norm: tf.Tensor, all_finite: tf.Tensor) -> tf.Tensor:
+  """Whether `tf.clip_by_global_norm`'s formula, max_norm * min(1 / norm, 1 / max_norm), clips
+  right: when both reciprocals are normal numbers (norm and max_norm at most 1 / the smallest
+  normal, 2**126 in float32: TF's CPU kernels and XLA:CPU flush a subnormal 1 / x to zero, which
+  made the scale 0 and zeroed every gradient), or when some gradient is non-finite (the formula
+  keeps it non-finite). Otherwise the rescaled form applies."""
+  # ml_dtypes.finfo: numpy's finfo refuses bfloat16.
+  limit = tf.constant(1.0 / float(ml_dtypes.finfo(norm.dtype.as_numpy_dtype).tiny), norm.dtype)
+  representable = tf.logical_and(norm <= limit, max_norm <= limit)  # False for inf / NaN.
+  return tf.logical_or(representable, tf.logical_not(all_finite))
 
 
 def clip_by_global_norm(grads: Sequence[tf.Tensor],
@@ -187,6 +204,11 @@ def clip_by_global_norm(grads: Sequence[tf.Tensor],
     m, s = _scaled_norm(grads)
     return [(g / m) * (max_norm / tf.sqrt(s)) for g in grads]
 
-  use_ordinary = tf.logical_or(tf.math.is_finite(norm), tf.logical_not(all_finite))
-  clipped = tf.cond(use_ordinary, ordinary, beyond_float_range)
+  def rescaled():
+    # Reached with a norm or a max_norm above 2**126 (float32): a norm within max_norm is left
+    # alone, a larger one is clipped without any reciprocal of the norm.
+    return tf.cond(norm <= max_norm, lambda: list(grads), beyond_float_range)
+
+  use_ordinary = _use_ordinary_clip(norm, max_norm, all_finite)
+  clipped = tf.cond(use_ordinary, ordinary, rescaled)
   return clipped, norm, tf.minimum(norm, max_norm)

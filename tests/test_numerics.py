@@ -179,3 +179,43 @@ class ClipFactorsTest(tf.test.TestCase):
         self.assertAllClose(c, e, rtol=1e-5)
     nan = fn([tf.constant([np.nan, 1.0])])[0]
     self.assertTrue(np.isnan(nan.numpy()[0]))
+
+
+class ClipNearTheTopOfTheFloatRangeTest(tf.test.TestCase):
+  """1 / x is subnormal for x > 2**126 in float32, and TF's CPU kernels and XLA:CPU flush it to
+  zero: the formula of tf.clip_by_global_norm, max_norm * min(1 / norm, 1 / max_norm), is then 0
+  and would zero every gradient instead of clipping it (or leaving it alone)."""
+
+  def _clip(self, grads, max_norm, xla):
+    if xla:
+      return tf.function(lambda g: numerics.clip_by_global_norm(g, max_norm, xla=True),
+                         jit_compile=True)(grads)
+    return numerics.clip_by_global_norm(grads, max_norm)
+
+  def test_a_finite_norm_above_2_pow_126_is_clipped_to_max_norm_not_zeroed(self):
+    for norm_value in (1e38, 3e38, 3.4e38):
+      grads = [tf.constant([3.0, 4.0]), tf.constant([norm_value])]
+      for xla in (False, True):
+        with self.subTest(norm=norm_value, xla=xla):
+          clipped, norm, after = self._clip(grads, 1.0, xla)
+          self.assertTrue(np.isfinite(float(norm)))
+          self.assertAllClose(after, 1.0)
+          self.assertAllClose(tf.linalg.global_norm(clipped), 1.0, rtol=1e-5)
+          self.assertAllClose(clipped[1], [1.0], rtol=1e-5)
+
+  def test_a_huge_max_norm_leaves_smaller_gradients_alone(self):
+    grads = [tf.constant([3.0, 4.0]), tf.constant([[1e30]])]
+    for max_norm in (1e38, 3e38):
+      for xla in (False, True):
+        with self.subTest(max_norm=max_norm, xla=xla):
+          clipped, _, after = self._clip(grads, max_norm, xla)
+          self.assertAllClose(after, 1e30, rtol=1e-6)
+          for c, g in zip(clipped, grads):
+            self.assertAllEqual(c, g)
+
+  def test_a_huge_max_norm_still_clips_a_larger_norm(self):
+    grads = [tf.fill([4], 2e38)]  # Norm 4e38: beyond float32's range.
+    for xla in (False, True):
+      with self.subTest(xla=xla):
+        clipped, _, _ = self._clip(grads, 1e38, xla)
+        self.assertAllClose(clipped[0], np.full([4], 5e37), rtol=1e-5)
