@@ -113,8 +113,9 @@ class TrainLoop:
           bound = function_type_utils.canonicalize_function_inputs(
               (iterator, count), {}, concrete.function_type)
           flat = list(unpack(bound))
-          captured = concrete.captured_inputs
-          call = lambda: flat_call(flat, captured)
+          # Captures are read on every call: some are deferred and meant to be recomputed
+          # each time (MultiWorkerMirrored's collective instance keys).
+          call = lambda: flat_call(flat, concrete.captured_inputs)
         except Exception:  # pylint: disable=broad-except
           pass  # Another TensorFlow: the public call.
       calls[n] = call
