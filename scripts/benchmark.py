@@ -354,6 +354,7 @@ def _speed(a, work, root, keras, tf):
   can_reset = reset_peak()
   wall = {c.name: [] for c in configs}
   cpu = {c.name: [] for c in configs}
+  by_round = {c.name: {} for c in configs}  # Wall ms/step per round, for the paired ratios.
   peak = {}
   problems = {c.name: [] for c in configs}
   warmup = max(a.steps, 100)
@@ -384,6 +385,7 @@ def _speed(a, work, root, keras, tf):
         problems[c.name] += [f'round {r + 1} excluded: {m}' for m in bad]
         continue
       wall[c.name].append((t1 - t0) / a.steps * 1e3)
+      by_round[c.name][r] = wall[c.name][-1]
       cpu[c.name].append((c1 - c0) / a.steps * 1e3)
     print(f'# round {r + 1}/{a.rounds} done', file=sys.stderr, flush=True)
 
@@ -409,8 +411,12 @@ def _speed(a, work, root, keras, tf):
     else:
       verdict = '' if target is None else ('meets' if value <= target else 'misses')
       goal = '' if target is None else f'<= {target:.2f}'
+    # The median of per-round ratios (the two configurations ran minutes apart at most, in the
+    # same round): steadier than the ratio of medians when the machine's speed drifts.
+    pairs = [by_round[num][r] / by_round[den][r] for r in by_round[num] if r in by_round[den]]
+    paired = f'; paired {statistics.median(pairs):.3f}' if pairs else ''
     out.append(f'RATIO {name} {shown:.3f} {goal} {verdict}  ({num} / {den}; cpu '
-               f'{cmed[num] / cmed[den]:.3f}){" " + note if note else ""}')
+               f'{cmed[num] / cmed[den]:.3f}{paired}){" " + note if note else ""}')
 
   for mode in ('k1', 'k1.xla', 'k10', 'k10.xla'):
     ratio(f'nothing_on_disk.d_over_a.{mode}', f'd.{mode}', f'a.{mode}', 1.05)
