@@ -91,6 +91,36 @@ class LoopRecorderTest(tf.test.TestCase):
     self.assertRegex(second, r'[0-9.]+ steps/s')
 
 
+  def test_clean_loops_between_cadence_steps_still_count_into_the_window(self):
+    # Loops of 3 steps, summaries and progress every 10: loops 1-3, 4-6 and 7-9 are clean and
+    # hold no cadence step (the fast path: nothing written); 10-12 holds one.
+    scalars = _Scalars()
+    recorder = host.LoopRecorder(emit=lambda *a, **f: None, scalars=scalars, summary_every=10,
+                                 log_every=10)
+
+    def loop(first_step):
+      n = 3
+      ok = np.ones(n, bool)
+      return interfaces.StepReports(
+          step=np.arange(first_step, first_step + n), loss=np.arange(first_step, first_step + n,
+                                                                     dtype=np.float32),
+          grad_norm=np.ones(n), clipped_grad_norm=np.ones(n), loss_finite=ok, grads_finite=ok,
+          inputs_finite=ok, outputs_finite=ok, first_bad_grad=-np.ones(n, int),
+          first_bad_input=-np.ones(n, int), applied=ok, learning_rate=np.ones(n),
+          variable_paths=['w'])
+
+    for first in (1, 4, 7):
+      recorder.record(loop(first), 0)
+    self.assertEqual(scalars.written, [])
+    with self.assertLogs('stable_train', level='INFO') as logs:
+      recorder.record(loop(10), 0)
+    self.assertEqual([s for s, _ in scalars.written], [10])
+    self.assertEqual(scalars.written[0][1]['loss'], 10.0)
+    self.assertIn('step 10  loss 5.5 ', logs.output[0])  # The mean of losses 1..10.
+    self.assertIn('steps/s', logs.output[0])
+    self.assertEqual(recorder._loops, 4)  # pylint: disable=protected-access
+
+
 class StopSignalsTest(tf.test.TestCase):
 
   def test_the_first_signal_decides(self):
