@@ -45,7 +45,7 @@ def global_norm(grads: Sequence[tf.Tensor]) -> tf.Tensor:
 TREE_WIDTH = 4096
 
 
-def tree_sum_of_squares(x: tf.Tensor, width: int = TREE_WIDTH) -> tf.Tensor:
+def tree_sum_of_squares(x: tf.Tensor, width: Optional[int] = None) -> tf.Tensor:
   """sum(x**2) as a tree of elementwise adds, for XLA:CPU.
 
   XLA:CPU emits a plain float reduction as one serial chain of adds (it keeps the order), which
@@ -56,7 +56,12 @@ def tree_sum_of_squares(x: tf.Tensor, width: int = TREE_WIDTH) -> tf.Tensor:
   plainly. Another summation order than `tf.nn.l2_loss`: equal within float rounding, and
   finite exactly when every element is finite and no partial sum overflows (the squares are
   non-negative, so an Inf or NaN anywhere reaches the result).
+
+  Args:
+    x: a tensor.
+    width: the row width; None: `TREE_WIDTH`, read when traced.
   """
+  width = width or TREE_WIDTH
   flat = tf.reshape(x, [-1])
   n = flat.shape[0]
   if n is None or n <= 2 * width:
