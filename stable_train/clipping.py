@@ -105,10 +105,7 @@ class AdaptiveClip(interfaces.Policy):
     threshold = tf.cast(self.threshold(), norm.dtype)  # float64 gradients have a float64 norm.
     # A non-finite gradient is left alone (non-finite stays non-finite).
     clip = tf.logical_and(stats['grads_finite'], norm > threshold)
-    # A finite norm is what `finite_flags_and_norm` gives for any finite gradients up to float32's
-    # range; beyond it (norm inf) clip_by_global_norm takes its rescaled path. The unclipped
-    # branch is the identity: multiplying by a scale of 1.0 instead would cost a pass over every
-    # gradient on every step outside XLA.
+    # Beyond float32's range (norm inf, or above 2**126) the clip takes its rescaled path.
     if stats['xla']:
       # Under XLA a conditional around the gradients costs more than the products, which fuse
       # into the optimizer's update: factors of exactly 1 when the step is not clipped.
@@ -117,6 +114,8 @@ class AdaptiveClip(interfaces.Policy):
       a, b = tf.where(clip, a, one), tf.where(clip, b, one)
       grads = [(g * a) * b for g in grads]
     else:
+      # The unclipped branch is the identity: multiplying by a scale of 1.0 instead would cost a
+      # pass over every gradient on every step outside XLA.
       grads = tf.cond(
           clip,
           lambda: numerics.clip_by_global_norm(grads, threshold, norm=norm, all_finite=True)[0],

@@ -159,7 +159,8 @@ StepReports = dataclasses.make_dataclass(
     bases=(_StepReportsMethods,), frozen=True)
 StepReports.__module__ = __name__
 _FIELD_NAMES = tuple(f.name for f in REPORT_FIELDS)
-_CONTEXT_DEFAULTS = {'variable_paths': (), 'input_paths': (), 'variables_finite': None}
+_CONTEXT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(StepReports)
+                     if f.name not in _FIELD_NAMES}
 StepReports.__doc__ = """Per-step reports of one loop, as numpy arrays of length `num_steps` (read once per loop).
 
   Attributes:
