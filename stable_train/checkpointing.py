@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional
 import keras
 import tensorflow as tf
 
+from stable_train import compat
 from stable_train import errors
 from stable_train import events as events_lib
 
@@ -352,19 +353,11 @@ class CheckpointKeeper:
       if match and match.group(1) not in listed:
         tf.io.gfile.remove(os.path.join(self.directory, name))
     # Keep TF's own `checkpoint` state file (what tf.train.latest_checkpoint reads) to the listed
-    # checkpoints. The manager rewrites it from its private record on every save of its own; a
-    # `TracedWriter` write bypasses the manager, so the record is set and written here.
-    manager = self.manager
-    record = getattr(manager, '_maybe_delete', None)
-    if record is not None and hasattr(manager, '_record_state') and self.entries:
+    # checkpoints: a `TracedWriter` write bypasses the manager, which would otherwise keep it.
+    if self.entries:
       kept = [os.path.join(self.directory, e.path) for e in self.entries]
-      for prefix in list(record):
-        if prefix not in kept:
-          del record[prefix]
-      for prefix in kept:
-        record.setdefault(prefix, time.time())
-      manager._latest_checkpoint = kept[-1]  # pylint: disable=protected-access
-      manager._record_state()  # pylint: disable=protected-access
+      tf.compat.v1.train.update_checkpoint_state(self.directory, kept[-1],
+                                                 all_model_checkpoint_paths=kept)
 
   # -- restoring ------------------------------------------------------------------------------
   def restore(self, entry: Entry) -> None:
@@ -442,7 +435,7 @@ class TracedWriter:
         variables at the second save, so the copies are the snapshot's.
     """
     if object_map is not None:
-      checkpoint._saver._object_map = object_map  # pylint: disable=protected-access
+      compat.set_object_map(checkpoint, object_map)
     checkpoint.save_counter  # pylint: disable=pointless-statement  (created, as a save would)
     # The object-graph record goes on the variables' task, which keeps one data file, as an
     # eager save writes (in a function its device would otherwise have no task).

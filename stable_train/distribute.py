@@ -1,6 +1,5 @@
 """tf.distribute support: gin strategy factories, the chief rule, the agreed apply and the input."""
 
-import contextlib
 import json
 import os
 import re
@@ -12,9 +11,10 @@ import keras
 import tensorflow as tf
 
 from stable_train import checkpointing
+from stable_train import compat
 from stable_train import errors
 
-# Reductions after which keras.losses.Loss scales by 1/num_replicas (keras/src/losses/loss.py).
+# Reductions after which a keras.losses.Loss scales by 1/num_replicas (Keras's Loss.__call__).
 _KERAS_SCALED_REDUCTIONS = ('sum_over_batch_size', 'mean', 'mean_with_sample_weight')
 _MIRRORED_KINDS = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
 
@@ -209,32 +209,16 @@ def unscale_keras_loss(loss_fn, value):
 # ----------------------------------------------------------------------------------------------
 # The agreed apply.
 # ----------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def gradients_already_aggregated(optimizer):
-  """While tracing, stops a Keras 3 TF optimizer from all-reducing (summing) the gradients again.
-
-  In replica context Keras's `apply_gradients` SUM-all-reduces the gradients it is given
-  (`_all_reduce_sum_gradients`). The step has already aggregated them, so that the checks and the
-  clipping see the aggregated gradient; a second all-reduce would multiply them by the number of
-  replicas and double the communication. Keras's own cross-replica path cannot be used instead: it
-  needs a replica context for its merge_call. Only this one method is swapped, only during the
-  trace; everything else (weight decay, constraints, iterations) stays Keras's.
-  """
-  if not hasattr(optimizer, '_all_reduce_sum_gradients'):
-    yield False  # Not a Keras TF optimizer: nothing to switch off.
-    return
-  optimizer.__dict__['_all_reduce_sum_gradients'] = list  # (grad, var) pairs, unchanged.
-  try:
-    yield True
-  finally:
-    del optimizer.__dict__['_all_reduce_sum_gradients']
+# Keras's own cross-replica path cannot apply already aggregated gradients (it needs a replica
+# context for its merge_call): the agreed apply switches its second all-reduce off instead.
+gradients_already_aggregated = compat.gradients_already_aggregated
 
 
 def check_optimizer(optimizer, strategy: tf.distribute.Strategy) -> None:
   """Rejects optimizer settings that cannot work on aggregated gradients under a strategy."""
   if strategy.num_replicas_in_sync <= 1 and not isinstance(strategy, _MIRRORED_KINDS):
     return
-  own = getattr(optimizer, '_distribution_strategy', strategy)  # Keras captures it when built.
+  own = compat.optimizer_strategy(optimizer, strategy)  # Keras captures it when built.
   if own is not strategy:
     raise errors.ConfigError(
         f'Trainer: the optimizer was created outside {type(strategy).__name__}.scope(); create '

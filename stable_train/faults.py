@@ -31,6 +31,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from stable_train import compat
 from stable_train import errors
 from stable_train import interfaces
 
@@ -359,7 +360,7 @@ class Faults(interfaces.Policy):
       os.kill(os.getpid(), signal.SIGTERM)
     elif kind == 'exit':
       logging.shutdown()
-      os._exit(self.exit_code)  # pylint: disable=protected-access
+      compat.hard_exit(self.exit_code)
 
 
 def _spike_factor(value) -> float:

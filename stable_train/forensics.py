@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import compat
 from stable_train import errors
 from stable_train import events as events_lib
 from stable_train import interfaces
@@ -45,10 +46,11 @@ def _encode_structure(value) -> Any:
   is a leaf)."""
   if isinstance(value, dict):
     return {'dict': {str(k): _encode_structure(value[k]) for k in sorted(value)}}
-  if isinstance(value, tuple) and hasattr(value, '_fields'):
+  fields = compat.namedtuple_fields(value)
+  if fields is not None:
     return {'namedtuple': type(value).__name__,
-            'fields': {f: _encode_structure(getattr(value, f)) for f in value._fields},
-            'order': list(value._fields)}
+            'fields': {f: _encode_structure(getattr(value, f)) for f in fields},
+            'order': list(fields)}
   if isinstance(value, (list, tuple)):
     return {type(value).__name__: [_encode_structure(v) for v in value]}
   return None
@@ -287,13 +289,9 @@ def build_report(trainer, batch, *, step: int, observed: Dict[str, Any],
 
 def _rng_state() -> Dict[str, Any]:
   state = {'tf_global_generator': tf.random.get_global_generator().state.numpy().tolist()}
-  try:  # Keras keeps its global SeedGenerator in private state; record it when it exists.
-    from keras.src.backend.common import global_state  # pylint: disable=g-import-not-at-top
-    generator = global_state.get_global_attribute('global_seed_generator')
-    if generator is not None:
-      state['keras_global_seed_generator'] = np.asarray(generator.state.numpy()).tolist()
-  except (ImportError, AttributeError):
-    pass
+  generator = compat.keras_global_seed_generator(create=False)
+  if generator is not None:  # Recorded when it exists.
+    state['keras_global_seed_generator'] = np.asarray(generator.state.numpy()).tolist()
   return state
 
 

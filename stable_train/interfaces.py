@@ -12,6 +12,8 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from stable_train import compat
+
 CONTINUE = 'continue'
 ESCALATE = 'escalate'  # "something is wrong that this policy cannot fix": a recovery policy may act.
 ROLLBACK = 'rollback'
@@ -243,8 +245,9 @@ def input_paths(features, labels):
     # Same order as tf.nest.flatten: dict keys sorted, sequences in order.
     if isinstance(value, dict):
       return [p for k in sorted(value) for p in walk(f'{prefix}/{k}', value[k])]
-    if isinstance(value, tuple) and hasattr(value, '_fields'):  # namedtuple: by field name.
-      return [p for k in value._fields for p in walk(f'{prefix}/{k}', getattr(value, k))]
+    fields = compat.namedtuple_fields(value)
+    if fields is not None:  # namedtuple: by field name.
+      return [p for k in fields for p in walk(f'{prefix}/{k}', getattr(value, k))]
     if isinstance(value, (list, tuple)):
       return [p for i, v in enumerate(value) for p in walk(f'{prefix}/{i}', v)]
     return [prefix]

@@ -7,16 +7,13 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from stable_train import compat
 from stable_train import distribute
 from stable_train import errors
 from stable_train import interfaces
 from stable_train import numerics
 from stable_train import step as step_lib
 
-try:  # The structured binding of a concrete function's inputs (private; see `_loop_for`).
-  from tensorflow.python.eager.polymorphic_function import function_type_utils  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
-except ImportError:  # pragma: no cover - another TensorFlow: the public call is used.
-  function_type_utils = None
 
 
 class TrainLoop:
@@ -105,19 +102,8 @@ class TrainLoop:
     call = calls.get(n)
     if call is None:
       count = tf.constant(n, tf.int64)
-      call = functools.partial(concrete, iterator, count)
-      flat_call = getattr(concrete, '_call_flat', None)
-      unpack = getattr(getattr(concrete, 'function_type', None), 'unpack_inputs', None)
-      if None not in (flat_call, unpack, function_type_utils):
-        try:
-          bound = function_type_utils.canonicalize_function_inputs(
-              (iterator, count), {}, concrete.function_type)
-          flat = list(unpack(bound))
-          # Captures are read on every call: some are deferred and meant to be recomputed
-          # each time (MultiWorkerMirrored's collective instance keys).
-          call = lambda: flat_call(flat, concrete.captured_inputs)
-        except Exception:  # pylint: disable=broad-except
-          pass  # Another TensorFlow: the public call.
+      call = (compat.flat_caller(concrete, (iterator, count))
+              or functools.partial(concrete, iterator, count))
       calls[n] = call
     return call
 

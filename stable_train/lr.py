@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import compat
 from stable_train import errors
 
 # Set on the optimizer by every control that scales a constant rate: (base, rate it assigned).
@@ -104,7 +105,7 @@ class LearningRateControl:
   def __init__(self, optimizer, scale: tf.Variable):
     self.optimizer = optimizer
     self.scale = scale
-    current = optimizer._learning_rate  # pylint: disable=protected-access  (no public getter)
+    current = compat.learning_rate_of(optimizer)
     if isinstance(current, keras.optimizers.schedules.LearningRateSchedule):
       if isinstance(current, ScaledSchedule):  # A Trainer built on this optimizer before.
         current = current.schedule

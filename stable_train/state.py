@@ -4,10 +4,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import keras
 import tensorflow as tf
-# The trackable base class, to tell state-saving trackables from containers; the identity map a
-# checkpoint's object map needs (variables are not hashable).
-from tensorflow.python.trackable import base  # pylint: disable=g-direct-tensorflow-import
-from tensorflow.python.util import object_identity  # pylint: disable=g-direct-tensorflow-import
+
+from stable_train import compat
 
 # The run's int64 counters (name, initial value, what it counts), in checkpoint order.
 COUNTERS = (
@@ -115,10 +113,10 @@ class Snapshot:
     """The live variables mirrored (each once)."""
     return [v for v, _ in self._pairs]
 
-  def object_map(self) -> object_identity.ObjectIdentityDictionary:
+  def object_map(self):
     """{checkpointed node (a Keras or TensorFlow variable): its copy}, for a checkpoint saver."""
     copies = {id(v): c for v, c in self._pairs}
-    mapping = object_identity.ObjectIdentityDictionary()
+    mapping = compat.identity_map()
     for node, variable in self._live:
       mapping[node] = mapping[variable] = copies[id(variable)]
     return mapping
@@ -154,8 +152,9 @@ def _checkpointed_variables(checkpoint: tf.train.Checkpoint) -> List[Tuple[Any, 
   """(node, tf.Variable) for every variable in the checkpoint's object graph (a Keras variable
   is the node, its TensorFlow variable the value); refuses anything else that saves state."""
   found = []
+  save_counter = checkpoint.save_counter  # Created (as a save would) to be told apart.
   for node in tf.train.TrackableView(checkpoint).descendants():
-    if node is checkpoint or node is getattr(checkpoint, '_save_counter', None):
+    if node is checkpoint or node is save_counter:
       continue  # The checkpoint's own save counter is not the run's state.
     variable = node
     if isinstance(node, keras.Variable):
@@ -164,17 +163,6 @@ def _checkpointed_variables(checkpoint: tf.train.Checkpoint) -> List[Tuple[Any, 
       if isinstance(variable, tf.distribute.DistributedValues):
         raise SnapshotUnsupported(f'distributed variable {variable.name}')
       found.append((node, variable))
-    elif _saves_state(node):
+    elif compat.saves_own_state(node):
       raise SnapshotUnsupported(f'{type(node).__name__} saves state other than variables')
   return found
-
-
-def _saves_state(node) -> bool:
-  """Whether a trackable saves values of its own (beyond its children), as a variable does."""
-  for cls in type(node).mro():
-    if cls is base.Trackable:
-      return False
-    if any(name in cls.__dict__
-           for name in ('_serialize_to_tensors', '_gather_saveables_for_checkpoint')):
-      return True
-  return False

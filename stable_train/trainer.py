@@ -2,6 +2,7 @@
 
 import logging
 import os
+import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
 import keras
@@ -10,6 +11,7 @@ import tensorflow as tf
 
 from stable_train import checkpointing
 from stable_train import clipping
+from stable_train import compat
 from stable_train import controller as controller_lib
 from stable_train import distribute
 from stable_train import errors
@@ -30,32 +32,21 @@ from stable_train import stopping
 
 log = logging.getLogger('stable_train')
 
+# The policies some Trainer has claimed: a policy's variables are one run's state.
+_OWNED_POLICIES = weakref.WeakSet()
+
 EMPTY_DATASET = ('the dataset is empty (not one batch): check train.dataset_fn, its files, and a '
                   'batch_size larger than the data with drop_remainder=True.')
-
-
-def _tf_global_generator() -> tf.random.Generator:
-  """TensorFlow's global generator; created from the global seed when one is set (TF would seed
-  it from the OS otherwise, and two runs of one seeded config would then checkpoint different
-  random states)."""
-  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
-  from tensorflow.python.ops import stateful_random_ops  # pylint: disable=g-import-not-at-top
-  seed = context.global_seed()
-  if getattr(stateful_random_ops, 'global_generator', None) is None and seed is not None:
-    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
-  return tf.random.get_global_generator()
 
 
 def random_state_variables() -> List[tf.Variable]:
   """The process-wide random states a run draws from: TensorFlow's global generator and Keras's
   global SeedGenerator (created here if they do not exist yet, so every run checkpoints the same
   structure)."""
-  states = [_tf_global_generator().state]
-  try:  # Keras keeps its global SeedGenerator in private state.
-    from keras.src.random import seed_generator  # pylint: disable=g-import-not-at-top
-    states.append(seed_generator.global_seed_generator().state)
-  except (ImportError, AttributeError):
-    pass
+  states = [compat.tf_global_generator().state]
+  keras_generator = compat.keras_global_seed_generator()
+  if keras_generator is not None:
+    states.append(keras_generator.state)
   return states
 
 
@@ -214,7 +205,7 @@ class Trainer:
     for p in policies:
       # A policy's variables are one run's state (skip counters, detector windows, rollbacks): a
       # second Trainer would start with the first one's counts.
-      if getattr(p, '_stable_train_owned', False):
+      if p in _OWNED_POLICIES:
         raise errors.ConfigError(
             f'Trainer: policy {p.name!r} ({type(p).__name__}) already belongs to another '
             'Trainer; its counters are that run\'s state: create a new policy for each Trainer.')
@@ -290,7 +281,7 @@ class Trainer:
     self._controller = controller_lib.Controller(self)
     self.last_summary: Dict[str, Any] = {}
     for p in policies:  # Claimed last: a Trainer that failed validation claims nothing.
-      p._stable_train_owned = True  # pylint: disable=protected-access
+      _OWNED_POLICIES.add(p)
 
   # ------------------------------------------------------------------------------------------
   # Overridable, traced parts of the step.
@@ -498,8 +489,8 @@ class Trainer:
     if not variables:
       raise errors.ConfigError('Trainer: the model has no trainable variables to train.')
     distribute.check_optimizer(self.optimizer, self.strategy)
-    built_for = getattr(self.optimizer, '_trainable_variables', None)
-    if getattr(self.optimizer, 'built', False) and built_for is not None and (
+    built_for = compat.built_for(self.optimizer)
+    if built_for is not None and (
         {id(v) for v in built_for} != {id(v) for v in variables}):
       # Keras keeps an optimizer's slots for the variables it was built for: another model's
       # update would fail deep in apply_gradients.

@@ -1,0 +1,213 @@
+"""Every private TensorFlow/Keras internal stable_train uses, each behind a feature check.
+
+No other module imports `tensorflow.python` or `keras.src`, or reads another object's underscored
+attribute. When an upgrade moves one of these internals, `tests/test_compat.py` fails naming the
+feature and the versions, and this file is the one place to mend. Where a public fallback exists
+(the flat call), the accessor falls back to it; where none does, it raises `InternalMoved`.
+"""
+
+import contextlib
+import os
+from typing import Any, Callable, List, Optional, Sequence
+
+import keras
+import tensorflow as tf
+# The trackable base class (to tell state-saving trackables from containers) and the identity map
+# a checkpoint's object map needs (variables are not hashable).
+from tensorflow.python.trackable import base as _trackable_base  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.util import object_identity as _object_identity  # pylint: disable=g-direct-tensorflow-import
+
+try:  # The structured binding of a concrete function's inputs (see `flat_caller`).
+  from tensorflow.python.eager.polymorphic_function import function_type_utils as _ftu  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+except ImportError:  # pragma: no cover - another TensorFlow: the public call is used.
+  _ftu = None
+
+
+class InternalMoved(RuntimeError):
+  """A TensorFlow/Keras internal this module reaches is not where it was."""
+
+  def __init__(self, feature: str, detail: str):
+    super().__init__(
+        f'{feature}: a TensorFlow/Keras internal that stable_train uses has moved (TensorFlow '
+        f'{tf.__version__}, Keras {keras.__version__}): {detail}; mend stable_train/compat.py.')
+
+
+# -- tf.function: the flat call ------------------------------------------------------------------
+def flat_caller(concrete, args: Sequence[Any]) -> Optional[Callable[[], Any]]:
+  """A no-argument callable that runs `concrete(*args)` through its flat call, or None.
+
+  The flat call skips the structured binding of every call (~0.1 ms a call here, about one step of
+  the quickstart MLP at 10 steps per loop). Its captures are read on every call: some are deferred
+  and recomputed each time (MultiWorkerMirrored's collective instance keys). None where this
+  TensorFlow has no such call: the caller then uses the public call.
+  """
+  flat_call = getattr(concrete, '_call_flat', None)
+  unpack = getattr(getattr(concrete, 'function_type', None), 'unpack_inputs', None)
+  if None in (flat_call, unpack, _ftu):
+    return None
+  try:
+    bound = _ftu.canonicalize_function_inputs(tuple(args), {}, concrete.function_type)
+    flat = list(unpack(bound))
+  except Exception:  # pylint: disable=broad-except
+    return None
+  return lambda: flat_call(flat, concrete.captured_inputs)
+
+
+def check_flat_call() -> None:
+  """Raises InternalMoved unless `flat_caller` works on this TensorFlow."""
+  fn = tf.function(lambda x, n: x * tf.cast(n, tf.float32))
+  x, n = tf.constant(2.0), tf.constant(3, tf.int64)
+  call = flat_caller(fn.get_concrete_function(x, n), (x, n))
+  if call is None or float(call()) != 6.0:
+    raise InternalMoved('flat_call', 'ConcreteFunction._call_flat / function_type_utils')
+
+
+# -- Keras optimizers ----------------------------------------------------------------------------
+def learning_rate_of(optimizer):
+  """The optimizer's learning rate as given: a schedule, a callable or its variable (Keras has no
+  public getter for a schedule; `optimizer.learning_rate` evaluates it)."""
+  if not hasattr(optimizer, '_learning_rate'):
+    raise InternalMoved('optimizer_learning_rate', 'keras Optimizer._learning_rate is gone')
+  return optimizer._learning_rate  # pylint: disable=protected-access
+
+
+def built_for(optimizer) -> Optional[List[Any]]:
+  """The variables a built Keras optimizer holds slots for, or None if it is not built."""
+  if not getattr(optimizer, 'built', False):
+    return None
+  return getattr(optimizer, '_trainable_variables', None)
+
+
+def optimizer_strategy(optimizer, default):
+  """The distribution strategy a Keras TF optimizer captured when created (`default` if none)."""
+  return getattr(optimizer, '_distribution_strategy', default)
+
+
+@contextlib.contextmanager
+def gradients_already_aggregated(optimizer):
+  """While tracing, stops a Keras 3 TF optimizer from all-reducing (summing) the gradients again.
+
+  In replica context Keras's `apply_gradients` SUM-all-reduces the gradients it is given
+  (`_all_reduce_sum_gradients`). The step has already aggregated them, so that the checks and
+  the clipping see the aggregated gradient; a second all-reduce would multiply them by the number
+  of replicas. Only this one method is swapped, on this instance, only during the trace.
+  """
+  if not hasattr(optimizer, '_all_reduce_sum_gradients'):
+    yield False  # Not a Keras TF optimizer: nothing to switch off.
+    return
+  optimizer.__dict__['_all_reduce_sum_gradients'] = list  # (grad, var) pairs, unchanged.
+  try:
+    yield True
+  finally:
+    del optimizer.__dict__['_all_reduce_sum_gradients']
+
+
+def check_optimizer_internals() -> None:
+  """Raises InternalMoved unless the optimizer internals above are where they were."""
+  schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)
+  opt = keras.optimizers.Adam(schedule)
+  if learning_rate_of(opt) is not schedule:
+    raise InternalMoved('optimizer_learning_rate', 'Optimizer._learning_rate is not the schedule')
+  v = tf.Variable([1.0])
+  opt.build([v])
+  if [id(x) for x in built_for(opt) or []] != [id(v)]:
+    raise InternalMoved('optimizer_built_for', 'Optimizer._trainable_variables')
+  if not hasattr(opt, '_all_reduce_sum_gradients'):
+    raise InternalMoved('optimizer_all_reduce', 'TFOptimizer._all_reduce_sum_gradients')
+  if not hasattr(opt, '_distribution_strategy'):
+    raise InternalMoved('optimizer_strategy', 'TFOptimizer._distribution_strategy')
+
+
+# -- random states -------------------------------------------------------------------------------
+def tf_global_generator() -> tf.random.Generator:
+  """TensorFlow's global generator; created from the global seed when one is set (TF would seed
+  it from the OS otherwise, and two runs of one seeded config would then checkpoint different
+  random states)."""
+  from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+  from tensorflow.python.ops import stateful_random_ops  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+  seed = context.global_seed()
+  if getattr(stateful_random_ops, 'global_generator', None) is None and seed is not None:
+    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
+  return tf.random.get_global_generator()
+
+
+def keras_global_seed_generator(create: bool = True):
+  """Keras's global SeedGenerator (what unseeded `keras.random.*` calls draw from), created if
+  `create`; None when Keras keeps it elsewhere or (without `create`) it does not exist yet."""
+  try:
+    if create:
+      from keras.src.random import seed_generator  # pylint: disable=g-import-not-at-top
+      return seed_generator.global_seed_generator()
+    from keras.src.backend.common import global_state  # pylint: disable=g-import-not-at-top
+    return global_state.get_global_attribute('global_seed_generator')
+  except (ImportError, AttributeError):
+    return None
+
+
+def check_random_internals() -> None:
+  """Raises InternalMoved unless both global generators are reachable."""
+  from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+  from tensorflow.python.ops import stateful_random_ops  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+  if not hasattr(context, 'global_seed') or not hasattr(stateful_random_ops, 'global_generator'):
+    raise InternalMoved('tf_global_generator', 'context.global_seed / global_generator')
+  if keras_global_seed_generator() is None or keras_global_seed_generator(create=False) is None:
+    raise InternalMoved('keras_global_seed_generator',
+                        'keras.src.random.seed_generator.global_seed_generator')
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+def saves_own_state(node) -> bool:
+  """Whether a trackable saves values of its own (beyond its children), as a variable does."""
+  for cls in type(node).mro():
+    if cls is _trackable_base.Trackable:
+      return False
+    if any(name in cls.__dict__
+           for name in ('_serialize_to_tensors', '_gather_saveables_for_checkpoint')):
+      return True
+  return False
+
+
+def identity_map():
+  """A dict keyed by object identity (variables are not hashable), for `set_object_map`."""
+  return _object_identity.ObjectIdentityDictionary()
+
+
+def set_object_map(checkpoint: tf.train.Checkpoint, object_map) -> None:
+  """Makes `checkpoint` write the values of `object_map`'s stand-ins under its nodes' keys (how
+  TensorFlow's own async checkpoint writes from copies)."""
+  saver = getattr(checkpoint, '_saver', None)
+  if saver is None or not hasattr(saver, '_object_map'):
+    raise InternalMoved('checkpoint_object_map', 'Checkpoint._saver._object_map')
+  saver._object_map = object_map  # pylint: disable=protected-access
+
+
+def check_checkpoint_internals() -> None:
+  """Raises InternalMoved unless the checkpoint internals above behave as they did."""
+  v = tf.Variable(1.0)
+  if not saves_own_state(v) or saves_own_state(tf.Module()):
+    raise InternalMoved('saves_own_state', 'Trackable._serialize_to_tensors')
+  checkpoint = tf.train.Checkpoint(v=v)
+  mapping = identity_map()
+  mapping[v] = tf.Variable(2.0)
+  set_object_map(checkpoint, mapping)
+
+
+# -- Python ----------------------------------------------------------------------------------------
+def namedtuple_fields(value) -> Optional[Sequence[str]]:
+  """The field names of a namedtuple instance, or None for anything else."""
+  if isinstance(value, tuple):
+    return getattr(type(value), '_fields', None)
+  return None
+
+
+def hard_exit(code: int) -> None:
+  """Ends the process at once, flushing nothing (as after kill -9): fault injection only."""
+  os._exit(code)  # pylint: disable=protected-access
+
+
+FEATURE_CHECKS = {
+    'flat_call': check_flat_call,
+    'optimizer': check_optimizer_internals,
+    'random': check_random_internals,
+    'checkpoint': check_checkpoint_internals,
+}

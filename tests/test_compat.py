@@ -1,0 +1,44 @@
+"""Tests for stable_train.compat: each private TF/Keras internal is where the code expects it."""
+
+from absl.testing import parameterized
+import keras
+import tensorflow as tf
+
+from stable_train import compat
+
+
+class FeatureTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(*[(name, name) for name in compat.FEATURE_CHECKS])
+  def test_internal_is_where_stable_train_expects_it(self, name):
+    # Fails with InternalMoved naming the feature, TensorFlow's and Keras's versions.
+    compat.FEATURE_CHECKS[name]()
+
+  def test_the_error_names_the_versions(self):
+    text = str(compat.InternalMoved('flat_call', 'gone'))
+    self.assertIn(tf.__version__, text)
+    self.assertIn(keras.__version__, text)
+    self.assertIn('flat_call', text)
+
+  def test_flat_caller_matches_the_public_call(self):
+    fn = tf.function(lambda x: x + 1.0)
+    x = tf.constant([1.0, 2.0])
+    call = compat.flat_caller(fn.get_concrete_function(x), (x,))
+    self.assertAllEqual(call(), fn(x))
+
+  def test_aggregated_gradients_switch_is_undone(self):
+    opt = keras.optimizers.SGD(0.1)
+    with compat.gradients_already_aggregated(opt) as switched:
+      self.assertTrue(switched)
+      self.assertIs(opt._all_reduce_sum_gradients, list)  # pylint: disable=protected-access
+    self.assertIsNot(opt._all_reduce_sum_gradients, list)  # pylint: disable=protected-access
+
+  def test_namedtuple_fields(self):
+    import collections  # pylint: disable=g-import-not-at-top
+    point = collections.namedtuple('Point', ['x', 'y'])(1, 2)
+    self.assertEqual(tuple(compat.namedtuple_fields(point)), ('x', 'y'))
+    self.assertIsNone(compat.namedtuple_fields((1, 2)))
+
+
+if __name__ == '__main__':
+  tf.test.main()
