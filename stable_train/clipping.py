@@ -1,6 +1,7 @@
 """Gradient transforms beyond the fixed global clip: AdaptiveClip (the default), ClipByValue,
 ClipByNorm and AdaptiveGradClip (AGC)."""
 
+import functools
 import math
 from typing import Optional, Sequence
 
@@ -12,21 +13,8 @@ from stable_train import interfaces
 from stable_train import numerics
 
 
-def _check_float(owner: str, name: str, value, *, low: float = 0.0, high: float = math.inf,
-                 low_open: bool = True, allow_none: bool = False) -> Optional[float]:
-  """Returns `value` as a float in (low, high) (or [low, high) with `low_open=False`), else raises
-  a one-line ConfigError naming `owner: name=value`."""
-  if value is None and allow_none:
-    return None
-  ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-  number = float(value) if ok else math.nan
-  ok = ok and math.isfinite(number) and number < high and (
-      number > low if low_open else number >= low)
-  if not ok:
-    bracket = '(' if low_open else '['
-    raise errors.ConfigError(
-        f'{owner}: {name}={value!r} must be a finite number in {bracket}{low:g}, {high:g}).')
-  return number
+# Every float argument here: a finite number in the open interval (low, high), (0, inf) by default.
+_number = functools.partial(errors.check_number, low=0.0, low_open=True, high_open=True)
 
 
 def _keep_non_finite(original: tf.Tensor, transformed: tf.Tensor) -> tf.Tensor:
@@ -79,11 +67,11 @@ class AdaptiveClip(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    self.z_threshold = _check_float('AdaptiveClip', 'z_threshold', z_threshold)
-    self.alpha = _check_float('AdaptiveClip', 'alpha', alpha, high=1.0)
+    self.z_threshold = _number('AdaptiveClip', 'z_threshold', z_threshold)
+    self.alpha = _number('AdaptiveClip', 'alpha', alpha, high=1.0)
     self.warmup_steps = errors.check_int('AdaptiveClip', 'warmup_steps', warmup_steps, minimum=2)
-    self.warmup_ratio = _check_float('AdaptiveClip', 'warmup_ratio', warmup_ratio, low=1.0)
-    self.max_norm = _check_float('AdaptiveClip', 'max_norm', max_norm, allow_none=True)
+    self.warmup_ratio = _number('AdaptiveClip', 'warmup_ratio', warmup_ratio, low=1.0)
+    self.max_norm = _number('AdaptiveClip', 'max_norm', max_norm, allow_none=True)
     # State: the statistics of accepted norms and a count of clipped steps.
     self.mean = tf.Variable(0.0, dtype=tf.float32, trainable=False, name='mean')
     self.var = tf.Variable(0.0, dtype=tf.float32, trainable=False, name='var')
@@ -170,7 +158,7 @@ class ClipByValue(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    self.clip_value = _check_float('ClipByValue', 'clip_value', clip_value)
+    self.clip_value = _number('ClipByValue', 'clip_value', clip_value)
 
   def transform_gradients(self, grads, stats):
     c = self.clip_value
@@ -195,7 +183,7 @@ class ClipByNorm(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    self.max_norm = _check_float('ClipByNorm', 'max_norm', max_norm)
+    self.max_norm = _number('ClipByNorm', 'max_norm', max_norm)
 
   def transform_gradients(self, grads, stats):
     out, norms = [], []
@@ -246,8 +234,8 @@ class AdaptiveGradClip(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    self.clipping = _check_float('AdaptiveGradClip', 'clipping', clipping)
-    self.eps = _check_float('AdaptiveGradClip', 'eps', eps)
+    self.clipping = _number('AdaptiveGradClip', 'clipping', clipping)
+    self.eps = _number('AdaptiveGradClip', 'eps', eps)
     if isinstance(exclude, str) or not all(isinstance(s, str) and s for s in exclude):
       raise errors.ConfigError(
           f'AdaptiveGradClip: exclude={exclude!r} must be a list of non-empty path substrings.')

@@ -52,13 +52,10 @@ class InitialisationCheck(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    for arg, value in (('output_ratio', output_ratio), ('loss_ratio', loss_ratio)):
-      if (isinstance(value, bool) or not isinstance(value, (int, float)) or
-          not math.isfinite(value) or value <= 1):
-        raise errors.ConfigError(
-            f'InitialisationCheck: {arg}={value!r} must be a finite number > 1.')
-    self.output_ratio = float(output_ratio)
-    self.loss_ratio = float(loss_ratio)
+    self.output_ratio, self.loss_ratio = (
+        errors.check_number('InitialisationCheck', arg, value, low=1.0, low_open=True,
+                            what='a finite number > 1')
+        for arg, value in (('output_ratio', output_ratio), ('loss_ratio', loss_ratio)))
     self.patience = errors.check_int('InitialisationCheck', 'patience', patience, minimum=1)
     # State, checkpointed: a resumed run neither repeats a warning nor forgets its first loss.
     self.initial_loss = tf.Variable(float('nan'), trainable=False, name='initial_loss')

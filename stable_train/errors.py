@@ -1,4 +1,12 @@
-"""Exception types that stable_train raises for bad input and numerical faults."""
+"""The errors stable_train raises on purpose, and the one argument validator every constructor uses.
+
+Each `check_*` returns the value in its canonical type or raises a one-line `ConfigError` that names
+`owner: name=value` and what would be valid, so a bad gin binding reads as its own fix.
+"""
+
+import math
+import numbers
+from typing import Any, Optional, Sequence
 
 
 class StableTrainError(Exception):
@@ -21,13 +29,58 @@ class ModelDirBusyError(StableTrainError):
   """Another live process holds the model_dir's run lock."""
 
 
-def check_int(owner: str, name: str, value, *, minimum: int = 0, maximum=None) -> int:
-  """Returns `value` as an int if it is an integer in [minimum, maximum], else raises a one-line
-  ConfigError naming `owner: name=value` (bools and floats are refused; numpy integers accepted)."""
-  import numbers  # pylint: disable=g-import-not-at-top
+def check_int(owner: str, name: str, value, *, minimum: int = 0,
+              maximum: Optional[int] = None) -> int:
+  """`value` as an int if it is an integer in [minimum, maximum] (bools and floats are refused;
+  numpy integers accepted)."""
   ok = (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
         and (maximum is None or value <= maximum))
   if not ok:
     bound = f'>= {minimum}' if maximum is None else f'in [{minimum}, {maximum}]'
     raise ConfigError(f'{owner}: {name}={value!r} must be an integer {bound}.')
   return int(value)
+
+
+def check_number(owner: str, name: str, value, *, low: float = -math.inf, high: float = math.inf,
+                 low_open: bool = False, high_open: bool = False, finite: bool = True,
+                 allow_none: bool = False, what: Optional[str] = None) -> Optional[float]:
+  """`value` as a float if it is a real number (not a bool or a string) within the bounds.
+
+  Args:
+    owner, name, value: the constructor, the argument and its value (for the message).
+    low, high: the bounds; `low_open` / `high_open` exclude them.
+    finite: refuse inf and NaN (NaN is always refused).
+    allow_none: None passes through unchanged.
+    what: the message's description of a valid value; default: the interval.
+  """
+  if value is None and allow_none:
+    return None
+  ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+  number = float(value) if ok else math.nan
+  ok = (ok and not math.isnan(number) and (math.isfinite(number) or not finite)
+        and (number > low if low_open else number >= low)
+        and (number < high if high_open else number <= high))
+  if not ok:
+    if what is None:
+      kind = 'a finite number' if finite else 'a number'
+      left = '(' if low_open or low == -math.inf else '['
+      right = ')' if high_open or high == math.inf else ']'
+      what = f'{kind} in {left}{low:g}, {high:g}{right}'
+    raise ConfigError(f'{owner}: {name}={value!r} must be {what}.')
+  return number
+
+
+def check_bool(owner: str, name: str, value) -> bool:
+  """`value` if it is True or False (not 0/1 or a string)."""
+  if not isinstance(value, bool):
+    raise ConfigError(f'{owner}: {name}={value!r} must be True or False.')
+  return value
+
+
+def check_choice(owner: str, name: str, value, choices: Sequence[Any], *,
+                 hint: str = '') -> Any:
+  """`value` if it is one of `choices`; `hint` ends the message (e.g. "use 'flag' or 'raise'")."""
+  if value not in tuple(choices):
+    raise ConfigError(f'{owner}: {name}={value!r} is not one of {tuple(choices)}'
+                      + (f'; {hint}' if hint else '') + '.')
+  return value

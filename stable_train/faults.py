@@ -28,7 +28,6 @@ import signal
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import gin
-import numpy as np
 import tensorflow as tf
 
 from stable_train import compat
@@ -49,13 +48,8 @@ def _steps(owner: str, name: str, values, minimum: int) -> Tuple[int, ...]:
 
 
 def _probability(name: str, value) -> float:
-  try:
-    p = float(value)
-  except (TypeError, ValueError):
-    p = float('nan')
-  if not 0.0 <= p <= 1.0:
-    raise errors.ConfigError(f'Faults: {name}={value!r} must be a probability in [0, 1].')
-  return p
+  return errors.check_number('Faults', name, value, low=0.0, high=1.0,
+                             what='a probability in [0, 1]')
 
 
 class _Bound:
@@ -364,10 +358,5 @@ class Faults(interfaces.Policy):
 
 
 def _spike_factor(value) -> float:
-  try:
-    factor = float(value)
-  except (TypeError, ValueError):
-    factor = float('nan')
-  if not (factor > 1.0 and np.isfinite(factor)):
-    raise errors.ConfigError(f'Faults: loss_spike_factor={value!r} must be a finite number > 1.')
-  return factor
+  return errors.check_number('Faults', 'loss_spike_factor', value, low=1.0, low_open=True,
+                             what='a finite number > 1')

@@ -129,12 +129,8 @@ class Forensics(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    if when not in self.WHEN:
-      raise errors.ConfigError(f'Forensics: when={when!r} is not one of {self.WHEN}.')
-    if not isinstance(recheck, bool):
-      raise errors.ConfigError(f'Forensics: recheck={recheck!r} must be True or False.')
-    self.when = when
-    self.recheck = recheck
+    self.when = errors.check_choice('Forensics', 'when', when, self.WHEN)
+    self.recheck = errors.check_bool('Forensics', 'recheck', recheck)
     self.records_written = tf.Variable(0, dtype=tf.int64, trainable=False, name='records_written')
     self.transient_faults = tf.Variable(0, dtype=tf.int64, trainable=False, name='transient_faults')
     self.deterministic_faults = tf.Variable(0, dtype=tf.int64, trainable=False,

@@ -38,10 +38,8 @@ class CheckNumerics(interfaces.Policy):
       name: policy name (unique within a Trainer; also its checkpoint key).
     """
     super().__init__(name=name)
-    if mode not in self.MODES:
-      raise errors.ConfigError(
-          f"CheckNumerics: mode={mode!r} is not one of {self.MODES}; use 'flag' or 'raise'.")
-    self.mode = mode
+    self.mode = errors.check_choice('CheckNumerics', 'mode', mode, self.MODES,
+                                    hint="use 'flag' or 'raise'")
 
   def end_step(self, batch, report):
     if self.mode != 'raise':
@@ -109,15 +107,10 @@ class ClipByGlobalNorm(interfaces.Policy):
       name: policy name.
     """
     super().__init__(name=name)
-    try:
-      value = float(max_norm)
-    except (TypeError, ValueError):
-      value = float('nan')
-    if not value > 0 or value == float('inf'):
-      raise errors.ConfigError(
-          f'ClipByGlobalNorm: max_norm={max_norm!r} must be a positive finite number, e.g. 1.0.')
     # Configuration, not state: a plain float, so a resumed run uses the value configured now.
-    self.max_norm = value
+    self.max_norm = errors.check_number('ClipByGlobalNorm', 'max_norm', max_norm, low=0.0,
+                                        low_open=True,
+                                        what='a positive finite number, e.g. 1.0')
 
   def transform_gradients(self, grads, stats):
     norm, finite = stats['grad_norm'], stats['grads_finite']

@@ -26,7 +26,7 @@ def set_precision(precision: str) -> None:
       scaling added by the Trainer), 'mixed_bfloat16' (bfloat16 compute; no scaling needed) or
       'float64' (variables, compute, loss and gradients in float64).
   """
-  if precision not in PRECISIONS:
+  if precision not in PRECISIONS:  # Named as the gin binding users set.
     raise errors.ConfigError(
         f'precision={precision!r} is not one of {PRECISIONS}; e.g. train.precision = '
         "'mixed_float16'.")
@@ -91,16 +91,10 @@ class DynamicLossScale(interfaces.Policy):
     super().__init__(name=name)
     growth_interval = errors.check_int('DynamicLossScale', 'growth_interval', growth_interval,
                                        minimum=1)
-    values = {}
-    for arg, value in (('initial_scale', initial_scale), ('min_scale', min_scale),
-                       ('max_scale', max_scale)):
-      try:
-        values[arg] = float(value)
-      except (TypeError, ValueError):
-        values[arg] = float('nan')
-      if not 0 < values[arg] < float('inf') or isinstance(value, bool):
-        raise errors.ConfigError(
-            f'DynamicLossScale: {arg}={value!r} must be a positive finite number, e.g. 32768.0.')
+    values = {arg: errors.check_number('DynamicLossScale', arg, value, low=0.0, low_open=True,
+                                       what='a positive finite number, e.g. 32768.0')
+              for arg, value in (('initial_scale', initial_scale), ('min_scale', min_scale),
+                                 ('max_scale', max_scale))}
     if not values['min_scale'] <= values['initial_scale'] <= values['max_scale']:
       raise errors.ConfigError(
           f'DynamicLossScale: need min_scale <= initial_scale <= max_scale, got {values}.')

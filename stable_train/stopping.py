@@ -68,11 +68,9 @@ class BestCheckpoint(interfaces.Policy):
     if not isinstance(monitor, str) or not monitor.strip():
       raise errors.ConfigError(f"{cls}: monitor={monitor!r} must be a non-empty name, e.g. "
                                "'eval_loss'.")
-    if mode not in MODES:
-      raise errors.ConfigError(f'{cls}: mode={mode!r} is not one of {MODES}.')
-    if isinstance(min_delta, bool) or not isinstance(min_delta, (int, float)) or not (
-        0 <= min_delta < math.inf):
-      raise errors.ConfigError(f'{cls}: min_delta={min_delta!r} must be a finite number >= 0.')
+    errors.check_choice(cls, 'mode', mode, MODES)
+    min_delta = errors.check_number(cls, 'min_delta', min_delta, low=0.0,
+                                    what='a finite number >= 0')
     self.monitor = monitor
     if mode == 'auto':
       mode = 'max' if any(k in monitor.lower() for k in _HIGHER_IS_BETTER) else 'min'

@@ -211,8 +211,7 @@ class Trainer:
             'Trainer; its counters are that run\'s state: create a new policy for each Trainer.')
     if model_dir is not None and (not isinstance(model_dir, (str, os.PathLike)) or not str(model_dir)):
       raise errors.ConfigError(f'Trainer: model_dir={model_dir!r} must be a directory path or None.')
-    if not isinstance(jit_compile, bool):
-      raise errors.ConfigError(f'Trainer: jit_compile={jit_compile!r} must be True or False.')
+    errors.check_bool('Trainer', 'jit_compile', jit_compile)
     positive = lambda name, value: errors.check_int('Trainer', name, value, minimum=1)
     self.steps_per_loop = positive('steps_per_loop', steps_per_loop)
     self.checkpoint_every = positive('checkpoint_every', checkpoint_every)
@@ -221,16 +220,10 @@ class Trainer:
     self.log_every = positive('log_every', log_every)
     self.summary_every = positive('summary_every', summary_every)
     self.healthy_window = errors.check_int('Trainer', 'healthy_window', healthy_window)
-    if eval_divergence_factor is not None and (
-        isinstance(eval_divergence_factor, bool)
-        or not isinstance(eval_divergence_factor, (int, float)) or not eval_divergence_factor > 1):
-      raise errors.ConfigError(f'Trainer: eval_divergence_factor={eval_divergence_factor!r} must '
-                               'be a number > 1, or None.')
-    self.eval_divergence_factor = (None if eval_divergence_factor is None
-                                   else float(eval_divergence_factor))
-    if not isinstance(verbose, bool):
-      raise errors.ConfigError(f'Trainer: verbose={verbose!r} must be True or False.')
-    self.verbose = verbose
+    self.eval_divergence_factor = errors.check_number(
+        'Trainer', 'eval_divergence_factor', eval_divergence_factor, low=1.0, low_open=True,
+        finite=False, allow_none=True, what='a number > 1, or None')
+    self.verbose = errors.check_bool('Trainer', 'verbose', verbose)
     if verbose:
       show_progress(log)
     self.metrics = _check_metrics(metrics, strategy or tf.distribute.get_strategy())
