@@ -58,7 +58,7 @@ def _trainer(root, every, foreground=False):
       model_dir=tempfile.mkdtemp(dir=root), steps_per_loop=10, checkpoint_every=every,
       summary_every=100, log_every=10**9)
   if foreground:  # The loop writes interval checkpoints itself, as any other save.
-    trainer._controller._writes_in_background = contextlib.nullcontext  # pylint: disable=protected-access
+    trainer.controller.checkpoints.writes_in_background = contextlib.nullcontext
   return trainer
 
 

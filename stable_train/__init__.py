@@ -9,11 +9,12 @@ from stable_train.errors import CheckpointError, ConfigError, NumericsError, Sta
 _LAZY = {
     'Forensics': 'forensics', 'ValidateInputs': 'policies',
     'Decision': 'interfaces', 'Policy': 'interfaces', 'PolicyContext': 'interfaces',
+    'RunHandle': 'interfaces',
     'StepReports': 'interfaces',
     'CheckNumerics': 'policies', 'ClipByGlobalNorm': 'policies', 'SkipNonFinite': 'policies',
     'LossSpike': 'recovery', 'Rollback': 'recovery',
     'Trainer': 'trainer', 'default_policies': 'trainer',
-    'Faults': 'faults',
+    'Faults': 'testing.faults',
     'AdaptiveClip': 'clipping', 'AdaptiveGradClip': 'clipping', 'ClipByNorm': 'clipping',
     'ClipByValue': 'clipping', 'InitialisationCheck': 'diagnostics', 'WarmupSchedule': 'lr',
     'DynamicLossScale': 'precision', 'load_for_inference': 'export',

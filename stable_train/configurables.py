@@ -8,7 +8,6 @@ from stable_train import clipping  # pylint: disable=unused-import  (registers i
 from stable_train import data
 from stable_train import diagnostics  # pylint: disable=unused-import  (InitialisationCheck)
 from stable_train import distribute
-from stable_train import faults  # pylint: disable=unused-import  (registers Faults)
 from stable_train import forensics  # pylint: disable=unused-import  (registers Forensics)
 from stable_train import losses
 from stable_train import lr  # pylint: disable=unused-import  (registers WarmupSchedule)
@@ -18,6 +17,7 @@ from stable_train import precision  # pylint: disable=unused-import  (registers 
 from stable_train import recovery  # pylint: disable=unused-import  (registers LossSpike, Rollback)
 from stable_train import stopping  # pylint: disable=unused-import  (BestCheckpoint, EarlyStopping)
 from stable_train import trainer
+from stable_train.testing import faults  # pylint: disable=unused-import  (registers Faults)
 
 _done = False
 
@@ -43,7 +43,7 @@ def register() -> None:
   # calls super().__init__(**kwargs) still receives the `Trainer.*` bindings.
   gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
   # The policies register themselves where they are defined (`@gin.register` in policies.py,
-  # recovery.py, forensics.py, precision.py, faults.py, clipping.py, diagnostics.py; WarmupSchedule
+  # recovery.py, forensics.py, precision.py, testing/faults.py, clipping.py, diagnostics.py; WarmupSchedule
   # in lr.py): importing those modules above registers them.
   for fn in (data.synthetic_regression, data.synthetic_classification, data.synthetic_images,
              data.synthetic_sequences, models.convnet_bn, models.transformer, models.lstm,

@@ -72,19 +72,19 @@ class InitialisationCheck(interfaces.Policy):
     if np.isnan(self.output_rms.numpy()):  # Not yet checked (a resumed run has been).
       self._initial_weights = [np.array(v.numpy()) for v in variables]
 
-  def _warn(self, trainer, step: int, kind: int, cause: str, message: str, **fields) -> None:
+  def _warn(self, run, step: int, kind: int, cause: str, message: str, **fields) -> None:
     self.warned.assign(int(self.warned.numpy()) | kind)
     log.warning('step %d: %s', step, message)
-    trainer.emit('warning', step, policy=self.name, cause=cause, message=message, **fields)
+    run.emit('warning', step, policy=self.name, cause=cause, message=message, **fields)
 
-  def _check_outputs(self, trainer, step: int) -> None:
+  def _check_outputs(self, run, step: int) -> None:
     """Runs the model with its initial weights on the first batch (inference mode)."""
     initial, self._initial_weights = self._initial_weights, None
-    dataset = getattr(trainer, 'dataset', None)
-    model = trainer.model
-    if dataset is None or initial is None:
+    first = run.probe.first_batch()
+    model = run.probe.model
+    if first is None or initial is None:
       return
-    features, labels = trainer.split_batch(next(iter(dataset.take(1))))
+    features, labels = run.probe.split_batch(first)
     if hasattr(model, 'stateless_call'):
       outputs, _ = model.stateless_call(
           initial, [v.value for v in model.non_trainable_variables], features, training=False)
@@ -107,7 +107,7 @@ class InitialisationCheck(interfaces.Policy):
     self.output_rms.assign(out)
     self.label_rms.assign(label_rms)
     if out > self.output_ratio * ref:
-      self._warn(trainer, step, _OUTPUTS, 'initialisation',
+      self._warn(run, step, _OUTPUTS, 'initialisation',
                  f'model outputs at the start are huge (RMS {out:.4g} vs {label_rms:.4g} for the '
                  f'labels, over {self.output_ratio:g}x the larger of that and 1): the initial '
                  f'weights are too large; {INIT_REMEDY}, or scale the inputs.',
@@ -156,13 +156,13 @@ class InitialisationCheck(interfaces.Policy):
         details={'check_outputs_at': int(reports.step[0]) - 1 if check_outputs else None,
                  'warnings': warnings})
 
-  def execute(self, decision, trainer):
+  def execute(self, decision, run):
     """Runs the initial-output check if asked, then emits the loss warnings decided."""
     at = decision.details['check_outputs_at']
     if at is not None:
-      self._check_outputs(trainer, at)
+      self._check_outputs(run, at)
     for w in decision.details['warnings']:
-      self._warn(trainer, w['step'], w['kind'], w['cause'], w['message'], **w['fields'])
+      self._warn(run, w['step'], w['kind'], w['cause'], w['message'], **w['fields'])
     return None
 
   def summary(self):

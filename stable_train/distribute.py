@@ -13,6 +13,7 @@ import tensorflow as tf
 from stable_train import checkpointing
 from stable_train import compat
 from stable_train import errors
+from stable_train import manifest as manifest_lib
 
 # Reductions after which a keras.losses.Loss scales by 1/num_replicas (Keras's Loss.__call__).
 _KERAS_SCALED_REDUCTIONS = ('sum_over_batch_size', 'mean', 'mean_with_sample_weight')
@@ -258,29 +259,21 @@ class WorkerCheckpointKeeper(checkpointing.CheckpointKeeper):
   chief's file writes.
   """
 
-  def _next_number(self) -> int:
-    # The chief's numbering, without reading the chief's directory while it writes there.
-    return max([e.number for e in self.entries] + self._numbers, default=0) + 1
-
-  def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, **kwargs):
-    self._numbers = []
-    super().__init__(checkpoint, directory, **kwargs)
+  def _open_manifest(self, directory, max_to_keep, keep_good) -> manifest_lib.Manifest:
+    manifest = _WorkerManifest(directory, max_to_keep=max_to_keep, keep_good=keep_good,
+                               writes=False)
     # What the chief's keeper sees at start-up (its manifest and its files), then its own saves.
-    self._numbers = [e.number for e in self.entries] + self._numbers_on_disk()
+    manifest.numbers = [e.number for e in manifest.entries] + manifest.numbers_on_disk()
+    return manifest
 
   def _write_files(self, number: int) -> str:
     scratch = tempfile.mkdtemp(prefix='stable_train_worker_ckpt_')
-    try:
-      manager = tf.train.CheckpointManager(self.checkpoint, scratch, max_to_keep=None,
-                                           checkpoint_name='ckpt')
-      path = manager.save(checkpoint_number=number)  # The chief's code path, the chief's number.
+    try:  # The chief's code path, the chief's number.
+      path = self.checkpoint.write(os.path.join(scratch, f'ckpt-{number}'))
     finally:
       shutil.rmtree(scratch, ignore_errors=True)
-    self._numbers.append(number)
+    self.manifest.numbers.append(number)
     return path
-
-  def _delete_unlisted(self) -> None:
-    pass  # The chief deletes the files.
 
   def _remove_orphan_temps(self) -> None:
     pass  # The chief's directory: the chief cleans it, under its lock.
@@ -288,8 +281,13 @@ class WorkerCheckpointKeeper(checkpointing.CheckpointKeeper):
   def _remove_uncommitted(self, number: int) -> None:
     pass  # Its scratch space is gone already; the chief's files are the chief's.
 
-  def _write_manifest(self) -> None:
-    pass  # The chief's manifest is the only one.
+
+class _WorkerManifest(manifest_lib.Manifest):
+  """The chief's record mirrored in memory: numbered without reading the chief's directory (its
+  `numbers`: what the chief had at start-up, then this worker's saves)."""
+
+  def next_number(self) -> int:
+    return max([e.number for e in self.entries] + self.numbers, default=0) + 1
 
 
 def make_keeper(strategy: tf.distribute.Strategy, checkpoint: tf.train.Checkpoint, directory: str,

@@ -23,7 +23,7 @@ class Evaluator:
   """
 
   def __init__(self, trainer):
-    """Args: trainer: the `Trainer` whose `compute_loss`, `split_batch` and metrics are used."""
+    """Args: trainer: the `Trainer` whose `forward_loss`, `split_batch` and metrics are used."""
     self._trainer = trainer
     self._distributed = distribute.uses_distributed_input(trainer.strategy)
     # Copies: evaluation never mixes into the training windows.
@@ -67,15 +67,8 @@ class Evaluator:
     """Traced: one batch's loss; updates the metrics. (Its own method: AutoGraph would make the
     Trainer attributes assigned here loop variables of `_loop`, reading stale tensors.)"""
     t = self._trainer
-    t._traced_predictions = None  # pylint: disable=protected-access
-    t._traced_output_flags = []  # pylint: disable=protected-access
-    loss = t.compute_loss(batch, training=False)
+    loss, predictions, _ = t.forward_loss(batch, training=False)
     if self.metrics:
-      predictions = t._traced_predictions  # pylint: disable=protected-access
-      if predictions is None:
-        raise errors.ConfigError(
-            'Trainer: metrics need the predictions, but this compute_loss does not call '
-            'self.forward(features, training); call it, or drop the metrics.')
       labels = t.split_batch(batch)[1]
       for m in self.metrics:
         m.update_state(labels, predictions)

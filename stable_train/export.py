@@ -112,6 +112,22 @@ def _build(model: keras.Model, sample_input, input_shape) -> None:
         'input_shape= (with the batch dimension, e.g. (None, 32)).')
 
 
+def _prefix(model_dir: Optional[str], checkpoint: str) -> str:
+  """The checkpoint prefix `load_for_inference` reads: a run's checkpoint of that kind, or a path."""
+  if checkpoint in CHECKPOINT_CHOICES:
+    if model_dir is None:
+      raise errors.ConfigError(f'checkpoint={checkpoint!r} needs model_dir.')
+    prefix, description = choose_checkpoint(model_dir, checkpoint)
+    if checkpoint == 'best' and not description.startswith('best'):
+      logging.getLogger('stable_train').warning('%s: restoring %s', model_dir, description)
+    return prefix
+  if not tf.io.gfile.exists(checkpoint + '.index'):
+    raise errors.CheckpointError(
+        f'checkpoint {checkpoint!r} not found (no {checkpoint}.index); pass a prefix such as '
+        f"<model_dir>/checkpoints/ckpt-3, or one of {CHECKPOINT_CHOICES} with model_dir.")
+  return checkpoint
+
+
 def load_for_inference(model: keras.Model, model_dir: Optional[str] = None, *,
                        checkpoint: str = 'last_good', sample_input=None,
                        input_shape: Optional[Sequence[Optional[int]]] = None) -> keras.Model:
@@ -139,18 +155,7 @@ def load_for_inference(model: keras.Model, model_dir: Optional[str] = None, *,
     ConfigError: a bad `checkpoint` name, or an unbuilt model without a way to build it.
   """
   _check_keras_model(model)
-  if checkpoint in CHECKPOINT_CHOICES:
-    if model_dir is None:
-      raise errors.ConfigError(f'checkpoint={checkpoint!r} needs model_dir.')
-    prefix, description = choose_checkpoint(model_dir, checkpoint)
-    if checkpoint == 'best' and not description.startswith('best'):
-      logging.getLogger('stable_train').warning('%s: restoring %s', model_dir, description)
-  else:
-    prefix = checkpoint
-    if not tf.io.gfile.exists(prefix + '.index'):
-      raise errors.CheckpointError(
-          f'checkpoint {prefix!r} not found (no {prefix}.index); pass a prefix such as '
-          f"<model_dir>/checkpoints/ckpt-3, or one of {CHECKPOINT_CHOICES} with model_dir.")
+  prefix = _prefix(model_dir, checkpoint)
   if not model.built:
     _build(model, sample_input, input_shape)
   # The keys Trainer.model_checkpoint() writes: `model_state` also reaches the seed-generator

@@ -185,14 +185,20 @@ class Forensics(interfaces.Policy):
     return interfaces.Decision(action=interfaces.ACT, policy=self.name, trigger='forensics',
                                step=step, details={'reports': reports, 'index': int(hits[-1])})
 
-  def execute(self, decision, trainer):
+  def execute(self, decision, run):
     """Investigates the captured step (re-run, record folder, event), then re-arms the stash."""
-    self.investigate(trainer, decision.details['reports'], decision.details['index'])
+    self.investigate(run, decision.details['reports'], decision.details['index'])
     self._stash.armed.assign(self.recheck or self._deep_due())
     return None
 
-  def investigate(self, trainer, reports, i: int) -> Dict[str, Any]:
-    """Rechecks and/or records step `i` of `reports`, whose batch is in the stash. Host side."""
+  def investigate(self, run, reports, i: int) -> Dict[str, Any]:
+    """Rechecks and/or records step `i` of `reports`, whose batch is in the stash. Host side.
+
+    Args:
+      run: the `RunHandle` (its `probe` re-runs the step; its `emit` records the event).
+      reports, i: the loop's reports and the faulty step's index in them.
+    """
+    probe = run.probe
     stash = self._stash
     batch = stash.batch()
     step = int(reports.step[i])
@@ -200,7 +206,7 @@ class Forensics(interfaces.Policy):
     record: Dict[str, Any] = {'fault': reports.fault(i), 'tensor': reports.offending_tensor(i)}
     again = None
     if self.recheck:
-      again = provenance.rerun(trainer, batch, jit_compile=trainer.jit_compile)
+      again = provenance.rerun(probe, batch, jit_compile=probe.jit_compile)
       verdict = 'deterministic' if not again.finite else 'transient'
       counter = self.deterministic_faults if verdict == 'deterministic' else self.transient_faults
       counter.assign_add(1)
@@ -208,11 +214,11 @@ class Forensics(interfaces.Policy):
       if applied:
         record['recheck_note'] = 'the faulty update was applied; the re-run saw the state after it'
     if self._deep_due():
-      report = self._deep_report(trainer, reports, i, batch, applied,
-                                 None if trainer.jit_compile else again)
+      report = self._deep_report(probe, reports, i, batch, applied,
+                                 None if probe.jit_compile else again)
       if 'recheck' in record:
         report['recheck'] = record['recheck']
-      record['dir'] = write_record(trainer, report, batch, stash.structure)
+      record['dir'] = write_record(run, report, batch, stash.structure)
       record.update(variable=report['variable_level']['origin_variable'],
                     layer=report['variable_level']['origin_layer'])
       op = report['op_level']
@@ -222,43 +228,43 @@ class Forensics(interfaces.Policy):
       log.warning('step %d: forensics record %s: origin variable %s, op %s (%s) in layer %s',
                   step, record['dir'], record['variable'], op.get('op_name'), op.get('op_type'),
                   op.get('layer'))
-    trainer.emit('forensics', step, **record)
+    run.emit('forensics', step, **record)
     return record
 
-  def _deep_report(self, trainer, reports, i, batch, applied, again) -> Dict[str, Any]:
+  def _deep_report(self, probe, reports, i, batch, applied, again) -> Dict[str, Any]:
     observed = {
         'fault': reports.fault(i), 'offending_tensor': reports.offending_tensor(i),
         'loss': float(reports.loss[i]), 'loss_finite': bool(reports.loss_finite[i]),
         'outputs_finite': bool(reports.outputs_finite[i]), 'applied': applied,
         'grad_flags': [bool(f) for f in self._stash.grad_flags.numpy()]}
-    return build_report(trainer, batch, step=int(reports.step[i]), observed=observed,
+    return build_report(probe, batch, step=int(reports.step[i]), observed=observed,
                         again=again)
 
 
-def _num_classes(trainer) -> Optional[int]:
-  for p in trainer.policies:
+def _num_classes(probe) -> Optional[int]:
+  for p in probe.policies:
     if isinstance(p, ValidateInputs) and p.num_classes is not None:
       return p.num_classes
   return None
 
 
-def build_report(trainer, batch, *, step: int, observed: Dict[str, Any],
+def build_report(probe, batch, *, step: int, observed: Dict[str, Any],
                  again: Optional[provenance.Rerun] = None) -> Dict[str, Any]:
   """The deep provenance of one faulty step: variable level, op level (a re-run) and the batch.
 
   Args:
-    trainer: the Trainer, holding the state the step started from.
+    probe: the run's `handle.Probe` (or a Trainer), holding the state the step started from.
     batch: the step's dataset element.
     step: its global step.
     observed: what the step itself saw: 'fault', 'offending_tensor', 'loss', 'loss_finite',
       'outputs_finite', 'grad_flags' (per variable, layer order), 'applied'.
     again: a non-XLA re-run of the step on this state and batch, if the caller has one already.
   """
-  paths = [provenance.variable_path(v) for v in trainer.model.trainable_variables]
-  features, labels = trainer.split_batch(batch)
+  paths = [provenance.variable_path(v) for v in probe.model.trainable_variables]
+  features, labels = probe.split_batch(batch)
   flat = [np.asarray(t) for t in interfaces.flatten_inputs(features, labels)]
   if again is None:
-    again = provenance.rerun(trainer, batch)
+    again = provenance.rerun(probe, batch)
   applied = observed['applied']
   grad_flags = observed['grad_flags']
   return {
@@ -276,9 +282,9 @@ def build_report(trainer, batch, *, step: int, observed: Dict[str, Any],
       'variable_level': provenance.variable_provenance(
           grad_flags, paths, loss_finite=observed['loss_finite'],
           outputs_finite=observed['outputs_finite']),
-      'op_level': provenance.locate_op(trainer, batch),
+      'op_level': provenance.locate_op(probe, batch),
       'inputs': provenance.input_summary(interfaces.input_paths(features, labels), flat,
-                                         again.input_flags, _num_classes(trainer)),
+                                         again.input_flags, _num_classes(probe)),
       'rerun': {'loss': again.loss, 'finite': again.finite},
   }
 
@@ -291,11 +297,11 @@ def _rng_state() -> Dict[str, Any]:
   return state
 
 
-def write_record(trainer, report: Dict[str, Any], batch, structure) -> Optional[str]:
+def write_record(run, report: Dict[str, Any], batch, structure) -> Optional[str]:
   """Writes `<model_dir>/forensics/step_<N>/` atomically (temp folder, then rename); returns it."""
-  if not trainer.output_dir:  # No model_dir, or not the chief: only the chief writes files.
+  if not run.output_dir:  # No model_dir, or not the chief: only the chief writes files.
     return None
-  root = os.path.join(trainer.output_dir, 'forensics')
+  root = os.path.join(run.output_dir, 'forensics')
   os.makedirs(root, exist_ok=True)
   final = os.path.join(root, f"step_{report['step']}")
   n = 1
@@ -306,14 +312,14 @@ def write_record(trainer, report: Dict[str, Any], batch, structure) -> Optional[
   try:
     flat = [np.asarray(t) for t in tf.nest.flatten(batch)]
     np.savez(os.path.join(tmp, BATCH_FILE), **{f'input_{j}': a for j, a in enumerate(flat)})
-    trainer.model_checkpoint().write(os.path.join(tmp, CHECKPOINT_PREFIX))
-    keeper = trainer.checkpoints
-    good = keeper.last_good() if keeper is not None else None
+    run.probe.model_checkpoint().write(os.path.join(tmp, CHECKPOINT_PREFIX))
+    good = run.good_checkpoints()
     report = dict(report, batch_file=BATCH_FILE, batch_structure=structure,
-                  checkpoint=CHECKPOINT_PREFIX, model_dir=os.path.abspath(trainer.model_dir),
+                  checkpoint=CHECKPOINT_PREFIX, model_dir=os.path.abspath(run.output_dir),
                   last_good_checkpoint=(
-                      None if good is None else
-                      {'path': os.path.join(keeper.directory, good.path), 'step': good.step}))
+                      None if not good else
+                      {'path': os.path.join(run.checkpoint_dir, good[-1].path),
+                       'step': good[-1].step}))
     events_lib.write_json_atomic(os.path.join(tmp, RNG_JSON), _rng_state())
     events_lib.write_json_atomic(os.path.join(tmp, REPORT_JSON), report)
     events_lib.write_atomic(os.path.join(tmp, REPORT_TXT), provenance.format_report(report))

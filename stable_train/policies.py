@@ -83,9 +83,9 @@ class CheckNumerics(interfaces.Policy):
     return interfaces.Decision(action=interfaces.ACT, policy=self.name, trigger='check_numerics',
                                step=faults[0][0], details={'faults': faults})
 
-  def execute(self, decision, trainer):
+  def execute(self, decision, run):
     """Logs each faulty step ('flag'), or raises `NumericsError` on the first one ('raise')."""
-    del trainer
+    del run
     for step, fault, tensor, loss in decision.details['faults']:
       if self.mode == 'raise':
         raise errors.NumericsError(

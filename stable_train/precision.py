@@ -76,6 +76,8 @@ class DynamicLossScale(interfaces.Policy):
   the counters are variables, checkpointed with the run.
   """
 
+  scales_loss = True
+
   def __init__(self, *, initial_scale: float = 2.0**15, growth_interval: int = 2000,
                min_scale: float = 1.0, max_scale: float = 2.0**24, name: str = 'loss_scale'):
     """Initialises the policy.
@@ -114,6 +116,9 @@ class DynamicLossScale(interfaces.Policy):
     """Gradients of the scaled loss, divided by the scale (exact for a power of two)."""
     inverse = 1.0 / self.scale
     return [g * tf.cast(inverse, g.dtype) for g in grads]
+
+  def loss_scale(self) -> tf.Tensor:
+    return tf.convert_to_tensor(self.scale)
 
   def is_overflow(self, report) -> tf.Tensor:
     """Whether a step's non-finite gradients are a loss-scale overflow (see the class doc)."""

@@ -188,50 +188,46 @@ class Rollback(interfaces.Policy):
                                reason=decision.reason, details=decision.details)
 
   # -- what -----------------------------------------------------------------------------------
-  def execute(self, decision, trainer) -> Optional[str]:
+  def execute(self, decision, run) -> Optional[str]:
     if decision.action == interfaces.ACT:  # Back to the configured learning rate.
-      trainer.lr_control.set_scale(1.0)
-      trainer.emit('lr_restored', decision.step, learning_rate=trainer.lr_control.current())
+      run.set_lr_scale(1.0)
+      run.emit('lr_restored', decision.step, learning_rate=run.learning_rate)
       return None
-    keeper = trainer.checkpoints
-    from_step = int(trainer.global_step.numpy())
+    from_step = run.step
     done = int(self.num_rollbacks.numpy())
-    if keeper is None:
+    if not run.has_checkpoints:
       return f'{decision.reason}; no model_dir, so no checkpoint to roll back to'
     if done >= self.max_rollbacks:
       return (f'rollback limit reached ({done} of {self.max_rollbacks}); last trigger: '
               f'{decision.trigger}: {decision.reason}')
-    keeper.wait()  # A checkpoint still being committed counts, as if committed at once.
+    good = run.good_checkpoints()  # A checkpoint still being committed counts.
     # The same divergence again (soon after the last rollback): step further back.
     last_target = int(self.last_target_step.numpy())
     repeat = last_target >= 0 and decision.step - last_target <= self.retry_window
     before = last_target if repeat else decision.step
-    candidates = [e for e in keeper.good() if e.step < before]
+    candidates = [e for e in good if e.step < before]
     if not candidates and repeat:
-      candidates = [e for e in keeper.good() if e.step <= last_target]
+      candidates = [e for e in good if e.step <= last_target]
     if not candidates:
       return f'{decision.reason}; no known-good checkpoint before step {before} to roll back to'
-    scale = float(trainer.lr_control.scale.numpy()) * self.lr_backoff
-    # Stream index of the batch that triggered: step s consumed batch s - 1 + data offset.
-    trigger_batch = max(decision.step, 1) - 1 + int(trainer.data_offset.numpy())
-    entry = trainer.restore_latest(candidates)
+    scale = run.lr_scale * self.lr_backoff  # Read before the restore brings an older one back.
+    trigger_batch = run.batch_index(decision.step)
+    entry = run.restore(candidates)
     if entry is None:
       return f'{decision.reason}; every known-good checkpoint failed to restore'
     # Everything after the target belongs to the abandoned timeline: never a target again.
-    keeper.mark_bad(after_step=entry.step)
+    run.mark_not_good_after(entry.step)
     # The restore brought back this policy's old counters too: set them past this rollback.
     self.num_rollbacks.assign(done + 1)
     self.last_target_step.assign(entry.step)
     self.last_trigger_step.assign(decision.step)
-    trainer.lr_control.set_scale(scale)
-    skipped = trainer.skip_batches(
-        max(trigger_batch + 1 + self.skip_batches - trainer.data_position(), 0))
-    trainer.emit('rollback', from_step, to_step=entry.step, checkpoint=entry.path,
-                 trigger=decision.trigger, reason=decision.reason, rollback=done + 1,
-                 learning_rate=trainer.lr_control.current(), lr_scale=scale,
-                 skipped_batches=list(skipped), restored_from=keeper.restored_from)
-    trainer.scalars.write(from_step, {'rollbacks': done + 1,
-                                      'learning_rate': trainer.lr_control.current()})
+    run.set_lr_scale(scale)
+    skipped = run.skip_data(max(trigger_batch + 1 + self.skip_batches - run.data_position, 0))
+    run.emit('rollback', from_step, to_step=entry.step, checkpoint=entry.path,
+             trigger=decision.trigger, reason=decision.reason, rollback=done + 1,
+             learning_rate=run.learning_rate, lr_scale=scale, skipped_batches=list(skipped),
+             restored_from=run.restored_from)
+    run.write_scalars(from_step, {'rollbacks': done + 1, 'learning_rate': run.learning_rate})
     log.warning('rollback %d: step %d -> %d (%s); learning rate x%g; skipped batches [%d, %d)',
                 done + 1, from_step, entry.step, decision.trigger, scale, *skipped)
     return None

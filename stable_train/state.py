@@ -1,4 +1,5 @@
-"""The train state: the checkpointed counters, the checkpoint's object map, its copy in memory."""
+"""The train state: the checkpointed counters, the checkpoint's object map, its copy in memory, and
+the traced writer that saves either."""
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -166,3 +167,47 @@ def _checkpointed_variables(checkpoint: tf.train.Checkpoint) -> List[Tuple[Any, 
     elif compat.saves_own_state(node):
       raise SnapshotUnsupported(f'{type(node).__name__} saves state other than variables')
   return found
+
+
+class TracedWriter:
+  """`checkpoint.write` traced once, so that a save is one call into TensorFlow.
+
+  An eager write walks the object graph in Python on every save (~8 of its ~13 ms on the seed
+  MLP); traced, the walk happens once and a save costs TensorFlow's own writer (~6 ms per 3.3 MB
+  here), during which the interpreter lock is free. The files and their keys are those of
+  `tf.train.CheckpointManager.save`. The object graph is fixed when traced: build a new writer
+  when the checkpointed objects change.
+  """
+
+  def __init__(self, checkpoint: tf.train.Checkpoint, object_map=None):
+    """Traces the writer.
+
+    Args:
+      checkpoint: what to write; with `object_map`, a checkpoint used for nothing else.
+      object_map: {node: stand-in} (`state.Snapshot.object_map`): the stand-ins' values are
+        written under the nodes' keys. This is how TensorFlow's own async checkpoint writes
+        from copies; its copying (`CheckpointOptions(enable_async=True)`) fails on Keras 3
+        variables at the second save, so the copies are the snapshot's.
+    """
+    if object_map is not None:
+      compat.set_object_map(checkpoint, object_map)
+    checkpoint.save_counter  # pylint: disable=pointless-statement  (created, as a save would)
+    # The object-graph record goes on the variables' task, which keeps one data file, as an
+    # eager save writes (in a function its device would otherwise have no task).
+    nodes = tf.train.TrackableView(checkpoint).descendants()
+    device = next((getattr(v, 'device', '') for v in nodes
+                   if isinstance(v, (tf.Variable, keras.Variable))), '')
+    spec = tf.DeviceSpec.from_string(device or '')
+    scope = (f'/job:{spec.job}/replica:{spec.replica or 0}/task:{spec.task or 0}'
+             if spec.job else None)
+
+    def write(prefix):
+      with tf.device(scope):
+        return checkpoint.write(prefix)
+
+    # Traced now: a checkpoint this cannot write fails here, at set-up, not in a save.
+    self._write = tf.function(write).get_concrete_function(tf.TensorSpec([], tf.string))
+
+  def __call__(self, prefix: str) -> str:
+    """Writes the checkpoint at `prefix`; returns the prefix."""
+    return self._write(tf.constant(prefix)).numpy().decode()

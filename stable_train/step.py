@@ -1,162 +1,220 @@
-"""Pure, traced pieces of the train step: aggregation across replicas and the policy guard."""
+"""The guarded train step: the one traced (state, batch) -> (new state, report) function.
 
-from typing import Dict, List, Sequence, Tuple
+Core: it knows the `StepParts` it is given and the policies' in-graph hooks; nothing of a Trainer,
+a host loop or files. The Trainer's in-graph loop calls it in cross-replica context (`__call__`);
+a Keras model's `train_step` calls it per replica (`in_replica`), which agrees the apply-or-skip
+in cross-replica context through a merge_call. Either way a skipped step leaves every variable
+bit-identical: the optimizer never runs, and what the forward pass assigned (BatchNorm statistics,
+seed-generator states) and the process-wide generators are put back.
+"""
+
+import dataclasses
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from stable_train import interfaces
-from stable_train import numerics
-
-# Report fields the loop stores per step, with their dtypes (derived from
-# `interfaces.REPORT_FIELDS`); `None` stands for the run's report float type (`report_dtypes`).
-REPORT_DTYPES = {f.name: f.dtype for f in interfaces.REPORT_FIELDS}
+from stable_train import compat
+from stable_train import guard as guard_lib
+from stable_train import precision
+from stable_train import reports as reports_lib
 
 
-def report_dtypes(float_dtype: tf.DType = tf.float32) -> Dict[str, tf.DType]:
-  """`REPORT_DTYPES` with the loss and norms in `float_dtype` (float64 for a float64 model, so a
-  loss beyond float32's range is reported as the finite value it is)."""
-  return {k: float_dtype if d is None else d for k, d in REPORT_DTYPES.items()}
+@dataclasses.dataclass(frozen=True)
+class StepParts:
+  """What the step needs from the code that trains; every callable is traced into the step.
 
-
-# The fault predicate lives in interfaces (one definition for every consumer); kept here by name.
-is_fault = interfaces.step_faulty
-
-
-def aggregate(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
-              outputs_bad: tf.Tensor, num_replicas: int):
-  """Averages gradients and loss over the replicas and sums the fault counts. Replica context.
-
-  Aggregating before any check means every replica then sees the same gradients, norm and flags,
-  so the apply-or-skip decision is one decision. Two all-reduces: the gradients, and one small
-  packed vector (loss, output faults, one fault count per input tensor).
-
-  Returns:
-    (grads, loss, inputs_bad, outputs_bad), aggregated; unchanged on one replica.
-  """
-  if num_replicas == 1:
-    return grads, loss, inputs_bad, outputs_bad
-  ctx = tf.distribute.get_replica_context()
-  grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [g / num_replicas for g in grads])
-  counts = tf.cast(tf.concat([[outputs_bad], inputs_bad], axis=0), loss.dtype)
-  packed = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                          tf.concat([[loss / num_replicas], counts], axis=0))
-  return grads, packed[0], tf.cast(packed[2:], tf.float32), tf.cast(packed[1], tf.float32)
-
-
-MEASURED_STATS = interfaces.MEASURED_STATS
-
-
-class GradientStats(dict):
-  """The `stats` dict of `guard`: its `MEASURED_STATS` always describe the current gradients.
-
-  They are measured lazily, at trace time, the first time a key is read, so a stack whose policies
-  set them (ClipByGlobalNorm does) or never read them pays no extra op. After a transform that
-  returned a different list, the keys it did not set itself are dropped and measured again on the
-  next read.
-  """
-
-  def __init__(self, grads, **values):
-    super().__init__(**values)
-    self._grads = list(grads)
-    self._written = set()
-
-  def __missing__(self, key):
-    if key == 'grad_finite_flags':
-      value = numerics.finite_flags(self._grads)
-    elif key == 'grads_finite':
-      value = tf.reduce_all(self['grad_finite_flags'])
-    elif key == 'grad_norm':
-      value = numerics.global_norm(self._grads)
-    else:
-      raise KeyError(key)
-    super().__setitem__(key, value)
-    return value
-
-  def __setitem__(self, key, value):
-    self._written.add(key)
-    super().__setitem__(key, value)
-
-  def __contains__(self, key):
-    return key in MEASURED_STATS or super().__contains__(key)
-
-  def get(self, key, default=None):
-    return self[key] if key in self else default
-
-  def transform(self, policy, grads):
-    """Calls `policy.transform_gradients(grads, self)` and keeps the stats true to its output."""
-    self._written = set()
-    out = policy.transform_gradients(grads, self)
-    if out is not grads:
-      out = list(out)
-      self._grads = out
-      for key in MEASURED_STATS:
-        if key not in self._written:
-          dict.pop(self, key, None)
-    return out
-
-
-def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
-          outputs_bad: tf.Tensor, policies: Sequence, variable_paths: Sequence[str],
-          xla: bool, loss_scale=None) -> Tuple[List[tf.Tensor], Dict[str, tf.Tensor]]:
-  """Checks aggregated gradients, lets the policies transform them and decide whether to apply.
-
-  The `stats` passed to `transform_gradients` and `allow_update` always describe the gradients
-  currently being passed (see `Policy.transform_gradients` and `GradientStats`); the verdicts see
-  the final gradients.
-
-  Args:
-    grads: aggregated gradients, one per trainable variable in layer order.
-    loss: aggregated scalar loss.
-    inputs_bad: per input tensor, how many replicas found it bad (0 = fine).
-    outputs_bad: how many replicas had non-finite model outputs.
-    policies: the Trainer's policies (their in-graph hooks are called).
-    variable_paths: names of the trainable variables.
+  Attributes:
+    split_batch: batch -> (features, labels).
+    compute: batch -> (loss, predictions, outputs_finite): one replica's loss of a batch in
+      training mode, called under the gradient tape, with its model outputs and whether they
+      were finite.
+    variables: () -> the trainable variables, in layer order.
+    apply: grads -> None: applies the aggregated, transformed gradients (in replica context).
+    forward_state: () -> the variables a forward pass may assign.
+    random_states: the process-wide generators' state variables.
+    policies: the policies whose in-graph hooks run, in order.
+    variable_paths: the names of `variables()`.
+    learning_rate: () -> the learning rate the step uses (reported).
+    counters: the checkpointed counters (`state.TrainState`: global_step, applied_steps,
+      skipped_steps, input_faults, overflow_steps), updated by the step.
+    strategy: the `tf.distribute.Strategy`.
+    distributed: whether batches come split across replicas (`distribute.uses_distributed_input`):
+      the apply and the skip then run per replica.
+    update_metrics: (labels, predictions) -> None, called for applied steps only; or None.
     xla: whether the step is compiled with XLA.
-    loss_scale: the run's `precision.DynamicLossScale`, or None: with it, non-finite gradients
-      of a finite loss may be an fp16 overflow rather than a fault.
-
-  Returns:
-    (transformed gradients, report) where report has the `REPORT_DTYPES` fields the step knows
-    ('step' and 'learning_rate' are the caller's) plus 'grad_finite_flags'. 'grad_norm' is the
-    norm before any transform, 'clipped_grad_norm' the norm of the final gradients;
-    'grads_finite' is False if the gradients were non-finite before or after the transforms;
-    'grad_finite_flags' are the raw gradients' flags if one was non-finite, else the final ones.
+    loss_scale: the policy that scales the loss (`Policy.scales_loss`), or None.
+    optimizer: the optimizer `apply` updates (under a strategy its own all-reduce of the already
+      aggregated gradients is switched off), or None.
   """
-  inputs_finite_flags = tf.equal(inputs_bad, 0.0)
-  grad_flags, grad_norm = numerics.finite_flags_and_norm(grads, xla=xla)
-  grads_finite = tf.reduce_all(grad_flags)
-  stats = GradientStats(
-      grads, loss=loss, loss_finite=tf.math.is_finite(loss), grads_finite=grads_finite,
-      grad_finite_flags=grad_flags, inputs_finite=tf.reduce_all(inputs_finite_flags),
-      outputs_finite=tf.equal(outputs_bad, 0.0), grad_norm=grad_norm,
-      variable_paths=variable_paths, xla=xla, loss_scaled=loss_scale is not None)
-  for p in policies:
-    grads = stats.transform(p, grads)
-  allow = stats['inputs_finite']
-  for p in policies:
-    verdict = p.allow_update(stats)
-    if verdict is not None:
-      allow = tf.logical_and(allow, verdict)
-  # The decision (and so every counter update after it) waits for the transformed gradients,
-  # so an in-graph check that raises stops the step before anything is counted.
-  with tf.control_dependencies(grads):
-    allow = tf.identity(allow)
-  # The report names where non-finite values first appeared: the raw gradients' flags when one
-  # was non-finite (a clip then spreads NaN to all), else the flags after the transforms.
-  final_flags = stats['grad_finite_flags']
-  if final_flags is not grad_flags:
-    grad_flags = tf.where(grads_finite, final_flags, grad_flags)
-  final_finite = stats['grads_finite']
-  if final_finite is not grads_finite:
-    grads_finite = tf.logical_and(grads_finite, final_finite)
-  report = {k: stats[k] for k in ('loss', 'loss_finite', 'inputs_finite', 'outputs_finite')}
-  report.update(grad_norm=grad_norm, clipped_grad_norm=stats['grad_norm'],
-                grads_finite=grads_finite, grad_finite_flags=grad_flags,
-                first_bad_grad=numerics.first_false(grad_flags),
-                first_bad_input=numerics.first_false(inputs_finite_flags), applied=allow)
-  if loss_scale is None:
-    report.update(overflow=tf.constant(False), loss_scale=tf.constant(1.0))
-  else:
-    report.update(overflow=loss_scale.is_overflow(report),
-                  loss_scale=tf.identity(loss_scale.scale))
-  return grads, report
+  split_batch: Callable[[Any], Tuple[Any, Any]]
+  compute: Callable[[Any], Tuple[tf.Tensor, Any, tf.Tensor]]
+  variables: Callable[[], List[tf.Variable]]
+  apply: Callable[[List[tf.Tensor]], None]
+  forward_state: Callable[[], List[tf.Variable]]
+  random_states: Sequence[tf.Variable]
+  policies: Sequence[Any]
+  variable_paths: Sequence[str]
+  learning_rate: Callable[[], tf.Tensor]
+  counters: Any
+  strategy: tf.distribute.Strategy
+  distributed: bool = False
+  update_metrics: Optional[Callable[[Any, Any], None]] = None
+  xla: bool = False
+  loss_scale: Any = None
+  optimizer: Any = None
+
+
+class GuardedStep:
+  """The guarded step built from `StepParts` (see the module docstring)."""
+
+  def __init__(self, parts: StepParts):
+    self.parts = parts
+    self.distributed = parts.distributed
+
+  # -- per replica ------------------------------------------------------------------------------
+  def input_checks(self, features, labels) -> tf.Tensor:
+    """One flag per flattened input tensor: every policy's `check_batch` passed. Traced."""
+    ok = tf.ones([len(reports_lib.flatten_inputs(features, labels))], tf.bool)
+    for p in self.parts.policies:
+      flags = p.check_batch(features, labels)
+      if flags is not None:
+        ok = tf.logical_and(ok, flags)
+    return ok
+
+  def sanitize(self, batch):
+    """The batch with labels made safe for the loss by the policies (`sanitize_labels`)."""
+    _, labels = self.parts.split_batch(batch)
+    safe = labels
+    for p in self.parts.policies:
+      safe = p.sanitize_labels(safe)
+    if safe is labels:
+      return batch
+    # split_batch hands out the batch's own label tensors: swap those leaves for the safe ones.
+    swap = {id(t): u for t, u in zip(tf.nest.flatten(labels), tf.nest.flatten(safe))}
+    return tf.nest.map_structure(lambda t: swap.get(id(t), t), batch)
+
+  def loss_and_gradients(self, batch):
+    """One replica's loss, gradients (None -> zeros), input-check flags, whether the model outputs
+    were finite, and its (labels, predictions) for the metrics ((), without metrics), before any
+    aggregation. Traced; also what forensics re-runs."""
+    p = self.parts
+    features, labels = p.split_batch(batch)
+    input_ok = self.input_checks(features, labels)
+    variables = p.variables()
+    with tf.GradientTape() as tape:
+      loss, predictions, outputs_ok = p.compute(self.sanitize(batch))
+      loss = precision.widen(loss)
+      for policy in p.policies:
+        loss = policy.transform_loss(loss)
+      target = loss if p.loss_scale is None else p.loss_scale.scale_loss(loss)
+    grads = tape.gradient(target, variables)
+    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+             for g, v in zip(grads, variables)]
+    if p.loss_scale is not None:  # Every check, clip and policy sees the true gradients.
+      grads = p.loss_scale.unscale_gradients(grads)
+    metric_inputs = (labels, predictions) if p.update_metrics is not None else ()
+    return loss, grads, input_ok, outputs_ok, metric_inputs
+
+  def replica_part(self, batch):
+    """Per replica: a snapshot of the forward state, then the aggregated, guarded gradients and
+    the report. Traced."""
+    p = self.parts
+    # Read before the forward pass assigns: automatic control dependencies order the reads and
+    # the layers' assigns of each variable in program order (under XLA too).
+    snapshot = [tf.identity(v) for v in p.forward_state()]
+    loss, grads, input_ok, outputs_ok, metric_inputs = self.loss_and_gradients(batch)
+    inputs_bad = tf.cast(tf.logical_not(input_ok), tf.float32)
+    outputs_bad = tf.cast(tf.logical_not(outputs_ok), tf.float32)
+    grads, loss, inputs_bad, outputs_bad = guard_lib.aggregate(
+        grads, loss, inputs_bad, outputs_bad, p.strategy.num_replicas_in_sync)
+    grads, report = guard_lib.guard(grads, loss, inputs_bad, outputs_bad, p.policies,
+                                    p.variable_paths, p.xla, loss_scale=p.loss_scale)
+    return grads, report, snapshot, metric_inputs
+
+  def restore_forward_state(self, snapshot) -> None:
+    """Assigns a `replica_part` snapshot back (the skip branch; per replica). Traced."""
+    for v, value in zip(self.parts.forward_state(), snapshot):
+      v.assign(value)
+
+  def apply_aggregated(self, grads, metric_inputs=()) -> None:
+    """Per replica, in the agreed apply: the update, then the metrics of this applied batch."""
+    self.parts.apply(list(grads))
+    if metric_inputs:  # Applied steps only: a skipped batch never counts.
+      # Under a strategy the metric variables are sync-on-read sums (created in its scope):
+      # each replica adds its own shard; reading them sums the replicas.
+      self.parts.update_metrics(*metric_inputs)
+
+  # -- cross-replica ------------------------------------------------------------------------------
+  def __call__(self, batch):
+    """One step from cross-replica context: compute on every replica, then one agreed
+    apply-or-skip. Returns the report dict. Traced."""
+    strategy = self.parts.strategy
+    with strategy.scope():  # Cross-replica context, also when called outside the scope.
+      # The process-wide generators (a layer drawing keras.random.* without a seed) move in the
+      # forward pass too: read here, before it, put back on a skip.
+      random_snapshot = [tf.identity(v) for v in self.parts.random_states]
+      grads, report, snapshot, metric_inputs = strategy.run(self.replica_part, (batch,))
+      # Every field is computed from aggregated values, so all replicas agree: take the first.
+      report = {k: strategy.experimental_local_results(v)[0] for k, v in report.items()}
+      run = strategy.run if self.distributed else (lambda fn, args: fn(*args))
+      return self._agree(report, random_snapshot,
+                         apply=lambda: run(self.apply_aggregated, (grads, metric_inputs)),
+                         restore=lambda: run(self.restore_forward_state, (snapshot,)),
+                         has_snapshot=bool(tf.nest.flatten(snapshot)))
+
+  def in_replica(self, batch):
+    """One step from replica context (a Keras `train_step`): compute here, then the agreed
+    apply-or-skip in cross-replica context (a merge_call: the optimizer's own merge_call cannot
+    run inside a `tf.cond` in replica context). Returns the report dict. Traced."""
+    random_snapshot = [tf.identity(v) for v in self.parts.random_states]
+    grads, report, snapshot, metric_inputs = self.replica_part(batch)
+
+    def agree(strategy, grads, report, snapshot, metric_inputs):
+      report = {k: strategy.experimental_local_results(v)[0] for k, v in report.items()}
+      each = lambda fn, args: strategy.extended.call_for_each_replica(fn, args=args)
+      return self._agree(report, random_snapshot,
+                         apply=lambda: each(self.apply_aggregated, (grads, metric_inputs)),
+                         restore=lambda: each(self.restore_forward_state, (snapshot,)),
+                         has_snapshot=bool(snapshot))
+
+    return tf.distribute.get_replica_context().merge_call(
+        agree, args=(grads, report, snapshot, metric_inputs))
+
+  def _agree(self, report, random_snapshot, *, apply, restore, has_snapshot: bool):
+    """The apply-or-skip on the one agreed flag, the policies' state updates and the counters."""
+    p = self.parts
+    applied = report['applied']
+    learning_rate = tf.cast(p.learning_rate(), tf.float32)
+
+    def do_apply():
+      if self.distributed:
+        # The apply runs in replica context (Keras's optimizer merge_calls from there), without a
+        # second all-reduce of the already aggregated gradients (switched off around it: replicas
+        # are traced in threads).
+        with compat.gradients_already_aggregated(p.optimizer):
+          apply()
+      else:
+        apply()
+      return tf.constant(True)
+
+    def do_skip():
+      # The optimizer never ran; the forward pass's assigns are undone.
+      if has_snapshot:
+        restore()
+      for v, value in zip(p.random_states, random_snapshot):
+        v.assign(value)
+      return tf.constant(False)
+
+    tf.cond(applied, do_apply, do_skip)
+    for policy in p.policies:
+      policy.update_state(report, applied)
+    counters = p.counters
+    counters.applied_steps.assign_add(tf.cast(applied, tf.int64))
+    counters.skipped_steps.assign_add(tf.cast(tf.logical_not(applied), tf.int64))
+    if p.loss_scale is not None:  # Without loss scaling no step is an overflow: no op.
+      counters.overflow_steps.assign_add(tf.cast(report['overflow'], tf.int64))
+    counters.input_faults.assign_add(tf.cast(tf.logical_not(report['inputs_finite']), tf.int64))
+    with tf.control_dependencies([applied]):
+      report['step'] = counters.global_step.assign_add(1)
+    report['learning_rate'] = learning_rate
+    return report

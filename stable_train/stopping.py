@@ -50,6 +50,7 @@ class BestCheckpoint(interfaces.Policy):
   """
 
   summary_key = 'best_checkpoint'
+  marks_best = True
 
   def __init__(self, *, monitor: str = 'eval_loss', mode: str = 'auto', min_delta: float = 0.0,
                name: str = 'best_checkpoint'):
@@ -122,20 +123,29 @@ class BestCheckpoint(interfaces.Policy):
     return None
 
   # -- what -----------------------------------------------------------------------------------
-  def execute(self, decision, trainer) -> Optional[str]:
+  def execute(self, decision, run) -> Optional[str]:
     """Marks the checkpoint of this step best (writing it first if needed) and records it."""
     if decision.trigger != 'best_checkpoint':
       raise NotImplementedError(f'{type(self).__name__} cannot carry out {decision.trigger!r}')
     details = decision.details
-    entry = trainer.checkpoint_now(reason='best') if trainer.checkpoints is not None else None
+    entry = run.checkpoint_now('best') if run.has_checkpoints else None
     if entry is not None:
-      entry = trainer.checkpoints.mark_best(entry)
+      entry = run.mark_best(entry)
     fields = dict(monitor=details['monitor'], value=details['value'],
                   previous=details['previous'], checkpoint=entry.path if entry else None)
-    if entry is None and trainer.checkpoints is not None:
+    if entry is None and run.has_checkpoints:
       fields['note'] = 'checkpoint refused (a non-finite variable): not marked'
-    trainer.emit('best_checkpoint', decision.step, **fields)
+    run.emit('best_checkpoint', decision.step, **fields)
     return None
+
+  def check_fit(self, *, metric_names, has_eval) -> None:
+    """Before training: evaluations, and a monitor they give."""
+    if not has_eval:
+      raise errors.ConfigError(
+          f'{type(self).__name__}({self.monitor!r}) acts on evaluations, but fit has no '
+          'eval_dataset; pass eval_dataset= and eval_every= (train.eval_dataset_fn, '
+          'train.eval_every).')
+    self.check_monitor(available_monitors(metric_names))
 
   def summary(self):
     best = float(self.best_value.numpy())
@@ -197,45 +207,15 @@ class EarlyStopping(BestCheckpoint):
                  'best': float(self.best_value.numpy()), 'best_step': int(self.best_step.numpy()),
                  'evals_without_improvement': int(self.evals_without_improvement.numpy())})
 
-  def execute(self, decision, trainer):
+  def execute(self, decision, run):
     if decision.action != interfaces.STOP:
-      return super().execute(decision, trainer)
+      return super().execute(decision, run)
     details = decision.details
-    trainer.emit('early_stop', decision.step, reason=decision.reason, monitor=details['monitor'],
-                 value=details['value'], best=details['best'], best_step=details['best_step'],
-                 evals_without_improvement=details['evals_without_improvement'])
+    run.emit('early_stop', decision.step, reason=decision.reason, monitor=details['monitor'],
+             value=details['value'], best=details['best'], best_step=details['best_step'],
+             evals_without_improvement=details['evals_without_improvement'])
     log.info('step %d: %s', decision.step, decision.reason)
     return None
 
-
-def check_policies(policies: Sequence[interfaces.Policy]) -> None:
-  """At most one BestCheckpoint (EarlyStopping included) per Trainer: one `best` mark."""
-  kinds = [p for p in policies if isinstance(p, BestCheckpoint)]
-  if len(kinds) > 1:
-    raise errors.ConfigError(
-        f'Trainer: policies {[p.name for p in kinds]} would each mark a best checkpoint; keep one '
-        '(EarlyStopping marks the best checkpoint too).')
-
-
-def stopped_before(policies: Sequence[interfaces.Policy]) -> Optional[str]:
-  """The reason of an EarlyStopping whose (restored) state already says stop, or None: a run
-  that stopped early and is started again with the same command does not train on."""
-  for p in policies:
-    if isinstance(p, EarlyStopping):
-      reason = p.stop_reason()
-      if reason is not None:
-        return reason
-  return None
-
-
-def check_fit(policies: Sequence[interfaces.Policy], metric_names: Sequence[str],
-              has_eval: bool) -> None:
-  """Before training: a BestCheckpoint needs evaluations and a monitor they give."""
-  for p in policies:
-    if isinstance(p, BestCheckpoint):
-      if not has_eval:
-        raise errors.ConfigError(
-            f'{type(p).__name__}({p.monitor!r}) acts on evaluations, but fit has no '
-            'eval_dataset; pass eval_dataset= and eval_every= (train.eval_dataset_fn, '
-            'train.eval_every).')
-      p.check_monitor(available_monitors(metric_names))
+  def already_stopped(self) -> Optional[str]:
+    return self.stop_reason()

@@ -65,7 +65,7 @@ def main(model_dir, out):
   first = make_trainer(strategy, model_dir)
   summary = first.fit(dataset(), num_steps=4)
   n_collectives = collective_ops(
-      first._train_loop.loop_fn.get_concrete_function(first.iterator, tf.constant(2, tf.int64)))  # pylint: disable=protected-access
+      first.controller.loop.loop_fn.get_concrete_function(first.iterator, tf.constant(2, tf.int64)))  # pylint: disable=protected-access
   num_vars = len(first.model.trainable_variables)
 
   # A barrier (one collective): the chief has finished writing its step-4 checkpoint before any

@@ -52,7 +52,7 @@ class KeeperTest(tf.test.TestCase):
     self._save(self.keeper, 1.0, 10)
     # Simulate a crash after the files were written but before the manifest commit.
     self.var.assign(99.0)
-    self.keeper.manager.save(checkpoint_number=50)
+    self.keeper.checkpoint.write(os.path.join(self.dir, "ckpt-50"))
     keeper = self._keeper()
     self.assertEqual([e.step for e in keeper.committed()], [10])
     entry = keeper.restore_latest()
@@ -61,7 +61,7 @@ class KeeperTest(tf.test.TestCase):
 
   def test_files_of_a_crashed_save_are_deleted_after_the_next_commit(self):
     self._save(self.keeper, 1.0, 10)
-    self.keeper.manager.save(checkpoint_number=7)  # Written, never committed (a crash).
+    self.keeper.checkpoint.write(os.path.join(self.dir, 'ckpt-7'))  # Written, never committed (a crash).
     self.assertTrue(any(f.startswith('ckpt-7.') for f in os.listdir(self.dir)))
     keeper = self._keeper()
     self._save(keeper, 2.0, 20)
@@ -192,7 +192,7 @@ class KeeperTest(tf.test.TestCase):
     # So that a crash during the first save (files, no commit) is not read as a deleted manifest.
     with open(os.path.join(self.dir, checkpointing.MANIFEST)) as f:
       self.assertEqual(json.load(f), {'checkpoints': []})
-    self.keeper.manager.save(checkpoint_number=1)  # Written, never committed (a crash).
+    self.keeper.checkpoint.write(os.path.join(self.dir, 'ckpt-1'))  # Written, never committed (a crash).
     keeper = self._keeper()
     self.assertEqual(keeper.committed(), [])
     self.assertEqual(self._save(keeper, 1.0, 10).number, 2)
@@ -248,8 +248,8 @@ class BackgroundWriteTest(tf.test.TestCase):
     snapshot = state.Snapshot(checkpoint)
     self.keeper = checkpointing.CheckpointKeeper(
         checkpoint, self.dir, warn=lambda event, step, **f: self.warnings.append((event, step)),
-        snapshot=snapshot, writer=checkpointing.TracedWriter(checkpoint),
-        snapshot_writer=checkpointing.TracedWriter(tf.train.Checkpoint(v=self.var),
+        snapshot=snapshot, writer=state.TracedWriter(checkpoint),
+        snapshot_writer=state.TracedWriter(tf.train.Checkpoint(v=self.var),
                                                    object_map=snapshot.object_map()),
         on_commit=self.commits.append)
 
@@ -342,88 +342,6 @@ class BackgroundWriteTest(tf.test.TestCase):
     self.var.assign(-1.0)
     self.keeper.restore(third)
     self.assertEqual(float(self.var), 5.0)
-
-
-class TracedWriterTest(tf.test.TestCase):
-
-  def test_same_keys_and_values_as_the_manager_and_restorable(self):
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3),
-                              keras.layers.BatchNormalization(), keras.layers.Dropout(0.5)])
-    optimizer = keras.optimizers.Adam()
-    optimizer.build(model.trainable_variables)
-    optimizer.iterations.assign(7)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
-                                     counters=[tf.Variable(3, dtype=tf.int64)])
-    directory = self.get_temp_dir()
-    eager = tf.train.CheckpointManager(checkpoint, os.path.join(directory, 'eager'),
-                                       max_to_keep=None).save(checkpoint_number=1)
-    writer = checkpointing.TracedWriter(checkpoint)
-    traced = writer(os.path.join(directory, 'ckpt-1'))
-    self.assertLen(tf.io.gfile.glob(traced + '.data-*'), 1)
-    a, b = tf.train.load_checkpoint(eager), tf.train.load_checkpoint(traced)
-    keys = set(a.get_variable_to_shape_map())
-    self.assertEqual(keys, set(b.get_variable_to_shape_map()))
-    self.assertIn('save_counter/.ATTRIBUTES/VARIABLE_VALUE', keys)
-    for key in keys - {'_CHECKPOINTABLE_OBJECT_GRAPH', 'save_counter/.ATTRIBUTES/VARIABLE_VALUE'}:
-      self.assertTrue(np.array_equal(a.get_tensor(key), b.get_tensor(key)), key)
-    # Later writes take the values of the moment (the trace reads the variables, not constants).
-    model.layers[0].kernel.assign(tf.ones([4, 3]))
-    again = writer(os.path.join(directory, 'ckpt-2'))
-    model.layers[0].kernel.assign(tf.zeros([4, 3]))
-    status = tf.train.Checkpoint(model=model, optimizer=optimizer,
-                                 counters=[tf.Variable(0, dtype=tf.int64)]).restore(again)
-    status.assert_existing_objects_matched()
-    self.assertAllEqual(model.layers[0].kernel, tf.ones([4, 3]))
-
-
-# Holds the run lock of argv[1] until stdin closes (then releases it), or dies holding it.
-_HOLDER = r"""
-import os, sys
-from stable_train import checkpointing
-lock = checkpointing.RunLock(sys.argv[1]).acquire()
-print('locked', flush=True)
-if sys.argv[2] == 'die':
-  os._exit(137)
-sys.stdin.read()
-lock.release()
-"""
-
-
-class RunLockTest(tf.test.TestCase):
-
-  def _holder(self, model_dir, mode):
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-               TF_CPP_MIN_LOG_LEVEL='3')
-    proc = subprocess.Popen([sys.executable, '-c', _HOLDER, model_dir, mode], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    self.addCleanup(lambda: (proc.kill(), proc.wait(), proc.stdin.close(), proc.stdout.close()))
-    self.assertEqual(proc.stdout.readline().strip(), 'locked')
-    return proc
-
-  def test_a_live_holder_is_named_and_a_dead_one_taken_over(self):
-    model_dir = self.get_temp_dir()
-    live = self._holder(model_dir, 'hold')
-    with self.assertRaisesRegex(errors.ModelDirBusyError,
-                                rf'in use by pid {live.pid} on host \S+; wait'):
-      checkpointing.RunLock(model_dir).acquire()
-    live.stdin.close()
-    live.wait(timeout=60)  # Released cleanly: nothing to take over.
-    lock = checkpointing.RunLock(model_dir).acquire()
-    self.assertIsNone(lock.taken_over)
-    lock.release()
-
-    dead = self._holder(model_dir, 'die')
-    dead.wait(timeout=60)
-    lock = checkpointing.RunLock(model_dir).acquire()
-    self.assertEqual(lock.taken_over['pid'], dead.pid)
-    again = checkpointing.RunLock(model_dir).acquire()  # Re-entrant in one process.
-    again.release()
-    with open(lock.path) as f:
-      self.assertEqual(json.load(f)['pid'], os.getpid())
-    lock.release()
-    with open(lock.path) as f:
-      self.assertEqual(f.read(), '')
 
 
 if __name__ == '__main__':

@@ -1,10 +1,18 @@
-"""Tests for stable_train.compat: each private TF/Keras internal is where the code expects it."""
+"""Tests for stable_train.compat: each private TF/Keras internal is where the code expects it, and
+no other module reaches one."""
+
+import os
+import re
 
 from absl.testing import parameterized
 import keras
 import tensorflow as tf
 
 from stable_train import compat
+
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'stable_train')
+# Another object's underscored attribute (`x._y`), not the object's own (`self._y`, `cls._y`).
+FOREIGN_PRIVATE = re.compile(r'(?<![\w.])(?!self\b|cls\b)\w+(\(\))?\._[a-z]\w*')
 
 
 class FeatureTest(tf.test.TestCase, parameterized.TestCase):
@@ -38,6 +46,34 @@ class FeatureTest(tf.test.TestCase, parameterized.TestCase):
     point = collections.namedtuple('Point', ['x', 'y'])(1, 2)
     self.assertEqual(tuple(compat.namedtuple_fields(point)), ('x', 'y'))
     self.assertIsNone(compat.namedtuple_fields((1, 2)))
+
+
+class OnlyCompatReachesInternalsTest(tf.test.TestCase):
+
+  def _offending_lines(self):
+    found = []
+    for root, _, files in os.walk(PACKAGE):
+      for name in sorted(files):
+        path = os.path.join(root, name)
+        if not name.endswith('.py') or os.path.samefile(path, compat.__file__):
+          continue
+        with open(path, encoding='utf-8') as f:
+          for number, line in enumerate(f, 1):
+            code = line.split('#', 1)[0]
+            if ('tensorflow.python' in code or 'keras.src' in code
+                or FOREIGN_PRIVATE.search(code)):
+              found.append(f'{os.path.relpath(path, PACKAGE)}:{number}: {line.strip()}')
+    return found
+
+  def test_no_module_but_compat_imports_or_reads_private_internals(self):
+    self.assertEqual(self._offending_lines(), [])
+
+  def test_the_pattern_finds_a_foreign_private_read(self):
+    self.assertTrue(FOREIGN_PRIVATE.search('x = optimizer._learning_rate'))
+    self.assertTrue(FOREIGN_PRIVATE.search('t._build(dataset)'))
+    self.assertFalse(FOREIGN_PRIVATE.search('self._writer = writer'))
+    self.assertFalse(FOREIGN_PRIVATE.search('path = os.path.join(root, name)'))
+    self.assertFalse(FOREIGN_PRIVATE.search('cls._held[key] = 1'))
 
 
 if __name__ == '__main__':

@@ -14,12 +14,12 @@ from stable_train import checkpointing
 from stable_train import diagnostics
 from stable_train import errors
 from stable_train import events
-from stable_train import faults
 from stable_train import forensics
 from stable_train import interfaces
 from stable_train import policies
 from stable_train import recovery
 from stable_train import trainer as trainer_lib
+from stable_train.testing import faults
 
 FEATURES = 8
 
@@ -161,7 +161,7 @@ class ControllerTest(tf.test.TestCase):
     # Each policy's action happened, through execute.
     self.assertContainsSubset({'fault_injected', 'forensics', 'rollback', 'lr_restored'}, events)
     self.assertIsNotNone(summary['init_check']['output_rms'])  # The model ran, in execute.
-    self.assertContainsSubset({('faults', interfaces.ACT), ('forensics', interfaces.ACT),
+    self.assertContainsSubset({('forensics', interfaces.ACT),
                                ('check_numerics', interfaces.ACT),
                                ('init_check', interfaces.ACT), ('rollback', interfaces.ACT),
                                ('skip_non_finite', interfaces.ESCALATE)}, set(kinds))

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from stable_train import data
 from stable_train import errors
+from stable_train import eval_action
 from stable_train import events
 from stable_train import evaluation
 from stable_train import models
@@ -200,18 +201,16 @@ class EvalDivergenceTest(tf.test.TestCase):
     self.assertIn('eval loss nan is non-finite', summary['reason'])
 
   def test_factor_times_the_best(self):
-    t = make_trainer(eval_divergence_factor=3.0)
-    c = t._controller  # pylint: disable=protected-access
-    self.assertIsNone(c.eval_divergence({'step': 1, 'loss': 1.0}))
-    self.assertIsNone(c.eval_divergence({'step': 2, 'loss': 2.9}))
-    decision = c.eval_divergence({'step': 3, 'loss': 3.5})
+    c = eval_action.EvalDivergence(make_trainer(eval_divergence_factor=3.0).eval_divergence_factor)
+    self.assertIsNone(c.check({'step': 1, 'loss': 1.0}))
+    self.assertIsNone(c.check({'step': 2, 'loss': 2.9}))
+    decision = c.check({'step': 3, 'loss': 3.5})
     self.assertEqual((decision.action, decision.trigger), ('escalate', 'eval_divergence'))
-    self.assertEqual(c.best_eval_loss, 1.0)
-    t2 = make_trainer(eval_divergence_factor=None)
-    c2 = t2._controller  # pylint: disable=protected-access
-    self.assertIsNone(c2.eval_divergence({'step': 1, 'loss': 1.0}))
-    self.assertIsNone(c2.eval_divergence({'step': 2, 'loss': 100.0}))
-    self.assertIsNotNone(c2.eval_divergence({'step': 3, 'loss': float('inf')}))
+    self.assertEqual(c.best, 1.0)
+    c2 = eval_action.EvalDivergence(make_trainer(eval_divergence_factor=None).eval_divergence_factor)
+    self.assertIsNone(c2.check({'step': 1, 'loss': 1.0}))
+    self.assertIsNone(c2.check({'step': 2, 'loss': 100.0}))
+    self.assertIsNotNone(c2.check({'step': 3, 'loss': float('inf')}))
 
   def test_bad_factor_is_a_config_error(self):
     for bad in (1.0, 0, '3', True):

@@ -10,10 +10,10 @@ import tensorflow as tf
 
 from stable_train import errors
 from stable_train import events
-from stable_train import faults
 from stable_train import forensics
 from stable_train import policies
 from stable_train import trainer as trainer_lib
+from stable_train.testing import faults
 
 FEATURES = 8
 

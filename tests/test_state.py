@@ -371,7 +371,7 @@ def checkpointed_state(trainer):
   """Every variable the run's checkpoint holds (model, optimizer slots and iterations, counters,
   learning-rate scale, policy variables, random states), as numpy, in object-graph order."""
   values = []
-  checkpoint = tf.train.Checkpoint(**trainer._checkpoint_objects())  # pylint: disable=protected-access
+  checkpoint = tf.train.Checkpoint(**trainer.controller.checkpoint_objects())  # pylint: disable=protected-access
   for node in tf.train.TrackableView(checkpoint).descendants():
     variable = getattr(node, 'value', node) if isinstance(node, keras.Variable) else node
     if isinstance(variable, tf.Variable):
@@ -505,6 +505,42 @@ class TrainStateTest(tf.test.TestCase):
     for name, _, _ in state_lib.COUNTERS:
       self.assertIs(getattr(trainer, name), getattr(trainer.state, name))
     self.assertIs(trainer.lr_scale, trainer.state.lr_scale)
+
+
+class TracedWriterTest(tf.test.TestCase):
+
+  def test_same_keys_and_values_as_the_manager_and_restorable(self):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3),
+                              keras.layers.BatchNormalization(), keras.layers.Dropout(0.5)])
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    optimizer.iterations.assign(7)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     counters=[tf.Variable(3, dtype=tf.int64)])
+    directory = self.get_temp_dir()
+    eager = tf.train.CheckpointManager(checkpoint, os.path.join(directory, 'eager'),
+                                       max_to_keep=None).save(checkpoint_number=1)
+    writer = state_lib.TracedWriter(checkpoint)
+    traced = writer(os.path.join(directory, 'ckpt-1'))
+    self.assertLen(tf.io.gfile.glob(traced + '.data-*'), 1)
+    a, b = tf.train.load_checkpoint(eager), tf.train.load_checkpoint(traced)
+    keys = set(a.get_variable_to_shape_map())
+    self.assertEqual(keys, set(b.get_variable_to_shape_map()))
+    self.assertIn('save_counter/.ATTRIBUTES/VARIABLE_VALUE', keys)
+    for key in keys - {'_CHECKPOINTABLE_OBJECT_GRAPH', 'save_counter/.ATTRIBUTES/VARIABLE_VALUE'}:
+      self.assertTrue(np.array_equal(a.get_tensor(key), b.get_tensor(key)), key)
+    # Later writes take the values of the moment (the trace reads the variables, not constants).
+    model.layers[0].kernel.assign(tf.ones([4, 3]))
+    again = writer(os.path.join(directory, 'ckpt-2'))
+    model.layers[0].kernel.assign(tf.zeros([4, 3]))
+    status = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                 counters=[tf.Variable(0, dtype=tf.int64)]).restore(again)
+    status.assert_existing_objects_matched()
+    self.assertAllEqual(model.layers[0].kernel, tf.ones([4, 3]))
+
+
+# Holds the run lock of argv[1] until stdin closes (then releases it), or dies holding it.
 
 
 if __name__ == '__main__':

@@ -277,7 +277,7 @@ class LoopTest(tf.test.TestCase):
     t = make_trainer(steps_per_loop=3)
     t.fit(make_data(num_batches=20), num_steps=10)  # Loops of 3, 3, 3 and 1 steps.
     t.fit(make_data(num_batches=20, seed=3), num_steps=17)
-    self.assertEqual(t._train_loop.loop_fn.experimental_get_tracing_count(), 1)  # pylint: disable=protected-access
+    self.assertEqual(t.controller.loop.loop_fn.experimental_get_tracing_count(), 1)  # pylint: disable=protected-access
 
   def test_dataset_end_stops_the_run(self):
     t = make_trainer(steps_per_loop=4)
@@ -376,7 +376,7 @@ class CheckpointTest(tf.test.TestCase):
     iterator = iter(data)
     for _ in range(10):
       next(iterator)
-    old = tf.train.Checkpoint(iterator=iterator, **first._checkpoint_objects())  # pylint: disable=protected-access
+    old = tf.train.Checkpoint(iterator=iterator, **first.controller.checkpoint_objects())  # pylint: disable=protected-access
     old.save_counter  # pylint: disable=pointless-statement  (a manager's save creates it)
     for name in tf.io.gfile.glob(prefix + '.*'):
       os.remove(name)

@@ -1,43 +1,16 @@
-"""Host-side pieces of the outer loop: resolving policy decisions, recording a loop of reports,
-and turning SIGTERM/SIGINT into a clean stop."""
+"""The loop recorder: one loop of step reports written out as `skip` events, TensorBoard scalars
+and progress lines."""
 
-import contextlib
 import logging
 import math
-import signal
 import time
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional
 
 import numpy as np
 
-from stable_train import interfaces
+from stable_train import reports as reports_lib
 
 log = logging.getLogger('stable_train')
-
-
-def resolve(decisions: Sequence[interfaces.Decision], policies: Sequence[interfaces.Policy],
-            context) -> interfaces.Decision:
-  """One decision from the policies' decisions: abort > escalation > rollback > continue.
-
-  An escalation goes to the first policy that handles it (`handle_escalation`, e.g. Rollback);
-  one that no policy handles stops the run. ACT decisions are not resolved (none outranks
-  another): the controller carries out each one itself, before this one.
-  """
-  for d in decisions:
-    if d.action == interfaces.ABORT:
-      return d
-  for d in decisions:
-    if d.action == interfaces.ESCALATE:
-      for p in policies:
-        handled = p.handle_escalation(d, context)
-        if handled is not None:
-          return handled
-      return interfaces.Decision(action=interfaces.ABORT, reason=d.reason, trigger=d.trigger,
-                                 step=d.step)
-  for d in decisions:
-    if d.action == interfaces.ROLLBACK:
-      return d
-  return interfaces.Decision()
 
 
 class LoopRecorder:
@@ -74,7 +47,7 @@ class LoopRecorder:
     self._counted = 0  # Steps of the current loop already counted into `_steps`.
     self._time = time.perf_counter()
 
-  def record(self, reports: interfaces.StepReports, skipped_total: int) -> None:
+  def record(self, reports: reports_lib.StepReports, skipped_total: int) -> None:
     """Args: reports: one loop's reports; skipped_total: the skip counter after the loop."""
     n = reports.num_steps
     if n and reports.clean() and not self._due(int(reports.step[0]), int(reports.step[-1])):
@@ -113,7 +86,7 @@ class LoopRecorder:
                    loss=reports.loss[i], grad_norm=reports.grad_norm[i])
       if fault or summary_due[i]:
         values = {f.scalar: float(getattr(reports, f.name)[i])
-                  for f in interfaces.REPORT_FIELDS if f.scalar}
+                  for f in reports_lib.REPORT_FIELDS if f.scalar}
         values.update(skipped_steps=float(skipped_after[i]), skipped=float(skipped[i]))
         self._scalars.write(step, values)
       if not skipped[i] and np.isfinite(reports.loss[i]):
@@ -122,20 +95,7 @@ class LoopRecorder:
         self._steps += i + 1 - self._counted
         self._counted = i + 1
       if self._verbose and log_due[i]:
-        now = time.perf_counter()
-        rate = self._steps / (now - self._time) if self._steps else None
-        if self._loops:
-          self._steps, self._time = 0, now
-        shown = ''.join(f'  {name} {value:.4g}' for name, value in metrics.items())
-        mean = np.mean(self._window_losses) if self._window_losses else float('nan')
-        self._window_losses = []
-        epoch = self._epoch_of(step) if self._epoch_of is not None else None
-        log.info('step %d%s%s  loss %.5g  grad_norm %.4g  %s  skips %d%s', step,
-                 self._progress(step, rate),
-                 f'  epoch {epoch}/{self._num_epochs}' if epoch is not None else '',
-                 mean, reports.grad_norm[i],
-                 f'{rate:.1f} steps/s' if rate else '- steps/s (tracing)',
-                 int(skipped_after[i]), shown)
+        self._progress_line(step, float(reports.grad_norm[i]), int(skipped_after[i]), metrics)
       if metrics and log_due[i]:
         self._scalars.write(step, {f'metrics/{k}': v for k, v in metrics.items()})
     self._add_window_losses(reports, skipped, start, n)
@@ -145,6 +105,22 @@ class LoopRecorder:
       if self._reset_metrics is not None:
         self._reset_metrics()
         self._applied_since_reset = 0
+
+  def _progress_line(self, step: int, grad_norm: float, skips: int, metrics) -> None:
+    """Logs one progress line: the mean loss of the window since the last one, steps/s, ETA."""
+    now = time.perf_counter()
+    rate = self._steps / (now - self._time) if self._steps else None
+    if self._loops:
+      self._steps, self._time = 0, now
+    shown = ''.join(f'  {name} {value:.4g}' for name, value in metrics.items())
+    mean = np.mean(self._window_losses) if self._window_losses else float('nan')
+    self._window_losses = []
+    epoch = self._epoch_of(step) if self._epoch_of is not None else None
+    log.info('step %d%s%s  loss %.5g  grad_norm %.4g  %s  skips %d%s', step,
+             self._progress(step, rate),
+             f'  epoch {epoch}/{self._num_epochs}' if epoch is not None else '',
+             mean, grad_norm, f'{rate:.1f} steps/s' if rate else '- steps/s (tracing)', skips,
+             shown)
 
   def _due(self, first: int, last: int) -> bool:
     """Whether a summary or progress step lies in the consecutive steps [first, last]."""
@@ -183,31 +159,3 @@ class LoopRecorder:
     if self._metrics is not None and self._applied_since_reset:
       return self._metrics()
     return dict(self.last_metrics)
-
-
-class StopSignals:
-  """Holds the SIGTERM/SIGINT received while active (`received`), instead of dying mid-step."""
-
-  def __init__(self):
-    self.received: Optional[int] = None
-
-  @contextlib.contextmanager
-  def catching(self):
-    """Installs the handlers (main thread only) and restores the previous ones on exit."""
-    previous = {}
-
-    def handler(signum, frame):
-      del frame
-      if self.received is None:  # The first signal is the cause; a repeat changes nothing.
-        self.received = signum
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-      try:
-        previous[sig] = signal.signal(sig, handler)
-      except ValueError:  # Not the main thread: leave signals alone.
-        pass
-    try:
-      yield self
-    finally:
-      for sig, h in previous.items():
-        signal.signal(sig, h)

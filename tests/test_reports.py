@@ -1,4 +1,4 @@
-"""Tests for stable_train.interfaces: the one fault predicate and offending-tensor description."""
+"""Tests for stable_train.reports: the one fault predicate and offending-tensor description."""
 
 import itertools
 
@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from stable_train import interfaces
 from stable_train import provenance
+from stable_train import reports
 
 VARIABLES = ['net/dense_0/kernel', 'net/dense_0/bias', 'net/dense_1/kernel']
 INPUTS = ['features', 'labels']
@@ -103,6 +104,24 @@ def test_step_reports_is_still_a_dataclass():
   changed = dataclasses.replace(reports, loss=np.array([np.nan, 1.]))
   assert changed.fault(0) == 'loss' or not np.isfinite(changed.loss[0])
   assert 'loss' in dataclasses.asdict(reports)
+
+
+def test_packed_reports_unpack_to_exact_typed_columns():
+  # The loop packs every report field into one float64 row per step; the host unpacks them.
+  dtypes = reports.report_dtypes(tf.float64)
+  rows = []
+  for i in range(3):
+    row = {k: (2**52 + i if k == 'step' else 3e40 * (i + 1) if k == 'loss' else
+               np.float32(0.1) if d == tf.float32 else (i == 1) if d == tf.bool else -1 + i)
+           for k, d in dtypes.items()}
+    rows.append(reports.pack_report({k: tf.constant(v, dtypes[k]) for k, v in row.items()},
+                                    dtypes).numpy())
+  columns = reports.unpack_reports(np.array(rows, np.float64), dtypes)
+  assert columns['step'].dtype == np.int64 and columns['step'][2] == 2**52 + 2
+  assert columns['loss'][1] == 6e40
+  assert columns['applied'].dtype == np.bool_ and columns['applied'].tolist() == [False, True, False]
+  assert columns['learning_rate'].dtype == np.float32 and columns['learning_rate'][0] == np.float32(0.1)
+  assert columns['first_bad_grad'].dtype == np.int32 and columns['first_bad_grad'].tolist() == [-1, 0, 1]
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""Tests for stable_train.step: the pure guard and the cross-replica aggregation."""
+"""Tests for stable_train.guard: the pure guard and the cross-replica aggregation."""
 
 from unittest import mock
 
@@ -8,7 +8,8 @@ import tensorflow as tf
 from stable_train import interfaces
 from stable_train import numerics
 from stable_train import policies
-from stable_train import step
+from stable_train import guard
+from stable_train import reports
 
 
 class Scale(interfaces.Policy):
@@ -30,16 +31,16 @@ class Spy(interfaces.Policy):
     self.seen = {}
 
   def transform_gradients(self, grads, stats):
-    self.seen['transform'] = {k: stats[k] for k in step.MEASURED_STATS}
+    self.seen['transform'] = {k: stats[k] for k in guard.MEASURED_STATS}
     return grads
 
   def allow_update(self, stats):
-    self.seen['allow'] = {k: stats[k] for k in step.MEASURED_STATS}
+    self.seen['allow'] = {k: stats[k] for k in guard.MEASURED_STATS}
     return None
 
 
 def _guard(grads, loss=1.0, inputs_bad=(0.0, 0.0), outputs_bad=0.0, policies_=()):
-  return step.guard([tf.constant(g, tf.float32) for g in grads], tf.constant(loss),
+  return guard.guard([tf.constant(g, tf.float32) for g in grads], tf.constant(loss),
                     tf.constant(inputs_bad), tf.constant(outputs_bad), list(policies_),
                     ['a', 'b'], xla=False)
 
@@ -54,7 +55,7 @@ class GuardTest(tf.test.TestCase):
     self.assertAllClose(report['clipped_grad_norm'], 1.0)
     self.assertAllClose(grads, [[0.6], [0.8]])
     self.assertEqual(int(report['first_bad_grad']), -1)
-    self.assertEqual(set(report) - {'grad_finite_flags'}, set(step.REPORT_DTYPES) - {
+    self.assertEqual(set(report) - {'grad_finite_flags'}, set(reports.REPORT_DTYPES) - {
         'step', 'learning_rate'})
 
   def test_non_finite_gradient_vetoed_by_skip_policy_only(self):
@@ -141,14 +142,14 @@ class GuardTest(tf.test.TestCase):
 
   def test_aggregate_leaves_one_replica_alone(self):
     grads = [tf.constant([1.0, 2.0])]
-    out = step.aggregate(grads, tf.constant(3.0), tf.constant([0.0, 1.0]), tf.constant(2.0), 1)
+    out = guard.aggregate(grads, tf.constant(3.0), tf.constant([0.0, 1.0]), tf.constant(2.0), 1)
     self.assertIs(out[0], grads)
     self.assertAllClose(out[1], 3.0)  # Not divided by a replica count, not reduced.
     self.assertAllClose(out[2], [0.0, 1.0])
     self.assertAllClose(out[3], 2.0)
     # Under a one-replica strategy the same holds inside strategy.run (no collective needed).
     strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
-    result = strategy.run(lambda: step.aggregate(
+    result = strategy.run(lambda: guard.aggregate(
         [tf.constant([4.0])], tf.constant(3.0), tf.constant([1.0]), tf.constant(0.0),
         strategy.num_replicas_in_sync))
     self.assertAllClose(result[0][0], [4.0])
@@ -162,7 +163,7 @@ class GuardTest(tf.test.TestCase):
 
     def replica():
       r = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
-      return step.aggregate([tf.fill([2], r)], r * 10.0, tf.stack([r, 0.0]), r, 2)
+      return guard.aggregate([tf.fill([2], r)], r * 10.0, tf.stack([r, 0.0]), r, 2)
 
     grads, loss, inputs_bad, outputs_bad = strategy.run(replica)
     for value in strategy.experimental_local_results(grads[0]):
@@ -174,21 +175,3 @@ class GuardTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
-
-
-def test_packed_reports_unpack_to_exact_typed_columns():
-  # The loop packs every report field into one float64 row per step; the host unpacks them.
-  from stable_train import loop as loop_lib  # pylint: disable=g-import-not-at-top
-  dtypes = step.report_dtypes(tf.float64)
-  rows = []
-  for i in range(3):
-    row = {k: (2**52 + i if k == 'step' else 3e40 * (i + 1) if k == 'loss' else
-               np.float32(0.1) if d == tf.float32 else (i == 1) if d == tf.bool else -1 + i)
-           for k, d in dtypes.items()}
-    rows.append([float(row[k]) for k in loop_lib.report_layout(dtypes)])
-  columns = loop_lib.unpack_reports(np.array(rows, np.float64), dtypes)
-  assert columns['step'].dtype == np.int64 and columns['step'][2] == 2**52 + 2
-  assert columns['loss'][1] == 6e40
-  assert columns['applied'].dtype == np.bool_ and columns['applied'].tolist() == [False, True, False]
-  assert columns['learning_rate'].dtype == np.float32 and columns['learning_rate'][0] == np.float32(0.1)
-  assert columns['first_bad_grad'].dtype == np.int32 and columns['first_bad_grad'].tolist() == [-1, 0, 1]

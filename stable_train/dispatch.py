@@ -1,0 +1,160 @@
+"""The one place that turns the policies' decisions, and the faults the run finds itself, into what
+happens next: go on, a policy's action, a rollback, an early stop or an abort.
+
+Deciding is pure (`Policy.decide` / `decide_eval` / `handle_escalation` read reports and a
+`PolicyContext`); carrying out is `Policy.execute(decision, run)` with the `RunHandle`. Precedence
+of the resolved decision: abort > escalation (to the first policy that handles it, else an abort)
+> rollback > continue. ACT decisions are not resolved: each is carried out, in policy order, before
+the resolved one.
+"""
+
+import dataclasses
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from stable_train import interfaces
+from stable_train import outcome as outcome_lib
+
+Decision = interfaces.Decision
+
+
+def resolve(decisions: Sequence[Decision], policies: Sequence[interfaces.Policy],
+            context) -> Decision:
+  """One decision from the policies' (non-ACT) decisions: abort > escalation > rollback >
+  continue. An escalation goes to the first policy that handles it (`handle_escalation`, e.g.
+  Rollback); one that no policy handles stops the run."""
+  for d in decisions:
+    if d.action == interfaces.ABORT:
+      return d
+  for d in decisions:
+    if d.action == interfaces.ESCALATE:
+      for p in policies:
+        handled = p.handle_escalation(d, context)
+        if handled is not None:
+          return handled
+      return Decision(action=interfaces.ABORT, reason=d.reason, trigger=d.trigger, step=d.step)
+  for d in decisions:
+    if d.action == interfaces.ROLLBACK:
+      return d
+  return Decision()
+
+
+class Dispatcher:
+  """Asks the policies, resolves, and carries out through the run handle."""
+
+  def __init__(self, *, policies: Sequence[interfaces.Policy], run: interfaces.RunHandle,
+               context: Callable[[], interfaces.PolicyContext],
+               mark_fault: Callable[[int], None]):
+    """Initialises the dispatcher.
+
+    Args:
+      policies: the run's policies, in order.
+      run: the handle every `execute` gets.
+      context: builds the read-only view the policies decide from (built only when asked).
+      mark_fault: records a fault at a global step (no checkpoint near it is marked good).
+    """
+    self._policies = list(policies)
+    self._by_name = {p.name: p for p in self._policies}
+    self._run = run
+    self._context = context
+    self._mark_fault = mark_fault
+    self.acted = False  # Whether the last `after_loop` carried anything out.
+
+  def decide(self, reports) -> Tuple[List[Decision], Decision]:
+    """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one).
+
+    A policy that does not override `decide` is not asked, nor, on a clean loop (every step
+    applied, none faulty or an overflow), one whose `decides_on_clean_loops` is False; the
+    context is built only when some policy is asked.
+    """
+    clean = reports.clean()
+    asked = [p for p in self._policies
+             if type(p).decide is not interfaces.Policy.decide
+             and (p.decides_on_clean_loops or not clean)]
+    if not asked:
+      return [], Decision()
+    context = self._context()
+    decisions = []
+    for p in asked:
+      d = p.decide(reports, context)
+      if d is not None and d.action == interfaces.STOP:
+        raise ValueError(f'{p.name}.decide returned action={d.action!r}: a stop comes from '
+                         'decide_eval (after an evaluation); from decide, ABORT stops the run.')
+      if d is not None:
+        # A decision names the policy that carries it out; by default the one that made it.
+        decisions.append(d if d.policy else dataclasses.replace(d, policy=p.name))
+    acts = [d for d in decisions if d.action == interfaces.ACT]
+    return acts, resolve([d for d in decisions if d.action != interfaces.ACT], self._policies,
+                         context)
+
+  def after_loop(self, reports) -> Optional[outcome_lib.Outcome]:
+    """Decides on one loop of reports and carries it out; an Outcome when the run must end."""
+    acts, decision = self.decide(reports)
+    self.acted = bool(acts) or decision.action != interfaces.CONTINUE
+    step = int(reports.step[-1])
+    for act in acts:  # Every policy's own action, in policy order, whatever comes next.
+      stop = self._by_name[act.policy].execute(act, self._run)
+      if stop is not None:
+        return self.abort(stop, act.trigger or act.policy, step)
+    if decision.action == interfaces.ABORT:
+      return self.abort(decision.reason, decision.trigger, step)
+    stop = self._execute(decision)
+    return None if stop is None else self.abort(stop, decision.trigger, step)
+
+  def carry_out(self, fault: Decision) -> Optional[outcome_lib.Outcome]:
+    """Resolves a fault the run found itself (an eval divergence, checkpoints refused in a row)
+    as a policy's escalation: a Rollback takes it over, or the run aborts."""
+    decision = resolve([fault], self._policies, self._context())
+    stop = decision.reason if decision.action == interfaces.ABORT else self._execute(decision)
+    return None if stop is None else self.abort(stop, fault.trigger, fault.step)
+
+  def after_eval(self, values, final: bool = False) -> Optional[outcome_lib.Outcome]:
+    """Every policy's `decide_eval` on one evaluation, carried out in policy order: None to go on,
+    STOPPED_EARLY after a STOP (dropped at the `final` evaluation: the run ends anyway), or
+    ABORTED when an execute says so."""
+    context = self._context()
+    decisions = []
+    for p in self._policies:
+      d = p.decide_eval(values, context)
+      if d is None:
+        continue
+      if d.action not in (interfaces.ACT, interfaces.STOP):
+        raise ValueError(f'{p.name}.decide_eval returned action={d.action!r}; an evaluation '
+                         'decision is ACT or STOP.')
+      decisions.append(d if d.policy else dataclasses.replace(d, policy=p.name))
+    stopped = None
+    for d in decisions:
+      if d.action == interfaces.STOP and final:
+        continue
+      stop = self._by_name[d.policy].execute(d, self._run)
+      if stop is not None:
+        return self.abort(stop, d.trigger or d.policy, d.step)
+      if d.action == interfaces.STOP and stopped is None:
+        stopped = outcome_lib.Outcome(outcome_lib.Status.STOPPED_EARLY, reason=d.reason,
+                                      trigger=d.trigger)
+    return stopped
+
+  def already_stopped(self) -> Optional[outcome_lib.Outcome]:
+    """STOPPED_EARLY when a policy's restored state says the run stopped before (the same command
+    again after an early stop trains no more); None otherwise."""
+    for p in self._policies:
+      reason = p.already_stopped()
+      if reason is not None:
+        return outcome_lib.Outcome(outcome_lib.Status.STOPPED_EARLY, reason=reason)
+    return None
+
+  def abort(self, reason: str, trigger: str, step: int) -> outcome_lib.Outcome:
+    """Records an abort (the `abort` event) and returns its Outcome."""
+    self._run.emit('abort', step, reason=reason, trigger=trigger)
+    return outcome_lib.aborted(reason, trigger)
+
+  def _execute(self, decision: Decision) -> Optional[str]:
+    """Carries out a resolved non-abort decision through the policy named in it; returns an abort
+    reason or None to go on."""
+    if decision.action == interfaces.CONTINUE:
+      return None
+    mark = max(decision.step, self._run.step)
+    stop = self._by_name[decision.policy].execute(decision, self._run)
+    # Marked after executing: a rollback restores last_fault_step with the checkpoint (from
+    # before the fault), which would otherwise let the next checkpoints be marked good.
+    self._mark_fault(mark)
+    return stop

@@ -1,0 +1,104 @@
+"""Evaluation during a run: the cadence (`EvalAction`), the eval-divergence fault and the policies'
+`decide_eval` on each result."""
+
+import logging
+import math
+from typing import Any, Callable, Dict, Optional
+
+from stable_train import events as events_lib
+from stable_train import interfaces
+from stable_train import outcome as outcome_lib
+from stable_train import stopping
+
+log = logging.getLogger('stable_train')
+
+
+class EvalDivergence:
+  """An evaluation whose loss is non-finite, or above `factor` times the best eval loss of this
+  fit so far, is a fault (trigger `eval_divergence`); None: only a non-finite one."""
+
+  def __init__(self, factor: Optional[float]):
+    self.factor = factor
+    self.best: Optional[float] = None
+
+  def check(self, result: Dict[str, Any]) -> Optional[interfaces.Decision]:
+    """An ESCALATE decision for a diverged evaluation; None (and the best updated) otherwise."""
+    loss, best, factor = result['loss'], self.best, self.factor
+    if not math.isfinite(loss):
+      why = f'eval loss {loss} is non-finite'
+    elif best is not None and factor is not None and loss > factor * max(best, 1e-12):
+      why = f'eval loss {loss:.5g} is above {factor:g} x the best {best:.5g}'
+    else:
+      self.best = loss if best is None else min(best, loss)
+      return None
+    return interfaces.Decision(action=interfaces.ESCALATE, trigger='eval_divergence',
+                               step=result['step'], reason=why)
+
+
+class EvalAction:
+  """Evaluates every `every` steps (when the global step crosses a multiple of it, at loop ends)
+  and at the end of a run that ended normally; a divergence goes to the dispatcher as a fault,
+  any other result to the policies' `decide_eval`."""
+
+  def __init__(self, *, evaluator, dataset, every: Optional[int], steps: Optional[int],
+               trainer, dispatcher, scalars: events_lib.Scalars,
+               train_metrics: Callable[[], Dict[str, float]], start_step: int):
+    """Args: evaluator: the `evaluation.Evaluator`; dataset, every, steps: fit's eval arguments;
+    trainer: the Trainer (emit, verbose, eval_divergence_factor); dispatcher: the run's
+    `dispatch.Dispatcher`; scalars: the eval TensorBoard run; train_metrics: () -> the training
+    metrics' latest window; start_step: the step the fit starts at."""
+    self._evaluator = evaluator
+    self._dataset, self._every, self._steps = dataset, every, steps
+    self._trainer = trainer
+    self._dispatch = dispatcher
+    self._scalars = scalars
+    self._train_metrics = train_metrics
+    self._divergence = EvalDivergence(trainer.eval_divergence_factor)
+    self._last_step = start_step
+    self.last: Optional[Dict[str, Any]] = None  # The last evaluation's result.
+
+  def due(self, step: int) -> bool:
+    self._last_step = min(self._last_step, step)  # A rollback moved the step back.
+    return self._every is not None and step // self._every > self._last_step // self._every
+
+  def run(self, step: int) -> Optional[outcome_lib.Outcome]:
+    """Evaluates; a divergence is carried out as a fault, else the policies decide on it."""
+    result = self.evaluate(step)
+    self._last_step = step
+    diverged = self._divergence.check(result)
+    if diverged is not None:  # A fault like any other: a Rollback acts on it.
+      return self._dispatch.carry_out(diverged)
+    return self._dispatch.after_eval(self._values(result))
+
+  def final(self, step: int) -> Optional[outcome_lib.Outcome]:
+    """The end-of-run evaluation (unless this step was just evaluated); a divergence leaves the
+    final checkpoint not good (no steps are left to recover in); a STOP is dropped."""
+    if self.last is not None and self.last['step'] == step:
+      return None
+    result = self.evaluate(step)
+    diverged = self._divergence.check(result)
+    if diverged is None:
+      return self._dispatch.after_eval(self._values(result), final=True)
+    self._trainer.last_fault_step.assign(step)
+    self._trainer.emit('eval_divergence', step, reason=diverged.reason,
+                       handled='final checkpoint not good')
+    return None
+
+  def evaluate(self, step: int) -> Dict[str, Any]:
+    """Evaluates on the fit's eval data; records it (event, log line, eval TensorBoard run)."""
+    t = self._trainer
+    result = dict(step=step, **self._evaluator.evaluate(self._dataset, self._steps))
+    self.last = result
+    t.emit('eval', step, loss=result['loss'], batches=result['batches'],
+           metrics=result['metrics'])
+    if t.verbose:
+      shown = ''.join(f'  {k} {v:.4g}' for k, v in result['metrics'].items())
+      log.info('step %d  eval loss %.5g%s  (%d batches)', step, result['loss'], shown,
+               result['batches'])
+    values = {'loss': result['loss']}
+    values.update({f'metrics/{k}': v for k, v in result['metrics'].items()})
+    self._scalars.write(step, values)
+    return result
+
+  def _values(self, result: Dict[str, Any]) -> Dict[str, float]:
+    return stopping.monitored_values(result, self._train_metrics())

@@ -1,0 +1,71 @@
+"""Tests for stable_train.runlock: one live process per model_dir, a killed holder taken over."""
+
+import json
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+from stable_train import errors
+from stable_train import runlock
+
+_HOLDER = r"""
+import os, sys
+from stable_train import runlock
+lock = runlock.RunLock(sys.argv[1]).acquire()
+print('locked', flush=True)
+if sys.argv[2] == 'die':
+  os._exit(137)
+sys.stdin.read()
+lock.release()
+"""
+
+
+
+class RunLockTest(tf.test.TestCase):
+
+  def _holder(self, model_dir, mode):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+               TF_CPP_MIN_LOG_LEVEL='3')
+    proc = subprocess.Popen([sys.executable, '-c', _HOLDER, model_dir, mode], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    self.addCleanup(lambda: (proc.kill(), proc.wait(), proc.stdin.close(), proc.stdout.close()))
+    self.assertEqual(proc.stdout.readline().strip(), 'locked')
+    return proc
+
+  def test_hold_releases_on_the_way_out(self):
+    model_dir = self.get_temp_dir() + '/held'
+    with runlock.hold(model_dir) as lock:
+      with open(lock.path) as f:
+        self.assertEqual(json.load(f)['pid'], os.getpid())
+    with open(lock.path) as f:
+      self.assertEqual(f.read(), '')
+
+  def test_a_live_holder_is_named_and_a_dead_one_taken_over(self):
+    model_dir = self.get_temp_dir()
+    live = self._holder(model_dir, 'hold')
+    with self.assertRaisesRegex(errors.ModelDirBusyError,
+                                rf'in use by pid {live.pid} on host \S+; wait'):
+      runlock.RunLock(model_dir).acquire()
+    live.stdin.close()
+    live.wait(timeout=60)  # Released cleanly: nothing to take over.
+    lock = runlock.RunLock(model_dir).acquire()
+    self.assertIsNone(lock.taken_over)
+    lock.release()
+
+    dead = self._holder(model_dir, 'die')
+    dead.wait(timeout=60)
+    lock = runlock.RunLock(model_dir).acquire()
+    self.assertEqual(lock.taken_over['pid'], dead.pid)
+    again = runlock.RunLock(model_dir).acquire()  # Re-entrant in one process.
+    again.release()
+    with open(lock.path) as f:
+      self.assertEqual(json.load(f)['pid'], os.getpid())
+    lock.release()
+    with open(lock.path) as f:
+      self.assertEqual(f.read(), '')
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,59 @@
+"""Tests for stable_train.trainer_setup: progress lines for a library caller (the validation of
+Trainer arguments is tested through the Trainer, in test_trainer.py)."""
+
+import numpy as np
+import tensorflow as tf
+
+
+class VerboseTest(tf.test.TestCase):
+
+  def test_verbose_false_writes_no_progress_lines(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    data = tf.data.Dataset.from_tensor_slices(
+        (np.ones((8, 2), np.float32), np.ones((8, 1), np.float32))).batch(2)
+
+    def fit(verbose):
+      t = trainer_lib.Trainer(model=keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]),
+                              optimizer=keras.optimizers.SGD(0.01),
+                              loss=keras.losses.MeanSquaredError(), model_dir=None, log_every=1,
+                              verbose=verbose)
+      t.fit(data, num_steps=2, eval_dataset=data)
+
+    with self.assertLogs('stable_train', level='INFO') as logs:
+      fit(True)
+    self.assertLen([l for l in logs.output if 'steps/s' in l], 2)
+    self.assertLen([l for l in logs.output if 'eval loss' in l], 1)
+    with self.assertNoLogs('stable_train', level='INFO'):
+      fit(False)
+
+  def test_a_library_caller_without_logging_gets_a_handler(self):
+    import logging  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    logger = logging.getLogger('stable_train.test_verbose')
+    try:
+      root.handlers = []
+      trainer_lib.show_progress(logger)
+      self.assertLen(logger.handlers, 1)
+      self.assertEqual(logger.level, logging.INFO)
+      root.handlers = saved or [logging.NullHandler()]
+      other = logging.getLogger('stable_train.test_verbose_configured')
+      trainer_lib.show_progress(other)
+      self.assertEqual(other.handlers, [])  # Configured by the caller: left alone.
+    finally:
+      root.handlers = saved
+      logger.handlers = []
+
+  def test_bad_verbose_is_a_config_error(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    from stable_train import errors  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    with self.assertRaisesRegex(errors.ConfigError, 'verbose=1'):
+      trainer_lib.Trainer(model=keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]),
+                          optimizer=keras.optimizers.SGD(0.01),
+                          loss=keras.losses.MeanSquaredError(), model_dir=None, verbose=1)
+
+if __name__ == '__main__':
+  tf.test.main()
