@@ -264,7 +264,9 @@ def input_summary(paths: Sequence[str], arrays: Sequence[np.ndarray], flags: Seq
     entry = {'path': path, 'shape': list(a.shape), 'dtype': str(a.dtype), 'passed_checks': bool(ok)}
     if np.issubdtype(a.dtype, np.floating):
       nan, inf = np.isnan(a), np.isinf(a)
-      entry.update(nan=int(nan.sum()), inf=int(inf.sum()))
+      finite = np.abs(a[~(nan | inf)])
+      entry.update(nan=int(nan.sum()), inf=int(inf.sum()),
+                   max_abs=float(finite.max()) if finite.size else None)
       bad = np.argwhere(nan | inf)
       if bad.size:
         entry['first_non_finite_index'] = bad[0].tolist()

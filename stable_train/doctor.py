@@ -1,0 +1,226 @@
+"""The doctor: from what a run recorded, the most likely cause of its trouble (one of
+`symptoms.CAUSES`), the evidence, and the remedy as a gin line or a code change.
+
+Live, at the end of a run that skipped, rolled back, diverged or aborted: a `diagnosis` event and
+summary.json's `diagnosis` block. Offline, for any run directory (old ones too, with less
+evidence): `scripts/doctor.py --model_dir=DIR`, which is `doctor.main(argv)`.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+from stable_train import symptoms as symptoms_lib
+
+CAUSES = symptoms_lib.CAUSES
+# Events the live doctor keeps (a checkpoint or an eval says nothing of a cause).
+_IGNORED = ('checkpoint', 'eval', 'best_checkpoint', 'diagnosis')
+_MAX_SKIPS = 200  # Skip events kept live: the first ones show how the trouble began.
+
+
+class Notes:
+  """The events of one live fit, as the doctor reads them (bounded: the first skips only)."""
+
+  def __init__(self):
+    self.events: List[Dict[str, Any]] = []
+    self._skips = 0
+
+  def add(self, record: Dict[str, Any]) -> None:
+    kind = record.get('event')
+    if kind in _IGNORED:
+      return
+    if kind == 'skip':
+      self._skips += 1
+      if self._skips > _MAX_SKIPS:
+        return
+    self.events.append(record)
+
+
+def troubled(summary: Dict[str, Any], events: Sequence[Dict[str, Any]]) -> bool:
+  """Whether the run skipped (beyond fp16 overflows), rolled back, diverged or aborted, or met
+  bad batches (an outlier skip, a divergence check that blamed the data)."""
+  if summary.get('status') in ('aborted', 'diverged'):
+    return True
+  if summary.get('rollbacks'):
+    return True
+  if (summary.get('skipped_steps') or 0) > (summary.get('overflow_skips') or 0):
+    return True
+  return any(e.get('event') in ('divergence_check', 'outliers', 'rollback') for e in events)
+
+
+def _forensics_reports(events: Sequence[Dict[str, Any]], model_dir: Optional[str]):
+  """The forensics records' report.json contents, the events' `dir`s first, else the folder."""
+  dirs = [e['dir'] for e in events if e.get('event') == 'forensics' and e.get('dir')]
+  if not dirs and model_dir:
+    dirs = sorted(glob.glob(os.path.join(model_dir, 'forensics', 'step_*')),
+                  key=lambda d: int(re.findall(r'step_(\d+)', d)[-1]))
+  reports = []
+  for d in dirs:
+    try:
+      with open(os.path.join(d, 'report.json')) as f:
+        reports.append(json.load(f))
+    except (OSError, ValueError):
+      continue  # A record removed or half-copied: the rest still speaks.
+  return reports
+
+
+def _optimizer(model_dir: Optional[str]) -> Optional[str]:
+  """The optimizer's gin name from operative_config.gin (e.g. 'keras.optimizers.SGD')."""
+  path = os.path.join(model_dir, 'operative_config.gin') if model_dir else None
+  if not path or not os.path.exists(path):
+    return None
+  with open(path) as f:
+    found = re.search(r'Trainer\.optimizer\s*=\s*@([\w.]+)', f.read())
+  return found.group(1) if found else None
+
+
+def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
+             forensics: Sequence[Dict[str, Any]] = (), *,
+             optimizer: Optional[str] = None) -> Dict[str, Any]:
+  """The diagnosis of a run from its records.
+
+  Returns:
+    {'cause': a key of CAUSES or None (nothing wrong found), 'label', 'confidence' ('high',
+    'medium' or 'low'), 'evidence' (sentences, strongest first), 'remedy' (a gin line or a code
+    change), 'applied' (what the loop did about it), 'trouble_began' (a step or None),
+    'alternatives' ([{'cause', 'score'}], the runners-up)}.
+  """
+  s = symptoms_lib.Symptoms.read(events, summary, forensics)
+  scores = symptoms_lib.score(s)
+  ranked = sorted(scores, key=lambda c: -scores[c][0])
+  top, runner = ranked[0], ranked[1]
+  best, second = scores[top][0], scores[runner][0]
+  if best <= 0:
+    return {'cause': None, 'label': 'no trouble found', 'confidence': 'high' if not (
+        s.faults or s.triggers) else 'low', 'evidence': [], 'remedy': None,
+            'applied': None, 'trouble_began': s.trouble_began, 'alternatives': []}
+  confidence = ('high' if best >= 4 and best - second >= 2 else
+                'medium' if best >= 3 and best > second else 'low')
+  return {'cause': top, 'label': CAUSES[top], 'confidence': confidence,
+          'evidence': scores[top][1], 'remedy': remedy(top, s, optimizer),
+          'applied': applied(top, s, summary), 'trouble_began': s.trouble_began,
+          'alternatives': [{'cause': c, 'score': scores[c][0]} for c in ranked[1:4]
+                           if scores[c][0] > 0]}
+
+
+def remedy(cause: str, s: symptoms_lib.Symptoms, optimizer: Optional[str]) -> str:
+  """The remedy for `cause`, as concrete as the records allow."""
+  lr = symptoms_lib._finite((s.history or {}).get('learning_rate', []))
+  rate = (s.rollbacks[-1].get('learning_rate') if s.rollbacks and s.status == 'completed' else
+          (float(lr[-1]) / 10 if lr.size else None))
+  name = optimizer or 'keras.optimizers.<YourOptimizer>'
+  norm = f'{s.healthy_norm:.3g}' if s.healthy_norm else '1.0'
+  op = ((s.forensics or {}).get('op_level') or {})
+  where = f" (op {op.get('op_name')}, created at {op.get('source')})" if op.get('found') else ''
+  return {
+      'learning_rate': (f'{name}.learning_rate = {rate:.3g}' if rate else
+                        f'lower {name}.learning_rate 10x') + (
+                            '  # or warm it up: @WarmupSchedule()' if rate else ''),
+      'exploding_gradients': (f'Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), '
+                              f'@SkipNonFinite(), @DivergenceCheck()] and '
+                              f'ClipByGlobalNorm.max_norm = {norm}  # the healthy norm'),
+      'initialisation': ('mlp.kernel_initializer = @keras.initializers.HeNormal()  # or '
+                         "GlorotUniform; in code: Dense(..., kernel_initializer='he_normal')"),
+      'division_or_log': (f'guard the op{where}: tf.math.divide_no_nan(a, b), '
+                          'tf.math.log(tf.maximum(p, 1e-7)) or tf.math.xlogy; for a '
+                          'classification loss: Trainer.loss = '
+                          '@keras.losses.SparseCategoricalCrossentropy(from_logits=True)'),
+      'softmax_overflow': ('Trainer.loss = @keras.losses.SparseCategoricalCrossentropy('
+                           'from_logits=True)  # or @sparse_softmax_cross_entropy: the loss '
+                           f'from logits, never exp(x) / sum(exp(x)){where}'),
+      'precision': ("train.precision = 'mixed_bfloat16'  # float32's range; or 'float32', or "
+                    'rescale the inputs/activations below 65504'),
+      'bad_input': ('Trainer.policies = [@ValidateInputs(), @CheckNumerics(), @AdaptiveClip(), '
+                    '@SkipNonFinite(), @OutlierSkip(), @DivergenceCheck()]  # skip and '
+                    'quarantine bad batches; then fix the data at the batches named'),
+      'transient': ('nothing to change in the model: if it recurs, suspect the hardware '
+                    '(memory errors) or non-deterministic ops; Forensics(recheck=True) '
+                    'keeps telling them apart'),
+  }[cause]
+
+
+def applied(cause: str, s: symptoms_lib.Symptoms, summary: Dict[str, Any]) -> Optional[str]:
+  """What the loop itself did about it, from the records."""
+  done = []
+  if s.rollbacks:
+    done.append(f"{len(s.rollbacks)} rollback(s); the learning rate is now "
+                f"{s.rollbacks[-1].get('learning_rate'):.3g}")
+  if s.outlier_batches:
+    done.append(f'{len(s.outlier_batches)} outlier batches skipped (stream indices '
+                f'{s.outlier_batches[:10]}{"..." if len(s.outlier_batches) > 10 else ""})')
+  if s.faults and s.status != 'aborted':
+    done.append(f'{len(s.faults)} non-finite steps skipped')
+  if s.overflow_skips and cause == 'precision':
+    done.append(f"{s.overflow_skips} loss-scale overflows skipped (scale "
+                f"{summary.get('loss_scale')})")
+  if s.clipped_steps and cause in ('exploding_gradients', 'learning_rate', 'bad_input'):
+    done.append(f'{s.clipped_steps} steps clipped to the run\'s healthy norm by AdaptiveClip')
+  if summary.get('status') in ('aborted', 'diverged'):
+    last = summary.get('last_good_checkpoint')
+    done.append(f"the run stopped ({summary['status']})" + (
+        f"; last good checkpoint {last['checkpoint']} (step {last['step']})" if last else ''))
+  return '; '.join(done) or None
+
+
+def live(notes: Notes, summary: Dict[str, Any], model_dir: Optional[str]) -> Optional[Dict]:
+  """The diagnosis of a live fit that ran into trouble (None for a clean one)."""
+  if not troubled(summary, notes.events):
+    return None
+  return diagnose(notes.events, summary, _forensics_reports(notes.events, model_dir),
+                  optimizer=_optimizer(model_dir))
+
+
+def load(model_dir: str):
+  """(events, summary, forensics reports, optimizer name) of a run directory."""
+  path = os.path.join(model_dir, 'events.jsonl')
+  events = []
+  if os.path.exists(path):
+    with open(path) as f:
+      for line in f:
+        try:
+          events.append(json.loads(line))
+        except ValueError:
+          continue  # A line cut off by a crash.
+  summary = {}
+  if os.path.exists(os.path.join(model_dir, 'summary.json')):
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+  return events, summary, _forensics_reports(events, model_dir), _optimizer(model_dir)
+
+
+def format_diagnosis(d: Dict[str, Any]) -> str:
+  """The diagnosis as a few lines for people."""
+  if d['cause'] is None:
+    return f"doctor: {d['label']}\n"
+  lines = [f"doctor: {d['label']} ({d['confidence']} confidence)" + (
+      f", trouble began at step {d['trouble_began']}" if d.get('trouble_began') else '')]
+  lines += [f'  evidence: {e}' for e in d['evidence']]
+  lines.append(f"  remedy:   {d['remedy']}")
+  if d.get('applied'):
+    lines.append(f"  applied:  {d['applied']}")
+  if d.get('alternatives'):
+    lines.append('  also considered: ' + ', '.join(
+        f"{CAUSES[a['cause']]} ({a['score']:g})" for a in d['alternatives']))
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv: Sequence[str]) -> int:
+  """`doctor --model_dir=DIR [--json]`: prints the diagnosis of a run directory; exit 0, or 2
+  for a directory with no records."""
+  parser = argparse.ArgumentParser(prog='doctor', description=__doc__.splitlines()[0])
+  parser.add_argument('--model_dir', required=True, help='the run directory')
+  parser.add_argument('--json', action='store_true', help='print the diagnosis as JSON')
+  args = parser.parse_args(list(argv))
+  if not any(os.path.exists(os.path.join(args.model_dir, f))
+             for f in ('events.jsonl', 'summary.json')):
+    sys.stderr.write(f'doctor: {args.model_dir} holds no events.jsonl or summary.json; give the '
+                     '--model_dir of a run.\n')
+    return 2
+  events, summary, forensics, optimizer = load(args.model_dir)
+  d = diagnose(events, summary, forensics, optimizer=optimizer)
+  sys.stdout.write(json.dumps(d, indent=2) + '\n' if args.json else format_diagnosis(d))
+  return 0
