@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Rescue report: an unstable suite run as Keras fit, stable_train, and stable_train + Rollback.
+"""Rescue report: an unstable suite run as Keras fit and three stable_train stacks.
 
     python scripts/rescue_report.py [--steps=300] [--cases=lr_too_high,nan_inf_data]
 
 Each case is a small MLP on seeded synthetic data made unstable one way; each is trained with
   - Keras `fit` with `global_clipnorm=1.0` and `TerminateOnNaN` (the usual first defence),
-  - stable_train's default stack (CheckNumerics, AdaptiveClip, SkipNonFinite),
-  - the default stack + LossSpike + Rollback,
+  - stable_train's default stack (CheckNumerics, AdaptiveClip, SkipNonFinite, DivergenceCheck),
+  - the default stack + Rollback (the ladder: rollback, learning-rate backoff until stable),
+  - the recovery stack: the default stack + OutlierSkip + LossSpike + Rollback,
 and the final model is evaluated on clean data of the same task. The clean case of each task is
-the reference for the ratio column. Prints a Markdown table (for README and BUILD_NOTES).
+the reference for the ratio column; the status is the run's (CLI exit 1 for aborted and
+diverged) and the diagnosis the doctor's first answer (summary.json). Prints a Markdown table
+(docs/speed.md).
 """
 
 import argparse
@@ -28,6 +31,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 from stable_train import data  # pylint: disable=g-import-not-at-top
 from stable_train import losses  # pylint: disable=g-import-not-at-top
 from stable_train import models  # pylint: disable=g-import-not-at-top
+from stable_train import outliers  # pylint: disable=g-import-not-at-top
 from stable_train import precision  # pylint: disable=g-import-not-at-top
 from stable_train import recovery  # pylint: disable=g-import-not-at-top
 from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
@@ -132,27 +136,41 @@ def _keras_fit(case, steps):
   seconds = time.perf_counter() - start
   terminated = len(history.history.get('loss', [])) == 0 or not np.isfinite(
       history.history['loss'][-1]) or model.stop_training
-  return dict(stopped=bool(terminated), finite=_finite(model), loss=_evaluate(task, model),
-              skips=None, rollbacks=None, seconds=seconds)
+  return dict(status='stopped' if terminated else 'completed', finite=_finite(model),
+              loss=_evaluate(task, model), skips=None, rollbacks=None, seconds=seconds,
+              diagnosis=None)
 
 
-def _stable_train(case, steps, rollback):
+def _stack(way):
+  stack = trainer_lib.default_policies()
+  if way == 'recovery':
+    stack += [outliers.OutlierSkip(), recovery.LossSpike(min_ratio=10.0)]
+  if way in ('rollback', 'recovery'):
+    stack.append(recovery.Rollback())
+  return stack
+
+
+def _stable_train(case, steps, way):
   task, dataset_fn, opt, loss, scale, _ = case
   model = _model(task, scale)
-  stack = trainer_lib.default_policies()
-  if rollback:
-    stack += [recovery.LossSpike(min_ratio=10.0), recovery.Rollback()]
   with tempfile.TemporaryDirectory() as model_dir:
     trainer = trainer_lib.Trainer(model=model, optimizer=_optimizer(opt(), clip=False),
-                                  loss=_loss(loss), policies=stack, model_dir=model_dir,
+                                  loss=_loss(loss), policies=_stack(way), model_dir=model_dir,
                                   steps_per_loop=10, checkpoint_every=50, healthy_window=20,
                                   log_every=10**6)
     start = time.perf_counter()
     summary = trainer.fit(dataset_fn(), num_steps=steps)
     seconds = time.perf_counter() - start
-  return dict(stopped=summary['status'] != 'completed', finite=_finite(model),
-              loss=_evaluate(task, model), skips=summary['skipped_steps'],
-              rollbacks=summary.get('rollbacks'), seconds=seconds)
+  diagnosis = summary.get('diagnosis') or {}
+  return dict(status=summary['status'], finite=_finite(model), loss=_evaluate(task, model),
+              skips=summary['skipped_steps'], rollbacks=summary.get('rollbacks'),
+              seconds=seconds, diagnosis=diagnosis.get('cause'))
+
+
+WAYS = {'keras fit': lambda c, steps: _keras_fit(c, steps),
+        'stable_train': lambda c, steps: _stable_train(c, steps, 'default'),
+        '+ Rollback': lambda c, steps: _stable_train(c, steps, 'rollback'),
+        '+ recovery': lambda c, steps: _stable_train(c, steps, 'recovery')}
 
 
 def main():
@@ -168,28 +186,27 @@ def main():
   results = {}
   for name in names:
     case = CASES[name]
-    for way, run in (('keras fit', lambda c: _keras_fit(c, args.steps)),
-                     ('stable_train', lambda c: _stable_train(c, args.steps, False)),
-                     ('+ Rollback', lambda c: _stable_train(c, args.steps, True))):
+    for way, run in WAYS.items():
       with _precision(name):
-        results[name, way] = run(case)
+        results[name, way] = run(case, args.steps)
       print(f'{name:22s} {way:13s} {results[name, way]}', file=sys.stderr, flush=True)
   reference = {CASES[n][0]: n for n in CASES if n.startswith('clean_')}
   print(f'\n{args.steps} steps each; final loss = mean loss on 20 clean batches of the task; '
-        'ratio = final loss / the clean run of the same task and way.\n')
-  print('| case | what | way | diverged? | final loss | ratio to clean | skips | rollbacks | '
-        'wall s |')
-  print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+        'ratio = final loss / the clean run of the same task and way; + Rollback = the default '
+        'stack + Rollback(); + recovery = the default stack + OutlierSkip + LossSpike + '
+        'Rollback.\n')
+  print('| case | what | way | status | final loss | ratio to clean | skips | rollbacks | '
+        'diagnosis | wall s |')
+  print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
   for (name, way), r in results.items():
     ref = results.get((reference[CASES[name][0]], way))
     ratio = (r['loss'] / ref['loss'] if ref and np.isfinite(r['loss']) and ref['loss'] > 0
              else float('nan'))
     fmt = lambda v: '—' if v is None else str(v)
-    diverged = ('yes: NaN weights' if not r['finite'] else
-                'stopped early, weights finite' if r['stopped'] else 'no')
-    print(f"| {name} | {CASES[name][5]} | {way} | {diverged} | "
+    status = r['status'] + ('' if r['finite'] else ', NaN weights')
+    print(f"| {name} | {CASES[name][5]} | {way} | {status} | "
           f"{r['loss']:.4g} | {ratio:.3g} | {fmt(r['skips'])} | {fmt(r['rollbacks'])} | "
-          f"{r['seconds']:.1f} |")
+          f"{fmt(r['diagnosis'])} | {r['seconds']:.1f} |")
 
 
 if __name__ == '__main__':

@@ -23,7 +23,8 @@ def _extractor(model):
   if isinstance(model, keras.Model):
     try:
       layers = [l for l in model.layers if not isinstance(l, keras.layers.InputLayer)]
-      extractor = (keras.Model(model.inputs, [l.output for l in layers]),
+      inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
+      extractor = (keras.Model(inputs, [l.output for l in layers]),
                    [l.name for l in layers])
     except (AttributeError, ValueError, TypeError):  # Not a functional graph of layers.
       extractor = None

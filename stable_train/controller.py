@@ -178,7 +178,9 @@ class Controller:
   def _write_summary(self, ended, summary, evaluate) -> Dict[str, Any]:
     values = summary.build(ended, last_eval=evaluate.last if evaluate is not None else None,
                            metrics=self._metric_window() if self.trainer.metrics else None)
-    diagnosis = doctor.live(self.notes, values, self.trainer.output_dir)
+    t = self.trainer
+    diagnosis = doctor.live(self.notes, values, t.output_dir,
+                            optimizer=f'keras.optimizers.{type(t.optimizer).__name__}')
     if diagnosis is not None:  # The run skipped, rolled back, diverged or aborted.
       self.emit('diagnosis', **diagnosis)
       values['diagnosis'] = diagnosis

@@ -22,9 +22,12 @@ _FIELDS = ('smoothed', 'best', 'start', 'count', 'above', 'rising', 'rise_base',
 _DAMAGED, _DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or only the batches.
 _I = {name: i for i, name in enumerate(_FIELDS)}
 _COUNT_CAP = 2.0**20  # `count` only gates the warm-up and the start check: capped, exact in f32.
+START_MARGIN = 1.5  # A smoothed loss this far above the untrained model's is never healthy.
+OUTLIER_CAP = 4.0  # A loss enters the average as at most this multiple of it.
 RISE_FACTOR = 2.0  # A rising streak fires once the smoothed loss doubled along it...
 RISE_FLOOR = 0.1  # ...and is at least this fraction of the starting level.
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
+INITIAL_COPY_LIMIT = 2**24  # Weights (16M) up to which the start check keeps the initial ones.
 
 
 def _number(arg, value, **kwargs):
@@ -46,9 +49,9 @@ class DivergenceCheck(interfaces.Policy):
   Either escalates (trigger `divergence`): a Rollback takes it over (rollback, learning-rate
   backoff, until the run is stable); without one the run stops with status 'diverged', its last
   good checkpoint intact and named.
-  With `output_ratio`, the model's outputs on the first batch after the first loop (inference
-  mode; one update at `steps_per_loop=1`) are compared with the labels, as InitialisationCheck
-  does: outputs over `output_ratio` × max(label RMS, 1) whose loss is still above half its
+  With `output_ratio`, the model's outputs on the first batch with its initial weights (kept
+  until the first loop ends, up to 16M weights; beyond, the weights after that loop) are compared
+  with the labels in inference mode, as InitialisationCheck does: outputs over `output_ratio` × max(label RMS, 1) whose loss is still above half its
   starting level after `rise_patience` steps stop the run ('diverged', trigger
   `untrainable_start`, the initialiser remedy named): a model-level cause no rollback fixes.
   Losses that are not positive are not judged (the ratios need a positive scale).
@@ -86,8 +89,25 @@ class DivergenceCheck(interfaces.Policy):
     initial[[_I['best'], _I['reference'], _I['output_rms'], _I['label_rms'], _I['input_rms']]] = [
         np.inf, np.nan, np.nan, np.nan, np.nan]
     self.state = tf.Variable(initial, trainable=False, name='state')
+    self._initial = None  # Host copies of the initial weights, until the start check.
+
+  def build(self, variables, variable_paths):
+    del variable_paths
+    # The start check runs after the first loop; it judges the initial weights when a copy of
+    # them is cheap, the weights after that loop otherwise.
+    if self.output_ratio is not None and sum(int(np.prod(v.shape)) for v in variables) <= (
+        INITIAL_COPY_LIMIT):
+      self._initial = [np.array(v.numpy()) for v in variables]
 
   # -- in-graph ---------------------------------------------------------------------------------
+  def threshold(self, start, best):
+    """The smoothed loss above which a step counts towards 'above_best': back above the start
+    and `factor` x the best, or `START_MARGIN` x the start (a run that never trained has no
+    good best). Tensors in the step, floats on the host."""
+    if isinstance(start, float):
+      return max(start, min(self.factor * best, START_MARGIN * start))
+    return tf.maximum(start, tf.minimum(self.factor * best, START_MARGIN * start))
+
   def update_state(self, report, applied):
     s = tf.convert_to_tensor(self.state)
     get = lambda name: s[_I[name]]
@@ -97,13 +117,15 @@ class DivergenceCheck(interfaces.Policy):
     warm = count < self.warmup
     # The plain mean during the warm-up (it becomes the starting level), then the EMA.
     weight = tf.where(warm, 1.0 / (count + 1.0), 1.0 - self.smoothing)
-    smoothed = get('smoothed') + weight * (loss - get('smoothed'))  # The loss itself at first.
+    # One loss moves the average by at most OUTLIER_CAP x it: a bad batch is not a trend.
+    capped = tf.where(count > 0, tf.minimum(loss, OUTLIER_CAP * get('smoothed')), loss)
+    smoothed = get('smoothed') + weight * (capped - get('smoothed'))  # The loss itself at first.
     counted = tf.minimum(count + 1.0, _COUNT_CAP)
-    start = tf.where(counted <= self.warmup, smoothed, get('start'))
+    start = tf.where(tf.equal(count, 0.0), loss, get('start'))  # The untrained model's loss.
     best = tf.where(counted > self.warmup, tf.minimum(get('best'), smoothed), get('best'))
     positive = tf.logical_and(start > 0.0, best > 0.0)
-    high = tf.logical_and(smoothed > self.factor * best, smoothed > start)
-    above = tf.where(tf.logical_and(positive, high), get('above') + 1.0, 0.0)
+    above = tf.where(tf.logical_and(positive, smoothed > self.threshold(start, best)),
+                     get('above') + 1.0, 0.0)
     rises = tf.logical_and(counted > self.warmup, smoothed > get('smoothed'))
     rising = tf.where(rises, get('rising') + 1.0, 0.0)
     rise_base = tf.where(rises, tf.where(get('rising') > 0.0, get('rise_base'), get('smoothed')),
@@ -118,17 +140,16 @@ class DivergenceCheck(interfaces.Policy):
         tf.logical_and(tf.logical_and(rising >= self.rise_patience, positive),
                        tf.logical_and(smoothed >= RISE_FACTOR * rise_base,
                                       smoothed > RISE_FLOOR * start)))
-    first = tf.equal(count, 0.0)  # The host probes the outputs after the first loop.
     start_check = tf.logical_and(tf.equal(counted, self.rise_patience), get('init_bad') > 0.0)
-    flag = tf.logical_or(fired, start_check)
-    if self.output_ratio is not None:
-      flag = tf.logical_or(flag, first)
-    return tf.logical_and(ok, flag)
+    flag = tf.logical_and(ok, tf.logical_or(fired, start_check))
+    if self.output_ratio is not None:  # Until the host has probed the outputs (a skipped first
+      flag = tf.logical_or(flag, tf.math.is_nan(get('output_rms')))  # step counts too).
+    return flag
 
   # -- host -------------------------------------------------------------------------------------
   def decide(self, reports, context):
     del context
-    flagged = np.flatnonzero(reports.flagged & reports.applied)
+    flagged = np.flatnonzero(reports.flagged)
     if not flagged.size:
       return None
     state = dict(zip(_FIELDS, self.state.numpy().tolist()))
@@ -150,17 +171,18 @@ class DivergenceCheck(interfaces.Policy):
                   f"{state['smoothed']:.4g}, start {state['start']:.4g}) from a start whose "
                   f'outputs are {scale:.3g}x the labels: the initial weights are too large; '
                   f'{diagnostics.INIT_REMEDY}'))
+    threshold = self.threshold(state['start'], state['best'])
     if state['above'] >= self.patience:
       rule, what = 'above_best', (
-          f"stayed above {self.factor:g}x its best {state['best']:.4g} and its start "
-          f"{state['start']:.4g} for {int(state['above'])} steps")
+          f"stayed above {threshold:.4g} (its best {state['best']:.4g}, the untrained model's "
+          f"{state['start']:.4g}) for {int(state['above'])} steps")
     elif state['rising'] >= self.rise_patience:
       rule, what = 'rising', (f"rose on {int(state['rising'])} steps in a row, from "
                               f"{state['rise_base']:.4g}")
     else:
       return None  # The start check, with a loss that came down.
     if state['verdict'] == 0:  # Is it the model, or only the batches? Checked once per streak.
-      return act('reference', rule=rule)
+      return act('reference', rule=rule, threshold=threshold)
     if state['verdict'] == _DATA:
       return None  # The model is fine on a clean batch: the batches are bad, not the run.
     return interfaces.Decision(
@@ -175,7 +197,8 @@ class DivergenceCheck(interfaces.Policy):
     bad batches, not diverged)."""
     state = self.state.numpy()
     if decision.details['check'] == 'start':
-      output_rms, label_rms, input_rms = diagnostics.output_scale(run.probe)
+      initial, self._initial = self._initial, None
+      output_rms, label_rms, input_rms = diagnostics.output_scale(run.probe, initial)
       if output_rms is None:
         output_rms = label_rms = input_rms = math.inf  # Nothing to compare: done, never bad.
       ratio = output_rms / max(label_rms, 1.0)
@@ -188,7 +211,7 @@ class DivergenceCheck(interfaces.Policy):
     else:
       first = run.probe.first_batch()
       loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
-      damaged = not loss <= self.factor * decision.details['best']  # NaN counts as damaged.
+      damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
       state[[_I['verdict'], _I['reference']]] = [_DAMAGED if damaged else _DATA, loss]
       run.emit('divergence_check', decision.step, rule=decision.details['rule'],
                verdict='model' if damaged else 'data', reference_loss=loss,

@@ -68,20 +68,28 @@ def _forensics_reports(events: Sequence[Dict[str, Any]], model_dir: Optional[str
   return reports
 
 
-def _optimizer(model_dir: Optional[str]) -> Optional[str]:
-  """The optimizer's gin name from operative_config.gin (e.g. 'keras.optimizers.SGD')."""
+def config_names(model_dir: Optional[str]) -> Dict[str, str]:
+  """The optimizer's and the model factory's gin names from operative_config.gin (e.g.
+  {'optimizer': 'keras.optimizers.SGD', 'model': 'mlp'}); {} without one."""
   path = os.path.join(model_dir, 'operative_config.gin') if model_dir else None
   if not path or not os.path.exists(path):
-    return None
+    return {}
   with open(path) as f:
-    found = re.search(r'Trainer\.optimizer\s*=\s*@([\w.]+)', f.read())
-  return found.group(1) if found else None
+    text = f.read()
+  names = {}
+  for key, pattern in (('optimizer', r'Trainer\.optimizer\s*=\s*@([\w.]+)'),
+                       ('model', r'Trainer\.model\s*=\s*@([\w.]+)')):
+    found = re.search(pattern, text)
+    if found:
+      names[key] = found.group(1)
+  return names
 
 
 def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
              forensics: Sequence[Dict[str, Any]] = (), *,
-             optimizer: Optional[str] = None) -> Dict[str, Any]:
-  """The diagnosis of a run from its records.
+             names: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+  """The diagnosis of a run from its records; `names`: the run's 'optimizer' and 'model'
+  (factory) gin names, for concrete remedies (`config_names`).
 
   Returns:
     {'cause': a key of CAUSES or None (nothing wrong found), 'label', 'confidence' ('high',
@@ -90,6 +98,9 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
     'alternatives' ([{'cause', 'score'}], the runners-up)}.
   """
   s = symptoms_lib.Symptoms.read(events, summary, forensics)
+  if not troubled(summary, events):
+    return {'cause': None, 'label': 'no trouble found', 'confidence': 'high', 'evidence': [],
+            'remedy': None, 'applied': None, 'trouble_began': None, 'alternatives': []}
   scores = symptoms_lib.score(s)
   ranked = sorted(scores, key=lambda c: -scores[c][0])
   top, runner = ranked[0], ranked[1]
@@ -101,18 +112,19 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   confidence = ('high' if best >= 4 and best - second >= 2 else
                 'medium' if best >= 3 and best > second else 'low')
   return {'cause': top, 'label': CAUSES[top], 'confidence': confidence,
-          'evidence': scores[top][1], 'remedy': remedy(top, s, optimizer),
+          'evidence': scores[top][1], 'remedy': remedy(top, s, names or {}),
           'applied': applied(top, s, summary), 'trouble_began': s.trouble_began,
           'alternatives': [{'cause': c, 'score': scores[c][0]} for c in ranked[1:4]
                            if scores[c][0] > 0]}
 
 
-def remedy(cause: str, s: symptoms_lib.Symptoms, optimizer: Optional[str]) -> str:
+def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
   """The remedy for `cause`, as concrete as the records allow."""
   lr = symptoms_lib._finite((s.history or {}).get('learning_rate', []))
   rate = (s.rollbacks[-1].get('learning_rate') if s.rollbacks and s.status == 'completed' else
           (float(lr[-1]) / 10 if lr.size else None))
-  name = optimizer or 'keras.optimizers.<YourOptimizer>'
+  name = names.get('optimizer', 'keras.optimizers.<YourOptimizer>')
+  model = names.get('model')
   norm = f'{s.healthy_norm:.3g}' if s.healthy_norm else '1.0'
   op = ((s.forensics or {}).get('op_level') or {})
   where = f" (op {op.get('op_name')}, created at {op.get('source')})" if op.get('found') else ''
@@ -123,8 +135,11 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, optimizer: Optional[str]) -> st
       'exploding_gradients': (f'Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), '
                               f'@SkipNonFinite(), @DivergenceCheck()] and '
                               f'ClipByGlobalNorm.max_norm = {norm}  # the healthy norm'),
-      'initialisation': ('mlp.kernel_initializer = @keras.initializers.HeNormal()  # or '
-                         "GlorotUniform; in code: Dense(..., kernel_initializer='he_normal')"),
+      'initialisation': ((f'{model}.kernel_initializer = @keras.initializers.HeNormal()  # or '
+                          'GlorotUniform' if model else
+                          "kernel_initializer='he_normal' (ReLU) or 'glorot_uniform' on every "
+                          'Dense/Conv layer, normalisation scales at 1') +
+                         ' (the initial outputs should be of the order of the labels)'),
       'division_or_log': (f'guard the op{where}: tf.math.divide_no_nan(a, b), '
                           'tf.math.log(tf.maximum(p, 1e-7)) or tf.math.xlogy; for a '
                           'classification loss: Trainer.loss = '
@@ -149,6 +164,9 @@ def applied(cause: str, s: symptoms_lib.Symptoms, summary: Dict[str, Any]) -> Op
   if s.rollbacks:
     done.append(f"{len(s.rollbacks)} rollback(s); the learning rate is now "
                 f"{s.rollbacks[-1].get('learning_rate'):.3g}")
+  ceilings = [r['norm_ceiling'] for r in s.rollbacks if r.get('norm_ceiling') is not None]
+  if ceilings:
+    done.append(f'the gradient norm capped at {ceilings[-1]:.3g}, the run\'s healthy level')
   if s.outlier_batches:
     done.append(f'{len(s.outlier_batches)} outlier batches skipped (stream indices '
                 f'{s.outlier_batches[:10]}{"..." if len(s.outlier_batches) > 10 else ""})')
@@ -166,16 +184,19 @@ def applied(cause: str, s: symptoms_lib.Symptoms, summary: Dict[str, Any]) -> Op
   return '; '.join(done) or None
 
 
-def live(notes: Notes, summary: Dict[str, Any], model_dir: Optional[str]) -> Optional[Dict]:
-  """The diagnosis of a live fit that ran into trouble (None for a clean one)."""
+def live(notes: Notes, summary: Dict[str, Any], model_dir: Optional[str],
+         optimizer: Optional[str] = None) -> Optional[Dict]:
+  """The diagnosis of a live fit that ran into trouble (None for a clean one); `optimizer`:
+  the optimizer's gin name, when operative_config.gin does not say."""
   if not troubled(summary, notes.events):
     return None
+  names = dict({'optimizer': optimizer} if optimizer else {}, **config_names(model_dir))
   return diagnose(notes.events, summary, _forensics_reports(notes.events, model_dir),
-                  optimizer=_optimizer(model_dir))
+                  names=names)
 
 
 def load(model_dir: str):
-  """(events, summary, forensics reports, optimizer name) of a run directory."""
+  """(events, summary, forensics reports, `config_names`) of a run directory."""
   path = os.path.join(model_dir, 'events.jsonl')
   events = []
   if os.path.exists(path):
@@ -189,7 +210,7 @@ def load(model_dir: str):
   if os.path.exists(os.path.join(model_dir, 'summary.json')):
     with open(os.path.join(model_dir, 'summary.json')) as f:
       summary = json.load(f)
-  return events, summary, _forensics_reports(events, model_dir), _optimizer(model_dir)
+  return events, summary, _forensics_reports(events, model_dir), config_names(model_dir)
 
 
 def format_diagnosis(d: Dict[str, Any]) -> str:
@@ -220,7 +241,7 @@ def main(argv: Sequence[str]) -> int:
     sys.stderr.write(f'doctor: {args.model_dir} holds no events.jsonl or summary.json; give the '
                      '--model_dir of a run.\n')
     return 2
-  events, summary, forensics, optimizer = load(args.model_dir)
-  d = diagnose(events, summary, forensics, optimizer=optimizer)
+  events, summary, forensics, names = load(args.model_dir)
+  d = diagnose(events, summary, forensics, names=names)
   sys.stdout.write(json.dumps(d, indent=2) + '\n' if args.json else format_diagnosis(d))
   return 0

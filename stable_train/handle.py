@@ -124,6 +124,12 @@ class LiveRun(interfaces.RunHandle):
   def set_lr_scale(self, scale: float) -> None:
     self._trainer.lr_control.set_scale(scale)
 
+  def set_norm_ceiling(self, norm: float) -> bool:
+    takers = [p for p in self._trainer.policies if p.takes_norm_ceiling]
+    for p in takers:
+      p.set_norm_ceiling(norm)
+    return bool(takers)
+
   def checkpoint_path(self, entry) -> str:
     """The prefix path of a checkpoint entry."""
     return os.path.join(self._keeper.directory, entry.path)

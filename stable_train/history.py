@@ -22,7 +22,7 @@ class RunHistory:
     self._loops = collections.deque()
     self._steps = 0  # Steps held in `_loops`.
     self._seen = 0  # Steps added in all (the step numbers go back on a rollback; this does not).
-    self._quiet_until = -1  # A new episode starts once `_seen` passes this.
+    self._last_trouble = None  # `_seen` position of the last trouble (of any episode).
     self.events = 0
 
   def add(self, reports) -> None:
@@ -30,7 +30,8 @@ class RunHistory:
     self._loops.append(reports)
     self._steps += reports.num_steps
     self._seen += reports.num_steps
-    while self._steps - self._loops[0].num_steps >= self.size:
+    # Enough older steps stay for a window that ends at the newest loop's first step.
+    while self._steps - reports.num_steps - self._loops[0].num_steps >= self.size:
       self._steps -= self._loops.popleft().num_steps
 
   def window(self, last: Optional[int] = None) -> Dict[str, Any]:
@@ -53,9 +54,13 @@ class RunHistory:
       index = reports.num_steps - 1
     else:
       return
-    if self._seen <= self._quiet_until or self.events >= self.max_events:
+    position = self._seen - reports.num_steps + (int(skipped[-1]) if skipped.size else index)
+    first = self._seen - reports.num_steps + index
+    # An episode lasts while trouble keeps coming back within `size` steps.
+    new_episode = self._last_trouble is None or first - self._last_trouble > self.size
+    self._last_trouble = position
+    if not new_episode or self.events >= self.max_events:
       return
-    self._quiet_until = self._seen + self.size  # One event per episode: its start is the evidence.
     self.events += 1
     window = self.window(last=index)
     emit('history', int(reports.step[index]), steps=window.pop('step'), **window)

@@ -99,6 +99,15 @@ class Policy(tf.Module):
   # writes a checkpoint of its untrained state at step 0, before the first update.
   wants_start_checkpoint = False
 
+  # True for a clip that takes a fixed ceiling on the global norm (`set_norm_ceiling`), the
+  # remedy a recovery applies to exploding gradients (`RunHandle.set_norm_ceiling`).
+  takes_norm_ceiling = False
+
+  def set_norm_ceiling(self, norm: float) -> None:
+    """Caps the global gradient norm at `norm` from the next step on (eager; checkpointed
+    state, not configuration: a remedy the run applied)."""
+    del norm
+
   # True for a policy that scales the loss before differentiation (fp16 loss scaling; at most one
   # per Trainer). The step differentiates `scale_loss(loss)`; every other hook sees the gradients
   # `unscale_gradients` returns; `is_overflow(report)` tells a skipped overflow from a fault.

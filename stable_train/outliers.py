@@ -90,8 +90,8 @@ class OutlierSkip(interfaces.Policy):
     return tf.stack([tf.cast(named[m], tf.float32) for m in self.metrics])
 
   def _outlier(self, values) -> tf.Tensor:
-    # A comparison with NaN is False: a non-finite value is never an outlier here.
-    return tf.reduce_any(values > self.thresholds())
+    # A non-finite value is never an outlier here: skipping it is SkipNonFinite's job.
+    return tf.reduce_any(tf.logical_and(tf.math.is_finite(values), values > self.thresholds()))
 
   def allow_update(self, stats):
     return tf.logical_not(self._outlier(self._values(stats['loss'], stats['raw_grad_norm'])))

@@ -144,10 +144,11 @@ class Rollback(interfaces.Policy):
       divergence_backoff: the factor instead, when the trigger is a sustained divergence
         (DivergenceCheck's `divergence`, or a failed probation): the rate itself is too high,
         and halving it leaves a ReLU net that the first hot steps killed stuck; in (0, 1].
-      probation: after a divergence sends the run back to its start, its loss must fall below
-        half its restarted level (median of the first 10 applied losses) within this many
-        steps, else it counts as the same divergence again (trigger `stalled`): the ladder goes
-        on backing off until the run trains. 0 turns it off.
+      probation: after a divergence sends the run back to its start, the median of its last 10
+        losses must fall below half the untrained model's loss within this many steps, else it
+        counts as the same divergence again (trigger `stalled`; a net the first hot steps
+        killed stays near its untrained loss): the ladder backs off until the run trains. 0
+        turns it off.
       skip_batches: after a restore the data skips ahead from the restored position through the
         batch that triggered (so none of the batches that led there is replayed), plus this many
         more batches beyond it (PaLM skipped 200-500); >= 0.
@@ -209,7 +210,7 @@ class Rollback(interfaces.Policy):
       return None
     losses.extend(reports.loss[reports.applied & np.isfinite(reports.loss)].tolist())
     step = int(reports.step[-1])
-    if len(losses) >= 20 and np.median(losses[-10:]) < 0.5 * np.median(losses[:10]):
+    if len(losses) >= 10 and np.median(losses[-10:]) < 0.5 * losses[0]:
       self.probation_until.assign(-1)  # Trains: the probation is over.
       self._watch = (-1, [])
       return None
@@ -221,8 +222,8 @@ class Rollback(interfaces.Policy):
         action=interfaces.ROLLBACK, policy=self.name, trigger='stalled', step=step,
         status=interfaces.DIVERGED,
         reason=(f'the loss has not halved in the {self.probation} steps since the rollback to '
-                f'the start (median {np.median(losses[-10:]) if losses else math.nan:.4g}, first '
-                f'{np.median(losses[:10]) if losses else math.nan:.4g}): the learning rate is '
+                f'the start (median {np.median(losses[-10:]) if losses else math.nan:.4g}, '
+                f'untrained {losses[0] if losses else math.nan:.4g}): the learning rate is '
                 'still too high'))
 
   def handle_escalation(self, decision, context):
@@ -272,11 +273,16 @@ class Rollback(interfaces.Policy):
     self.probation_until.assign(until)
     self._watch = (until, [])
     run.set_lr_scale(scale)
+    # A gradient-norm spike: exploding gradients get a fixed ceiling at the run's healthy norm.
+    ceiling = (decision.details.get('threshold')
+               if decision.details.get('metric') == 'grad_norm' else None)
+    if ceiling is not None and not run.set_norm_ceiling(ceiling):
+      ceiling = None
     skipped = run.skip_data(max(trigger_batch + 1 + self.skip_batches - run.data_position, 0))
     run.emit('rollback', from_step, to_step=entry.step, checkpoint=entry.path,
              trigger=decision.trigger, reason=decision.reason, rollback=done + 1,
              learning_rate=run.learning_rate, lr_scale=scale, skipped_batches=list(skipped),
-             restored_from=run.restored_from)
+             restored_from=run.restored_from, norm_ceiling=ceiling)
     run.write_scalars(from_step, {'rollbacks': done + 1, 'learning_rate': run.learning_rate})
     log.warning('rollback %d: step %d -> %d (%s); learning rate x%g; skipped batches [%d, %d)',
                 done + 1, from_step, entry.step, decision.trigger, scale, *skipped)

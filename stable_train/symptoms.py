@@ -30,8 +30,21 @@ EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
 OUTPUT_RATIO = 100.0  # Outputs this many times the labels' scale: the initial weights.
 
 
+def number(value) -> float:
+  """A float from a record's value: JSON keeps NaN and Inf as the strings 'nan', 'inf'; None
+  and anything else unreadable is NaN."""
+  try:
+    return float(value)
+  except (TypeError, ValueError):
+    return math.nan
+
+
+def numbers(values) -> np.ndarray:
+  return np.asarray([number(v) for v in ([] if values is None else values)], np.float64)
+
+
 def _finite(values) -> np.ndarray:
-  a = np.asarray([np.nan if v is None or isinstance(v, str) else v for v in values], np.float64)
+  a = numbers(values)
   return a[np.isfinite(a)]
 
 
@@ -68,8 +81,7 @@ class Symptoms:
     if h.get('steps'):
       steps.append(h['steps'][-1])
       for key in ('loss', 'grad_norm'):
-        values = np.asarray([np.nan if v is None or isinstance(v, str) else v
-                             for v in h.get(key, [])], np.float64)
+        values = numbers(h.get(key))
         low = np.fmin.accumulate(np.where(np.isfinite(values), values, np.nan))
         left = np.flatnonzero(values[1:] > 10 * low[:-1])
         if left.size:
@@ -116,9 +128,9 @@ class Symptoms:
         v != 1.0 for v in _finite((s.history or {}).get('loss_scale', [])))
     start = summary.get('divergence') or summary.get('init_check') or {}
     if start.get('output_rms') is not None and start.get('label_rms') is not None:
-      s.output_rms = start['output_rms']
-      s.output_ratio = start['output_rms'] / max(start['label_rms'], 1.0)
-    s.input_rms = start.get('input_rms')
+      s.output_rms = number(start['output_rms'])
+      s.output_ratio = s.output_rms / max(number(start['label_rms']), 1.0)
+    s.input_rms = number(start.get('input_rms'))
     clip = summary.get('adaptive_clip') or {}
     s.clipped_steps = int(clip.get('clipped_steps') or 0)
     norms = _finite((s.history or {}).get('grad_norm', [])[:-1])
@@ -144,11 +156,15 @@ class Symptoms:
     return 0 < len(steps) <= 3 and all(b - a > 1 for a, b in zip(steps, steps[1:]))
 
   def sporadic(self) -> bool:
-    """Faults on a small share of the steps, none two in a row (the run went on between)."""
+    """Faults on a small share of the steps, in short stretches (at most 5 in a row) with the
+    run going on between them."""
     steps = sorted(f['step'] for f in self.faults)
     span = max(self.num_steps, steps[-1] if steps else 0)
-    return (0 < len(steps) <= max(3, 0.1 * span)
-            and all(b - a > 1 for a, b in zip(steps, steps[1:])))
+    longest = run = 1
+    for a, b in zip(steps, steps[1:]):
+      run = run + 1 if b - a == 1 else 1
+      longest = max(longest, run)
+    return 0 < len(steps) <= max(3, 0.1 * span) and longest <= 5 and self.status != 'aborted'
 
   def persistent(self) -> bool:
     """Faults on (nearly) every step from the first one: a deterministic, model-level fault."""
@@ -159,8 +175,7 @@ class Symptoms:
     """(loss growth, grad-norm growth, largest one-step grad-norm jump) over the history before
     trouble: the trouble step's values (or the last finite ones) over the window's first half."""
     h = self.history or {}
-    loss, norm = (np.asarray([np.nan if v is None or isinstance(v, str) else v for v in h.get(k, [])],
-                             np.float64) for k in ('loss', 'grad_norm'))
+    loss, norm = numbers(h.get('loss')), numbers(h.get('grad_norm'))
     if loss.size < 4:
       return 1.0, 1.0, 1.0
     half = max(loss.size // 2, 2)
@@ -181,7 +196,7 @@ class Symptoms:
   def input_bad(self) -> bool:
     """The forensics batch held NaN/Inf (the run's inputs, not its arithmetic)."""
     inputs = (self.forensics or {}).get('inputs') or []
-    return any((e.get('nan') or 0) + (e.get('inf') or 0) > 0 for e in inputs)
+    return any(number(e.get('nan')) + number(e.get('inf')) > 0 for e in inputs)
 
   def activations(self) -> List[Dict[str, Any]]:
     return (self.forensics or {}).get('activations') or []
@@ -264,17 +279,18 @@ def _arithmetic_rules(s: Symptoms, out: _Scores) -> None:
     out.add('softmax_overflow', 6, f'forensics: the first NaN/Inf came out of a {op} op '
                                    f'({_op(s)})')
   acts = s.activations()
-  top = acts[-1].get('max_abs') if acts else None
-  if top is None and s.output_rms is not None:
+  top = number(acts[-1].get('max_abs')) if acts else math.nan
+  if not math.isfinite(top) and s.output_rms is not None:
     top = s.output_rms
   loss_only = _loss_only(s)
-  if top is not None and top > EXP_OVERFLOW and loss_only:
+  if top > EXP_OVERFLOW and loss_only:
     out.add('softmax_overflow', 2, f"the model's outputs reach {top:.3g}: exp() of them "
                                    'overflows float32 (above 88.7)')
-  if s.persistent() and loss_only >= 0.8 * len(s.faults) and not op:
-    out.add('division_or_log', 2, 'every step from the first fault has a non-finite loss from '
-                                  'finite model outputs: the loss function (add Forensics() to '
-                                  'name the op)')
+  recurring = s.persistent() or (len(s.faults) > 3 and not s.sporadic())
+  if recurring and loss_only >= 0.8 * len(s.faults) and not op:
+    out.add('division_or_log', 2, f'{len(s.faults)} steps with a non-finite loss from finite '
+                                  'model outputs: the loss function (add Forensics() to name '
+                                  'the op)')
     out.add('softmax_overflow', 1.5, 'a non-finite loss from finite outputs can be an exp() in '
                                      'the loss')
 
@@ -285,7 +301,7 @@ def _precision_rules(s: Symptoms, out: _Scores) -> None:
   half = [a for a in s.activations()
           if 'float16' in a.get('dtype', '') and 'bfloat16' not in a['dtype']]
   hot = [a['layer'] for a in half
-         if not a['finite'] or (a.get('max_abs') or 0) > 0.5 * FLOAT16_MAX]
+         if not a['finite'] or number(a.get('max_abs')) > 0.5 * FLOAT16_MAX]
   if hot:
     out.add('precision', 5, f"float16 activations overflow (layer {hot[0]}): above float16's "
                             '65504')
@@ -298,7 +314,7 @@ def _precision_rules(s: Symptoms, out: _Scores) -> None:
 
 
 def _start_rules(s: Symptoms, out: _Scores) -> None:
-  inputs_large = s.input_rms is not None and s.input_rms > 10
+  inputs_large = s.input_rms is not None and s.input_rms > 10  # NaN compares False.
   if 'untrainable_start' in s.triggers:
     out.add('initialisation', 5, 'the loss never came down from a start whose outputs were far '
                                  'off scale')

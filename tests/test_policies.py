@@ -49,7 +49,7 @@ def _reports(applied, step0=1):
 class SkipNonFiniteTest(tf.test.TestCase):
 
   def _run(self, policy, applied_seq, finite_seq=None):
-    for a, finite in zip(applied_seq, finite_seq or [True] * len(applied_seq)):
+    for a, finite in zip(applied_seq, finite_seq or [False] * len(applied_seq)):
       # A skipped step is a non-finite one unless `finite` says it was vetoed on finite values.
       ok = tf.constant(bool(a or finite))
       policy.update_state({'inputs_finite': tf.constant(True), 'loss_finite': ok,

@@ -229,6 +229,55 @@ class RollbackTest(tf.test.TestCase):
         recovery.Rollback(**kwargs)
 
 
+class _DivergeOnce(interfaces.Policy):
+  """Escalates a divergence once, at the first loop that reaches `at`."""
+
+  def __init__(self, at, **kwargs):
+    super().__init__(**kwargs)
+    self.at, self.fired = at, False
+
+  def decide(self, reports, context):
+    if self.fired or int(reports.step[-1]) < self.at:
+      return None
+    self.fired = True
+    return interfaces.Decision(action=interfaces.ESCALATE, trigger='divergence',
+                               step=int(reports.step[-1]), status=interfaces.DIVERGED,
+                               reason='a test divergence')
+
+
+class RollbackLadderTest(tf.test.TestCase):
+
+  def _run(self, name, labels_learnable, **rollback):
+    model_dir = os.path.join(self.get_temp_dir(), name)
+    data = make_data(num_batches=400)
+    if not labels_learnable:  # Labels that are noise: the loss cannot halve.
+      rng = np.random.RandomState(1)
+      data = tf.data.Dataset.from_tensor_slices(
+          (rng.normal(size=(3200, FEATURES)).astype(np.float32),
+           10 * rng.normal(size=(3200, 1)).astype(np.float32))).batch(8)
+    t = make_trainer(model_dir, [policies.SkipNonFinite(), _DivergeOnce(8, name='diverge'),
+                                 recovery.Rollback(**rollback)],
+                     steps_per_loop=4, checkpoint_every=100)
+    return t, t.fit(data, num_steps=120), read(model_dir, 'rollback')
+
+  def test_a_divergence_goes_back_to_the_start_and_backs_the_rate_off_10x(self):
+    t, summary, rollbacks = self._run('start', True)
+    self.assertEqual(summary['status'], 'completed')  # The loss halved: the probation ended.
+    self.assertEqual([(r['to_step'], r['trigger']) for r in rollbacks], [(0, 'divergence')])
+    self.assertEqual(rollbacks[0]['checkpoint'], 'ckpt-1')  # Written at step 0, before training.
+    self.assertAllClose(rollbacks[0]['learning_rate'], 0.001)
+    self.assertEqual(int(t.state.policies.by_name['rollback'].probation_until.numpy()), -1)
+
+  def test_a_stalled_probation_backs_off_again_until_the_limit(self):
+    _, summary, rollbacks = self._run('stalled', False, probation=30, max_rollbacks=2)
+    self.assertEqual([(r['to_step'], r['trigger']) for r in rollbacks],
+                     [(0, 'divergence'), (0, 'stalled')])
+    self.assertAllClose([r['learning_rate'] for r in rollbacks], [0.001, 0.0001])
+    self.assertEqual(summary['status'], 'diverged')  # The ladder ran out on a divergence.
+    self.assertIn('rollback limit reached', summary['reason'])
+    self.assertIn('the last good checkpoint, ckpt-1 (step 0), is intact', summary['reason'])
+
+
 def _reports(losses, applied=None, step0=1, grad_norms=None):
   n = len(losses)
   applied = np.ones(n, bool) if applied is None else np.array(applied)
