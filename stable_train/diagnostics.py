@@ -28,12 +28,12 @@ def _rms(values) -> float:
 
 def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
   """(RMS of the model's float outputs, RMS of the labels (integer labels count as 1), RMS of
-  the float features) on the run's first batch, in inference mode, with `weights` (the trainable
-  weights, in order) or the current ones; Nones without a first batch. No variable is left
-  changed."""
+  the float features, the outputs' largest magnitude) on the run's first batch, in inference
+  mode, with `weights` (the trainable weights, in order) or the current ones; Nones without a
+  first batch. No variable is left changed."""
   first = probe.first_batch()
   if first is None:
-    return None, None, None
+    return None, None, None, None
   model = probe.model
   features, labels = probe.split_batch(first)
   if weights is None:
@@ -55,7 +55,9 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
   flat = tf.nest.flatten(labels)
   label_rms = 1.0 if any(l.dtype.is_integer for l in flat) else _rms(flat)
   floats = lambda nest: [t for t in tf.nest.flatten(nest) if t.dtype.is_floating]
-  return _rms(floats(outputs)), label_rms, _rms(floats(features))
+  largest = max((float(np.max(np.abs(np.asarray(o, np.float64)))) for o in floats(outputs)
+                 if np.size(o)), default=0.0)
+  return _rms(floats(outputs)), label_rms, _rms(floats(features)), largest
 
 
 @gin.register(module='stable_train')
@@ -115,7 +117,7 @@ class InitialisationCheck(interfaces.Policy):
     initial, self._initial_weights = self._initial_weights, None
     if initial is None:
       return
-    out, label_rms, _ = output_scale(run.probe, initial)
+    out, label_rms, _, _ = output_scale(run.probe, initial)
     if out is None:
       return
     # Outputs of order 1 are what a well-initialised model gives on unit-scale inputs: small

@@ -18,7 +18,7 @@ log = logging.getLogger('stable_train')
 
 # The policy's state, one float32 vector (one read and one assign per step in the graph).
 _FIELDS = ('smoothed', 'best', 'start', 'count', 'above', 'rising', 'rise_base', 'verdict',
-           'reference', 'init_bad', 'output_rms', 'label_rms', 'input_rms')
+           'reference', 'init_bad', 'output_rms', 'label_rms', 'input_rms', 'output_max')
 _DAMAGED, _DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or only the batches.
 _I = {name: i for i, name in enumerate(_FIELDS)}
 _COUNT_CAP = 2.0**20  # `count` only gates the warm-up and the start check: capped, exact in f32.
@@ -86,8 +86,8 @@ class DivergenceCheck(interfaces.Policy):
     self.output_ratio = _number('output_ratio', output_ratio, low=1.0, low_open=True,
                                 allow_none=True)
     initial = np.zeros(len(_FIELDS), np.float32)
-    initial[[_I['best'], _I['reference'], _I['output_rms'], _I['label_rms'], _I['input_rms']]] = [
-        np.inf, np.nan, np.nan, np.nan, np.nan]
+    initial[[_I[k] for k in _FIELDS[8:]]] = np.nan  # Not measured yet.
+    initial[_I['best']], initial[_I['init_bad']] = np.inf, 0.0
     self.state = tf.Variable(initial, trainable=False, name='state')
     self._initial = None  # Host copies of the initial weights, until the start check.
 
@@ -198,13 +198,13 @@ class DivergenceCheck(interfaces.Policy):
     state = self.state.numpy()
     if decision.details['check'] == 'start':
       initial, self._initial = self._initial, None
-      output_rms, label_rms, input_rms = diagnostics.output_scale(run.probe, initial)
-      if output_rms is None:
-        output_rms = label_rms = input_rms = math.inf  # Nothing to compare: done, never bad.
-      ratio = output_rms / max(label_rms, 1.0)
+      scales = diagnostics.output_scale(run.probe, initial)
+      if scales[0] is None:
+        scales = (math.inf,) * 4  # Nothing to compare: done, never bad.
+      ratio = scales[0] / max(scales[1], 1.0)
       bad = math.isfinite(ratio) and ratio > self.output_ratio
-      state[[_I['output_rms'], _I['label_rms'], _I['input_rms'], _I['init_bad']]] = [
-          output_rms, label_rms, input_rms, bad]
+      state[[_I[k] for k in ('output_rms', 'label_rms', 'input_rms', 'output_max', 'init_bad')]] = [
+          *scales, bad]
       if bad:
         log.warning('step %d: the model\'s outputs are %.3gx the labels; the run stops unless its '
                     'loss comes down within %d steps', decision.step, ratio, self.rise_patience)
@@ -228,4 +228,5 @@ class DivergenceCheck(interfaces.Policy):
     value = lambda k: None if not math.isfinite(state[k]) else state[k]
     return {'divergence': {'smoothed_loss': value('smoothed'), 'best': value('best'),
                            'start': value('start'), 'output_rms': value('output_rms'),
-                           'label_rms': value('label_rms'), 'input_rms': value('input_rms')}}
+                           'label_rms': value('label_rms'), 'input_rms': value('input_rms'),
+                           'output_max': value('output_max')}}
