@@ -22,7 +22,6 @@ from stable_train import eval_action
 from stable_train import evaluation
 from stable_train import events as events_lib
 from stable_train import handle
-from stable_train import history as history_lib
 from stable_train import inputs
 from stable_train import interfaces
 from stable_train import loop as loop_lib
@@ -60,8 +59,6 @@ class Controller:
     self.loop: Optional[loop_lib.TrainLoop] = None
     self.variable_paths, self.input_paths, self.random_states = [], [], []
     self.recorder: Optional[recorder_lib.LoopRecorder] = None
-    self.history = history_lib.RunHistory()  # The steps before trouble, for the doctor.
-    self.notes = doctor.Notes()  # This fit's events, for the doctor at its end.
     self.fitted = False
     self._epochs = None  # (num_epochs, steps_per_epoch) of a fit(num_epochs=...), or None.
     self._evaluator = None
@@ -84,8 +81,6 @@ class Controller:
         self.input.reset()
       self.fitted = True
       start = self.global_step()
-      if restored is None and start == 0 and any(p.wants_start_checkpoint for p in t.policies):
-        t.save_checkpoint(reason='start')  # A rollback target before the first update.
       if epochs is not None:  # The stream's end, from where the (resumed) position stands.
         num_steps = start + max(epochs[0] * epochs[1] - self.input.position(), 0)
       self._open_records(restored, num_steps, held, eval_dataset is not None)
@@ -130,7 +125,6 @@ class Controller:
         return self._data_end(num_steps, empty=step == start and self.input.position() == 0)
       self._record(reports, int(outputs['skipped_steps'].numpy()), summary)
       ended = self.dispatch.after_loop(reports)
-      self.history.after_loop(reports, self.dispatch.last_action, ended, self.emit)
       # An action may move the step (a rollback): read again after one acted.
       step = self.global_step() if self.dispatch.acted else int(reports.step[-1])
       for action in actions:
@@ -148,7 +142,6 @@ class Controller:
     the Trainer's `on_loop_end`, and (when rehearsing failure) the injected faults."""
     t = self.trainer
     summary.record(reports)
-    self.history.add(reports)
     if not reports.applied.all():  # An fp16 overflow skip is the loss scale's, not a fault.
       faulty = reports.step[~(reports.applied | reports.overflow)]
       if faulty.size:
@@ -178,12 +171,7 @@ class Controller:
   def _write_summary(self, ended, summary, evaluate) -> Dict[str, Any]:
     values = summary.build(ended, last_eval=evaluate.last if evaluate is not None else None,
                            metrics=self._metric_window() if self.trainer.metrics else None)
-    t = self.trainer
-    diagnosis = doctor.live(self.notes, values, t.output_dir,
-                            optimizer=f'keras.optimizers.{type(t.optimizer).__name__}')
-    if diagnosis is not None:  # The run skipped, rolled back, diverged or aborted.
-      self.emit('diagnosis', **diagnosis)
-      values['diagnosis'] = diagnosis
+    doctor.attach(values, self.trainer, self.emit)  # A troubled run's diagnosis.
     self.scalars.close()
     self.eval_scalars.close()
     summary.write(values)
@@ -221,7 +209,6 @@ class Controller:
     """The run's TensorBoard writers, its first events and the loop recorder."""
     t = self.trainer
     out = t.output_dir
-    self.notes = doctor.Notes()  # Each fit's diagnosis reads its own events.
     self.scalars = events_lib.Scalars(f'{out}/tensorboard' if out else None)
     # A separate TensorBoard run beside the training one, so the two curves overlay.
     self.eval_scalars = events_lib.Scalars(f'{out}/tensorboard/eval' if out and evaluating
@@ -262,7 +249,6 @@ class Controller:
     if epoch is not None:
       fields.setdefault('epoch', epoch)
     record = self.trainer.events.emit(event, step, **fields)
-    self.notes.add(record)
     self.trainer.on_event(record)
     return record
 
@@ -297,9 +283,7 @@ class Controller:
     mark.assign(max(step, int(mark.numpy())))
 
   def _metric_window(self) -> Dict[str, float]:
-    if self.recorder is not None:
-      return self.recorder.metric_window()
-    return self.trainer.metric_results()
+    return self.recorder.metric_window() if self.recorder else self.trainer.metric_results()
 
   def _evaluator_of(self) -> evaluation.Evaluator:
     if self._evaluator is None:

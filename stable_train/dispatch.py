@@ -11,6 +11,7 @@ the resolved one.
 import dataclasses
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from stable_train import history as history_lib
 from stable_train import interfaces
 from stable_train import outcome as outcome_lib
 
@@ -59,7 +60,8 @@ class Dispatcher:
     self._context = context
     self._mark_fault = mark_fault
     self.acted = False  # Whether the last `after_loop` carried anything out.
-    self.last_action = interfaces.CONTINUE  # The last `after_loop`'s resolved action.
+    # The steps before trouble, written out when a loop skips, acts or ends the run.
+    self.history = history_lib.RunHistory()
 
   def decide(self, reports) -> Tuple[List[Decision], Decision]:
     """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one).
@@ -89,10 +91,17 @@ class Dispatcher:
                          context)
 
   def after_loop(self, reports) -> Optional[outcome_lib.Outcome]:
-    """Decides on one loop of reports and carries it out; an Outcome when the run must end."""
+    """Decides on one loop of reports and carries it out; an Outcome when the run must end. The
+    first trouble of an episode (a skip, a rollback, an end) is recorded with the steps before
+    it (a `history` event, for the doctor)."""
+    self.history.add(reports)
     acts, decision = self.decide(reports)
     self.acted = bool(acts) or decision.action != interfaces.CONTINUE
-    self.last_action = decision.action
+    ended = self._carry_out(reports, acts, decision)
+    self.history.after_loop(reports, decision.action, ended, self._run.emit)
+    return ended
+
+  def _carry_out(self, reports, acts, decision) -> Optional[outcome_lib.Outcome]:
     step = int(reports.step[-1])
     for act in acts:  # Every policy's own action, in policy order, whatever comes next.
       stop = self._by_name[act.policy].execute(act, self._run)

@@ -1,9 +1,10 @@
 """The doctor: from what a run recorded, the most likely cause of its trouble (one of
 `symptoms.CAUSES`), the evidence, and the remedy as a gin line or a code change.
 
-Live, at the end of a run that skipped, rolled back, diverged or aborted: a `diagnosis` event and
-summary.json's `diagnosis` block. Offline, for any run directory (old ones too, with less
-evidence): `scripts/doctor.py --model_dir=DIR`, which is `doctor.main(argv)`.
+Live, at the end of a run that skipped, rolled back, diverged or aborted (`attach`): a
+`diagnosis` event and summary.json's `diagnosis` block. Offline, for any run directory (old ones
+too, with less evidence): `scripts/doctor.py --model_dir=DIR`, which is `doctor.main(argv)`. It
+reads files only (no TensorFlow import).
 """
 
 import argparse
@@ -14,32 +15,10 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
+from stable_train import causes as causes_lib
 from stable_train import symptoms as symptoms_lib
 
-CAUSES = symptoms_lib.CAUSES
-# Events the live doctor keeps (a checkpoint or an eval says nothing of a cause).
-_IGNORED = ('checkpoint', 'eval', 'best_checkpoint', 'diagnosis')
-_MAX_SKIPS = 200  # Skip events kept live: the first ones show how the trouble began.
-
-
-class Notes:
-  """The events of one live fit, as the doctor reads them (bounded: the first skips only)."""
-
-  def __init__(self):
-    self.events: List[Dict[str, Any]] = []
-    self._skips = 0
-
-  def add(self, record: Dict[str, Any]) -> None:
-    kind = record.get('event')
-    if kind in _IGNORED:
-      return
-    if kind == 'skip':
-      self._skips += 1
-      if self._skips > _MAX_SKIPS:
-        return
-    self.events.append(record)
-
-
+CAUSES = causes_lib.CAUSES
 def troubled(summary: Dict[str, Any], events: Sequence[Dict[str, Any]]) -> bool:
   """Whether the run skipped (beyond fp16 overflows), rolled back, diverged or aborted, or met
   bad batches (an outlier skip, a divergence check that blamed the data)."""
@@ -101,7 +80,7 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   if not troubled(summary, events):
     return {'cause': None, 'label': 'no trouble found', 'confidence': 'high', 'evidence': [],
             'remedy': None, 'applied': None, 'trouble_began': None, 'alternatives': []}
-  scores = symptoms_lib.score(s)
+  scores = causes_lib.score(s)
   ranked = sorted(scores, key=lambda c: -scores[c][0])
   top, runner = ranked[0], ranked[1]
   best, second = scores[top][0], scores[runner][0]
@@ -184,19 +163,22 @@ def applied(cause: str, s: symptoms_lib.Symptoms, summary: Dict[str, Any]) -> Op
   return '; '.join(done) or None
 
 
-def live(notes: Notes, summary: Dict[str, Any], model_dir: Optional[str],
-         optimizer: Optional[str] = None) -> Optional[Dict]:
-  """The diagnosis of a live fit that ran into trouble (None for a clean one); `optimizer`:
-  the optimizer's gin name, when operative_config.gin does not say."""
-  if not troubled(summary, notes.events):
-    return None
-  names = dict({'optimizer': optimizer} if optimizer else {}, **config_names(model_dir))
-  return diagnose(notes.events, summary, _forensics_reports(notes.events, model_dir),
-                  names=names)
+def attach(summary: Dict[str, Any], trainer, emit) -> None:
+  """At the end of a fit: a troubled run's diagnosis, from the records in its model_dir (this
+  fit's summary, every event so far, the forensics records), as summary['diagnosis'] and a
+  `diagnosis` event. Nothing without a model_dir (or off the chief): no records to read."""
+  out = trainer.output_dir
+  events = _read_events(out) if out else []
+  if not out or not troubled(summary, events):
+    return
+  names = {'optimizer': f'keras.optimizers.{type(trainer.optimizer).__name__}',
+           **config_names(out)}
+  diagnosis = diagnose(events, summary, _forensics_reports(events, out), names=names)
+  emit('diagnosis', **diagnosis)
+  summary['diagnosis'] = diagnosis
 
 
-def load(model_dir: str):
-  """(events, summary, forensics reports, `config_names`) of a run directory."""
+def _read_events(model_dir: str) -> List[Dict[str, Any]]:
   path = os.path.join(model_dir, 'events.jsonl')
   events = []
   if os.path.exists(path):
@@ -206,6 +188,12 @@ def load(model_dir: str):
           events.append(json.loads(line))
         except ValueError:
           continue  # A line cut off by a crash.
+  return events
+
+
+def load(model_dir: str):
+  """(events, summary, forensics reports, `config_names`) of a run directory."""
+  events = _read_events(model_dir)
   summary = {}
   if os.path.exists(os.path.join(model_dir, 'summary.json')):
     with open(os.path.join(model_dir, 'summary.json')) as f:
