@@ -13,11 +13,6 @@ from stable_train import interfaces
 log = logging.getLogger('stable_train')
 
 
-def _check(name, value, ok, what):
-  if isinstance(value, bool) or not ok(value):
-    raise errors.ConfigError(f'{name}={value!r} must be {what}.')
-
-
 # Default `start_fraction` of each metric. Adam on a model that has converged to float32 round-off
 # (loss ~1e-14) turns gradients of pure round-off into full-size steps: the run leaves its minimum
 # and comes back within ~100 steps, and when, and how high, the last bits decide (they differ
@@ -65,15 +60,15 @@ class LossSpike(interfaces.Policy):
     """
     super().__init__(name=name)
     window = errors.check_int('LossSpike', 'window', window, minimum=2)
-    _check('LossSpike: num_stds', num_stds,
-           lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v > 0, 'a positive number')
+    num_stds = errors.check_number('LossSpike', 'num_stds', num_stds, low=0.0, low_open=True,
+                                   what='a positive number')
     warmup = errors.check_int('LossSpike', 'warmup', warmup, minimum=2, maximum=window)
-    _check('LossSpike: min_ratio', min_ratio,
-           lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, 'a number >= 1')
-    self.min_ratio = float(min_ratio)
-    metrics = tuple(metrics)
-    _check('LossSpike: metrics', metrics, lambda v: v and all(m in _START_FRACTIONS for m in v),
-           "a subset of ('loss', 'grad_norm')")
+    self.min_ratio = errors.check_number('LossSpike', 'min_ratio', min_ratio, low=1.0,
+                                         what='a number >= 1')
+    metrics = tuple(metrics) if not isinstance(metrics, str) else (metrics,)
+    if not metrics or not all(m in _START_FRACTIONS for m in metrics):
+      raise errors.ConfigError(
+          f"LossSpike: metrics={metrics!r} must be a subset of ('loss', 'grad_norm').")
     self.start_fraction = _start_fractions(start_fraction, metrics)
     self.window, self.num_stds, self.warmup, self.metrics = window, float(num_stds), warmup, metrics
     self.history = tf.Variable(tf.zeros([len(metrics), window], tf.float32), trainable=False,
@@ -129,17 +124,17 @@ class LossSpike(interfaces.Policy):
 
 def _start_fractions(start_fraction, metrics):
   """Each metric's `start_fraction` from one number, a mapping by metric name, or None."""
-  name = 'LossSpike: start_fraction'
-  if isinstance(start_fraction, Mapping):
-    _check(name, dict(start_fraction), lambda v: set(v) <= set(_START_FRACTIONS),
-           "a mapping with keys in ('loss', 'grad_norm')")
+  mapping = isinstance(start_fraction, Mapping)
+  if mapping:
     given = dict(start_fraction)
+    if not set(given) <= set(_START_FRACTIONS):
+      raise errors.ConfigError(f'LossSpike: start_fraction={given!r} must be a mapping with '
+                               "keys in ('loss', 'grad_norm').")
   else:
     given = {} if start_fraction is None else {m: start_fraction for m in metrics}
   for metric, value in given.items():
-    label = name if not isinstance(start_fraction, Mapping) else f'{name}[{metric!r}]'
-    _check(label, value, lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 0,
-           'a number >= 0')
+    errors.check_number('LossSpike', f'start_fraction[{metric!r}]' if mapping else
+                        'start_fraction', value, low=0.0, what='a number >= 0')
   return {m: float(given.get(m, _START_FRACTIONS[m])) for m in metrics}
 
 
@@ -177,8 +172,8 @@ class Rollback(interfaces.Policy):
     """
     super().__init__(name=name)
     max_rollbacks = errors.check_int('Rollback', 'max_rollbacks', max_rollbacks)
-    _check('Rollback: lr_backoff', lr_backoff,
-           lambda v: isinstance(v, (int, float)) and 0 < v <= 1, 'a number in (0, 1]')
+    lr_backoff = errors.check_number('Rollback', 'lr_backoff', lr_backoff, low=0.0, high=1.0,
+                                     low_open=True, what='a number in (0, 1]')
     skip_batches = errors.check_int('Rollback', 'skip_batches', skip_batches)
     retry_window = errors.check_int('Rollback', 'retry_window', retry_window)
     if restore_lr_after is not None:
