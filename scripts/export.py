@@ -65,7 +65,8 @@ def main(argv) -> int:
   chosen = FLAGS.checkpoint
   try:
     if FLAGS.checkpoint in export.CHECKPOINT_CHOICES:  # Before building anything.
-      chosen, described = export.choose_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
+      chosen, described = export.choose_checkpoint(FLAGS.model_dir, FLAGS.checkpoint,
+                                                   option='--checkpoint={}')
       if FLAGS.checkpoint == 'best' and not described.startswith('best'):
         sys.stderr.write(f'export: note: {described}; exporting that one.\n')
     model = export.model_from_config(gin_files, FLAGS.gin_param)

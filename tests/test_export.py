@@ -135,6 +135,16 @@ class LoadForInferenceTest(tf.test.TestCase):
     _set_manifest(model_dir, step_3={'good': False}, step_6={'good': False})
     with self.assertRaisesRegex(errors.CheckpointError, "no checkpoint marked good.*'latest'"):
       export.checkpoint_path(model_dir, 'last_good')
+    # The best checkpoint's files are gone: said so, not "none is marked best".
+    for name in os.listdir(os.path.join(model_dir, 'checkpoints')):
+      if name.startswith('ckpt-1.'):
+        os.remove(os.path.join(model_dir, 'checkpoints', name))
+    with self.assertRaises(errors.CheckpointError) as ctx:
+      export.choose_checkpoint(model_dir, 'best', option='--checkpoint={}')
+    self.assertEqual(str(ctx.exception), (
+        f"the best checkpoint of {model_dir!r} (ckpt-1, step 3) is marked in its manifest but its "
+        f"files are gone from {model_dir}/checkpoints; restore them, or use "
+        '--checkpoint=last_good or --checkpoint=latest.'))
 
   def test_unbuilt_model_is_built_from_a_shape_or_a_sample(self):
     model_dir = self.get_temp_dir()
@@ -278,6 +288,23 @@ class ExportScriptTest(tf.test.TestCase):
       self.assertEqual(code, 1, err)
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertIn(text, err)
+
+  def test_a_missing_best_or_no_good_checkpoint_is_named_with_the_flag_to_use(self):
+    model_dir = os.path.join(self.root, 'marked')
+    shutil.copytree(self.model_dir, model_dir)
+    _set_manifest(model_dir, step_10={'best': True, 'good': False}, step_20={'good': False})
+    code, _, err = _run('export.py', f'--model_dir={model_dir}')
+    self.assertEqual((code, err.strip().splitlines()), (1, [
+        f"export: no usable checkpoint: '{model_dir}' has no checkpoint marked good (newest: step "
+        "20); use --checkpoint=latest to take it anyway."]))
+    for name in os.listdir(os.path.join(model_dir, 'checkpoints')):
+      if name.startswith('ckpt-1.'):
+        os.remove(os.path.join(model_dir, 'checkpoints', name))
+    code, _, err = _run('export.py', f'--model_dir={model_dir}', '--checkpoint=best')
+    self.assertEqual(code, 1, err)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertIn('the best checkpoint', err)
+    self.assertIn('(ckpt-1, step 10) is marked in its manifest but its files are gone', err)
 
   def test_usage_errors_exit_2_with_one_line(self):
     for args, text in ((['--format=onnx'], "--format='onnx' must be one of"),
