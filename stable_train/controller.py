@@ -141,8 +141,11 @@ class Controller:
     the Trainer's `on_loop_end`, and (when rehearsing failure) the injected faults."""
     t = self.trainer
     summary.record(reports)
-    if not reports.applied.all():  # An fp16 overflow skip is the loss scale's, not a fault.
-      faulty = reports.step[~(reports.applied | reports.overflow)]
+    if not reports.applied.all():
+      # A fault of the model marks the run unhealthy for `healthy_window` steps. An fp16 overflow
+      # skip is the loss scale's, and a batch that failed an input check is the data's: both
+      # left the state as it was, so the next checkpoint is as good as the last.
+      faulty = reports.step[~(reports.applied | reports.overflow | ~reports.inputs_finite)]
       if faulty.size:
         t.last_fault_step.assign(int(faulty[-1]))
     self.recorder.record(reports, skipped_total)
