@@ -224,11 +224,18 @@ def steps_per_epoch(dataset: tf.data.Dataset) -> int:
 
 def show_progress(logger: logging.Logger) -> None:
   """Makes `logger`'s INFO progress lines visible when nothing else would show them: with no
-  handler on it or on the root logger (a plain library caller), a stderr handler at INFO."""
+  handler on it or on the root logger (a plain library caller), a stderr handler at INFO.
+
+  That logger then stops propagating to the root: TensorFlow's checkpoint saver logs through
+  absl, which calls `logging.basicConfig()`, and every line would otherwise be printed twice
+  from then on. A caller who wants the lines in their own handlers configures logging before
+  building the Trainer (it is then left alone).
+  """
   if logger.handlers or logging.getLogger().handlers:
     return  # Configured by the caller (absl in the CLI, logging.basicConfig, pytest).
   handler = logging.StreamHandler()
   handler.setFormatter(logging.Formatter('%(message)s'))
   logger.addHandler(handler)
+  logger.propagate = False
   if logger.level == logging.NOTSET or logger.level > logging.INFO:
     logger.setLevel(logging.INFO)
