@@ -40,6 +40,8 @@ class RunCheckpoints:
     self._cache = None
     self._background = False  # Interval checkpoints are written in the background.
     self._pending_reason = None  # The reason of the save being written in the background.
+    # step -> whether the fit's evaluation at that step is still to run (set by each fit).
+    self.eval_due: Callable[[int], bool] = lambda step: False
 
   # -- opening and resuming ---------------------------------------------------------------------
   def open(self, dataset, *, fitted: bool) -> Optional[checkpointing.Entry]:
@@ -149,7 +151,8 @@ class RunCheckpoints:
       return None
     self.refused = 0
     entry = self.keeper.save(step, good=self.healthy(),
-                             background=self._background and reason == 'interval')
+                             background=self._background and reason == 'interval',
+                             eval_due=self.eval_due(step))
     if self.keeper.pending is entry:
       self._pending_reason = reason
     else:

@@ -130,12 +130,14 @@ class CheckpointKeeper:
   def _write_manifest(self) -> None:
     self.manifest.write()
 
-  def save(self, step: int, good: bool, *, background: bool = False) -> Entry:
+  def save(self, step: int, good: bool, *, background: bool = False,
+           eval_due: bool = False) -> Entry:
     """Writes a checkpoint of the current state (the caller has verified that every variable is
     finite), after completing any write still in flight. A good checkpoint is captured in the
     snapshot and written from it; with `background` (a good checkpoint, a snapshot writer) a
     thread writes, syncs and commits it while the caller goes on (`wait` completes it). Returns
-    the entry (committed, unless written in the background).
+    the entry (committed, unless written in the background). `eval_due`: the evaluation at
+    this step has not run yet (`Entry.eval_due`).
 
     Raises:
       errors.CheckpointError: this write, or the one in flight, failed (a full disk, a lost
@@ -144,7 +146,7 @@ class CheckpointKeeper:
     self.wait()
     number = self.manifest.next_number()
     entry = Entry(number=number, step=int(step), good=bool(good), path=f'ckpt-{number}',
-                  input_signature=self.input_signature)
+                  input_signature=self.input_signature, eval_due=bool(eval_due))
     if self.snapshot is not None and entry.good:
       self.snapshot.capture(tag=number)
     if background and entry.good and self.snapshot is not None and self._snapshot_writer:

@@ -74,6 +74,8 @@ class Controller:
     lock = runlock.hold(t.output_dir) if t.output_dir else contextlib.nullcontext()
     with lock as held:
       self._build(dataset)
+      if eval_dataset is not None:  # Before anything is written: eval data that cannot work.
+        self._evaluator_of().check(eval_dataset)
       self.input.start(dataset, from_start=self.fitted)
       restored = self.checkpoints.open(dataset, fitted=self.fitted) if t.model_dir else None
       if not t.model_dir:
@@ -84,23 +86,22 @@ class Controller:
         num_steps = start + max(epochs[0] * epochs[1] - self.input.position(), 0)
       self._open_records(restored, num_steps, held, eval_dataset is not None)
       summary = summary_lib.RunSummary(t, start_step=start, epochs=epochs, epoch_of=self.epoch_of)
-      evaluate = None
-      if eval_dataset is not None:
-        evaluate = eval_action.EvalAction(
-            evaluator=self._evaluator_of(), dataset=eval_dataset, every=eval_every,
-            steps=eval_steps, trainer=t, dispatcher=self.dispatch, scalars=self.eval_scalars,
-            train_metrics=self._metric_window, start_step=start)
       cadence = checkpoint_action.CheckpointAction(self.checkpoints, t, self.dispatch, start)
       with signals.SIGNALS.training() as training, self.checkpoints.writes_in_background():
+        signal = signal_action.SignalAction(training, t)
+        evaluate = self._eval_action(eval_dataset, eval_every, eval_steps, start, signal)
         try:
           stopped = self.dispatch.already_stopped() if start < num_steps else None
           if stopped is not None:  # Resumed after an early stop (same command): train no more.
             log.info('step %d: resumed a run that had stopped early (%s); raise the patience '
                      'to train on', start, stopped.reason)
             return self._finish(stopped, summary, None, cadence)
-          actions = [signal_action.SignalAction(training, t), evaluate, cadence]
-          ended = self._train(num_steps, summary, [a for a in actions if a is not None])
-          self.checkpoints.complete_writes()  # A failed write stops the run as a save would.
+          # The evaluation a signal stopped (or came before) at the checkpoint's step, first.
+          due = evaluate is not None and restored is not None and restored.eval_due
+          ended = evaluate.run(start) if due else None
+          if ended is None:
+            ended = self._train(num_steps, summary, [a for a in (signal, evaluate, cadence) if a])
+            self.checkpoints.complete_writes()  # A failed write stops the run as a save would.
           return self._finish(ended, summary, evaluate, cadence)
         except (errors.NumericsError, errors.CheckpointError) as e:
           # CheckNumerics(mode='raise'), or a checkpoint that could not be written: recorded
@@ -287,6 +288,21 @@ class Controller:
     if self.recorder is not None:
       return self.recorder.metric_window()
     return self.trainer.metric_results()
+
+  def _eval_action(self, dataset, every, steps, start: int,
+                   signal) -> Optional[eval_action.EvalAction]:
+    """The fit's evaluation cadence (None without eval data); checkpoints record whether its
+    evaluation at their step is still due."""
+    if dataset is None:
+      self.checkpoints.eval_due = lambda step: False
+      return None
+    evaluate = eval_action.EvalAction(
+        evaluator=self._evaluator_of(), dataset=dataset, every=every, steps=steps,
+        trainer=self.trainer, dispatcher=self.dispatch, scalars=self.eval_scalars,
+        train_metrics=self._metric_window, start_step=start, signal=signal,
+        mark_not_good_after=self.run.mark_not_good_after)
+    self.checkpoints.eval_due = evaluate.due
+    return evaluate
 
   def _evaluator_of(self) -> evaluation.Evaluator:
     if self._evaluator is None:

@@ -38,16 +38,26 @@ class EvalDivergence:
 class EvalAction:
   """Evaluates every `every` steps (when the global step crosses a multiple of it, at loop ends)
   and at the end of a run that ended normally; a divergence goes to the dispatcher as a fault,
-  any other result to the policies' `decide_eval`."""
+  any other result to the policies' `decide_eval`.
+
+  A signal during an evaluation gives it up and stops the run there (`signal`): the checkpoint
+  then records the evaluation as due (`manifest.Entry.eval_due`), and the resumed run does it
+  first, so the policies see the evaluations of an uninterrupted run.
+  """
 
   def __init__(self, *, evaluator, dataset, every: Optional[int], steps: Optional[int],
                trainer, dispatcher, scalars: events_lib.Scalars,
-               train_metrics: Callable[[], Dict[str, float]], start_step: int):
+               train_metrics: Callable[[], Dict[str, float]], start_step: int,
+               signal=None, mark_not_good_after: Callable[[int], None] = lambda step: None):
     """Args: evaluator: the `evaluation.Evaluator`; dataset, every, steps: fit's eval arguments;
     trainer: the Trainer (emit, verbose, eval_divergence_factor); dispatcher: the run's
     `dispatch.Dispatcher`; scalars: the eval TensorBoard run; train_metrics: () -> the training
-    metrics' latest window; start_step: the step the fit starts at."""
+    metrics' latest window; start_step: the step the fit starts at; signal: the run's
+    `signal_action.SignalAction` (None: an evaluation is never given up); mark_not_good_after:
+    marks the checkpoints after a step not good (`RunHandle.mark_not_good_after`)."""
     self._evaluator = evaluator
+    self._signal = signal
+    self._mark_not_good_after = mark_not_good_after
     self._dataset, self._every, self._steps = dataset, every, steps
     self._trainer = trainer
     self._dispatch = dispatcher
@@ -64,6 +74,8 @@ class EvalAction:
   def run(self, step: int) -> Optional[outcome_lib.Outcome]:
     """Evaluates; a divergence is carried out as a fault, else the policies decide on it."""
     result = self.evaluate(step)
+    if result is None:  # A signal came: the run stops here, this evaluation due.
+      return self._signal.run(step)
     self._last_step = step
     diverged = self._divergence.check(result)
     if diverged is not None:  # A fault like any other: a Rollback acts on it.
@@ -76,21 +88,34 @@ class EvalAction:
     if self.last is not None and self.last['step'] == step:
       return None
     result = self.evaluate(step)
+    if result is None:  # A signal came: the rerun evaluates at this step, at its end.
+      return self._signal.run(step)
     diverged = self._divergence.check(result)
     if diverged is None:
       return self._dispatch.after_eval(self._values(result), final=True)
     self._trainer.last_fault_step.assign(step)
+    # An interval checkpoint of this very step was written before the evaluation, good.
+    self._mark_not_good_after(step - 1)
     self._trainer.emit('eval_divergence', step, reason=diverged.reason,
                        handled='final checkpoint not good')
     return None
 
-  def evaluate(self, step: int) -> Dict[str, Any]:
-    """Evaluates on the fit's eval data; records it (event, log line, eval TensorBoard run)."""
+  def evaluate(self, step: int) -> Optional[Dict[str, Any]]:
+    """Evaluates on the fit's eval data; records it (event, log line, eval TensorBoard run).
+    None, and nothing recorded, when a signal came during it."""
     t = self._trainer
-    result = dict(step=step, **self._evaluator.evaluate(self._dataset, self._steps))
+    stop = None if self._signal is None else lambda: self._signal.due(step)
+    result = self._evaluator.evaluate(self._dataset, self._steps, stop=stop)
+    if result is None:
+      return None
+    result = dict(step=step, **result)
     self.last = result
+    left_out = {'left_out': result['left_out']} if 'left_out' in result else {}
     t.emit('eval', step, loss=result['loss'], batches=result['batches'],
-           metrics=result['metrics'])
+           metrics=result['metrics'], **left_out)
+    if left_out:
+      log.warning('step %d: eval left out %d batch(es) with a label outside [0, %d)', step,
+                  left_out['left_out'], t.label_classes)
     if t.verbose:
       shown = ''.join(f'  {k} {v:.4g}' for k, v in result['metrics'].items())
       log.info('step %d  eval loss %.5g%s  (%d batches)', step, result['loss'], shown,

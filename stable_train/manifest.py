@@ -33,10 +33,13 @@ class Entry:
   best: bool = False  # The checkpoint of the best evaluation so far (at most one entry).
   # The batches' dtypes and shapes (`inputs.batch_signature`); None in older manifests.
   input_signature: Optional[str] = None
+  # An evaluation was due at this step and had not run (a signal stopped the run first, or
+  # during it): a run resumed from here evaluates before it trains.
+  eval_due: bool = False
 
 
 _FIELD_TYPES = {'number': int, 'step': int, 'good': bool, 'path': str, 'best': bool,
-                'input_signature': (str, type(None))}
+                'input_signature': (str, type(None)), 'eval_due': bool}
 _PATH = re.compile(r'ckpt-\d+')
 
 
