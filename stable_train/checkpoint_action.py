@@ -40,7 +40,7 @@ class RunCheckpoints:
     self._cache = None
     self._background = False  # Interval checkpoints are written in the background.
     self._pending_reason = None  # The reason of the save being written in the background.
-    # step -> whether the fit's evaluation at that step is still to run (set by each fit).
+    # step -> whether the fit's evaluation at that step is still to run (`eval_action`).
     self.eval_due: Callable[[int], bool] = lambda step: False
 
   # -- opening and resuming ---------------------------------------------------------------------
@@ -48,6 +48,7 @@ class RunCheckpoints:
     """Opens the keeper of `<model_dir>/checkpoints` and, for a fresh Trainer, resumes from the
     newest restorable checkpoint; returns the restored entry (None: nothing restored)."""
     t = self._trainer
+    self.eval_due = lambda step: False  # Until this fit's evaluation cadence says otherwise.
     if self.keeper is not None:
       self.keeper.wait()  # A save made outside fit may still be writing into the directory.
     checkpoint, snapshot, writer, snapshot_writer = self._parts()

@@ -310,7 +310,7 @@ def _fsync(paths: List[str]) -> None:
 
 # How a restore says that the checkpoint holds another structure than the objects restoring it.
 _MISMATCH = ('not bound', 'unresolved', 'not found in checkpoint', 'python objects',
-             'does not match the shape stored')
+             'does not match the shape stored', 'received incompatible tensor with shape')
 _DTYPES = re.compile(r'expected dtype (\w+) does not equal original dtype (\w+)')
 _FLOAT_DTYPES = {'half', 'float', 'double', 'bfloat16', 'float16', 'float32', 'float64'}
 

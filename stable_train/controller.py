@@ -8,6 +8,7 @@ run (final evaluation and checkpoint, `done`, summary.json).
 """
 
 import contextlib
+import functools
 import logging
 from typing import Any, Dict, Optional
 
@@ -60,7 +61,6 @@ class Controller:
     self.recorder: Optional[recorder_lib.LoopRecorder] = None
     self.fitted = False
     self._epochs = None  # (num_epochs, steps_per_epoch) of a fit(num_epochs=...), or None.
-    self._evaluator = None
     self._report_columns = (None, ())
 
   # -- the outer loop ---------------------------------------------------------------------------
@@ -75,7 +75,7 @@ class Controller:
     with lock as held:
       self._build(dataset)
       if eval_dataset is not None:  # Before anything is written: eval data that cannot work.
-        self._evaluator_of().check(eval_dataset)
+        self._evaluator.check(eval_dataset)
       self.input.start(dataset, from_start=self.fitted)
       restored = self.checkpoints.open(dataset, fitted=self.fitted) if t.model_dir else None
       if not t.model_dir:
@@ -89,19 +89,20 @@ class Controller:
       cadence = checkpoint_action.CheckpointAction(self.checkpoints, t, self.dispatch, start)
       with signals.SIGNALS.training() as training, self.checkpoints.writes_in_background():
         signal = signal_action.SignalAction(training, t)
-        evaluate = self._eval_action(eval_dataset, eval_every, eval_steps, start, signal)
+        evaluate = None if eval_dataset is None else eval_action.EvalAction(
+            evaluator=self._evaluator, dataset=eval_dataset, every=eval_every, steps=eval_steps,
+            trainer=t, dispatcher=self.dispatch, scalars=self.eval_scalars, start_step=start,
+            train_metrics=self._metric_window, signal=signal, checkpoints=self.checkpoints)
         try:
           stopped = self.dispatch.already_stopped() if start < num_steps else None
           if stopped is not None:  # Resumed after an early stop (same command): train no more.
             log.info('step %d: resumed a run that had stopped early (%s); raise the patience '
                      'to train on', start, stopped.reason)
             return self._finish(stopped, summary, None, cadence)
-          # The evaluation a signal stopped (or came before) at the checkpoint's step, first.
-          due = evaluate is not None and restored is not None and restored.eval_due
-          ended = evaluate.run(start) if due else None
-          if ended is None:
-            ended = self._train(num_steps, summary, [a for a in (signal, evaluate, cadence) if a])
-            self.checkpoints.complete_writes()  # A failed write stops the run as a save would.
+          actions = [a for a in (signal, evaluate, cadence) if a is not None]
+          resumed = evaluate.resume(restored) if evaluate is not None else None
+          ended = resumed or self._train(num_steps, summary, actions)
+          self.checkpoints.complete_writes()  # A failed write stops the run as a save would.
           return self._finish(ended, summary, evaluate, cadence)
         except (errors.NumericsError, errors.CheckpointError) as e:
           # CheckNumerics(mode='raise'), or a checkpoint that could not be written: recorded
@@ -142,13 +143,9 @@ class Controller:
     the Trainer's `on_loop_end`, and (when rehearsing failure) the injected faults."""
     t = self.trainer
     summary.record(reports)
-    if not reports.applied.all():
-      # A fault of the model marks the run unhealthy for `healthy_window` steps. An fp16 overflow
-      # skip is the loss scale's, and a batch that failed an input check is the data's: both
-      # left the state as it was, so the next checkpoint is as good as the last.
-      faulty = reports.step[~(reports.applied | reports.overflow | ~reports.inputs_finite)]
-      if faulty.size:
-        t.last_fault_step.assign(int(faulty[-1]))
+    fault = reports.last_model_fault()
+    if fault is not None:  # No checkpoint of the next `healthy_window` steps is good.
+      t.last_fault_step.assign(fault)
     self.recorder.record(reports, skipped_total)
     t.on_loop_end(reports)
     if t.faults is not None:
@@ -289,22 +286,6 @@ class Controller:
       return self.recorder.metric_window()
     return self.trainer.metric_results()
 
-  def _eval_action(self, dataset, every, steps, start: int,
-                   signal) -> Optional[eval_action.EvalAction]:
-    """The fit's evaluation cadence (None without eval data); checkpoints record whether its
-    evaluation at their step is still due."""
-    if dataset is None:
-      self.checkpoints.eval_due = lambda step: False
-      return None
-    evaluate = eval_action.EvalAction(
-        evaluator=self._evaluator_of(), dataset=dataset, every=every, steps=steps,
-        trainer=self.trainer, dispatcher=self.dispatch, scalars=self.eval_scalars,
-        train_metrics=self._metric_window, start_step=start, signal=signal,
-        mark_not_good_after=self.run.mark_not_good_after)
-    self.checkpoints.eval_due = evaluate.due
-    return evaluate
-
-  def _evaluator_of(self) -> evaluation.Evaluator:
-    if self._evaluator is None:
-      self._evaluator = evaluation.Evaluator(self.trainer)
-    return self._evaluator
+  @functools.cached_property
+  def _evaluator(self) -> evaluation.Evaluator:  # Built at the first fit that evaluates.
+    return evaluation.Evaluator(self.trainer)

@@ -48,16 +48,19 @@ class EvalAction:
   def __init__(self, *, evaluator, dataset, every: Optional[int], steps: Optional[int],
                trainer, dispatcher, scalars: events_lib.Scalars,
                train_metrics: Callable[[], Dict[str, float]], start_step: int,
-               signal=None, mark_not_good_after: Callable[[int], None] = lambda step: None):
+               signal=None, checkpoints=None):
     """Args: evaluator: the `evaluation.Evaluator`; dataset, every, steps: fit's eval arguments;
     trainer: the Trainer (emit, verbose, eval_divergence_factor); dispatcher: the run's
     `dispatch.Dispatcher`; scalars: the eval TensorBoard run; train_metrics: () -> the training
     metrics' latest window; start_step: the step the fit starts at; signal: the run's
-    `signal_action.SignalAction` (None: an evaluation is never given up); mark_not_good_after:
-    marks the checkpoints after a step not good (`RunHandle.mark_not_good_after`)."""
+    `signal_action.SignalAction` (None: an evaluation is never given up); checkpoints: the run's
+    `checkpoint_action.RunCheckpoints`, whose checkpoints then record whether the evaluation at
+    their step is still due, and whose good marks a bad final evaluation takes back."""
     self._evaluator = evaluator
     self._signal = signal
-    self._mark_not_good_after = mark_not_good_after
+    self._checkpoints = checkpoints
+    if checkpoints is not None:
+      checkpoints.eval_due = self.due
     self._dataset, self._every, self._steps = dataset, every, steps
     self._trainer = trainer
     self._dispatch = dispatcher
@@ -82,6 +85,15 @@ class EvalAction:
       return self._dispatch.carry_out(diverged)
     return self._dispatch.after_eval(self._values(result))
 
+  def resume(self, restored) -> Optional[outcome_lib.Outcome]:
+    """Before training: the evaluation the restored checkpoint left due at its step (a signal
+    stopped the run before it, or during it: `manifest.Entry.eval_due`); None (and nothing run)
+    when there is none."""
+    if restored is None or not restored.eval_due:
+      return None
+    self._last_step = -1  # Due until it has run (a signal during it: the checkpoint says so).
+    return self.run(restored.step)
+
   def final(self, step: int) -> Optional[outcome_lib.Outcome]:
     """The end-of-run evaluation (unless this step was just evaluated); a divergence leaves the
     final checkpoint not good (no steps are left to recover in); a STOP is dropped."""
@@ -94,8 +106,9 @@ class EvalAction:
     if diverged is None:
       return self._dispatch.after_eval(self._values(result), final=True)
     self._trainer.last_fault_step.assign(step)
-    # An interval checkpoint of this very step was written before the evaluation, good.
-    self._mark_not_good_after(step - 1)
+    keeper = self._checkpoints.keeper if self._checkpoints is not None else None
+    if keeper is not None:  # An interval checkpoint of this step came before the evaluation.
+      keeper.mark_bad(after_step=step - 1)
     self._trainer.emit('eval_divergence', step, reason=diverged.reason,
                        handled='final checkpoint not good')
     return None

@@ -55,6 +55,9 @@ class Evaluator:
     updates the metrics."""
     if not self._distributed:
       batch, ok = self._checked(batch)
+      if ok is None:
+        return (tf.cast(self._evaluate_batch(batch), tf.float64), tf.constant(True),
+                tf.constant(0, tf.int64))
       loss = tf.cond(ok, lambda: tf.cast(self._evaluate_batch(batch), tf.float64),
                      lambda: tf.constant(0.0, tf.float64))
       return loss, ok, 1 - tf.cast(ok, tf.int64)
@@ -68,6 +71,7 @@ class Evaluator:
     """Per replica, traced: (its loss x its shard size, its shard size, 1 if it was left out),
     the size 0 for a shard left out."""
     batch, ok = self._checked(batch)
+    ok = tf.constant(True) if ok is None else ok
     size = tf.cast(tf.shape(tf.nest.flatten(self._trainer.split_batch(batch)[1])[0])[0],
                    tf.float64) * tf.cast(ok, tf.float64)
     # An empty shard (a short last batch) is not run at all: besides a NaN mean loss, TF 2.21's
@@ -78,10 +82,11 @@ class Evaluator:
 
   def _checked(self, batch):
     """Traced: (the batch with safe labels, whether its sparse labels are in range), as the
-    train step checks them (`Trainer.label_classes`): one bad row does not end a run."""
+    train step checks them (`Trainer.label_classes`; None: not checked): one bad row does not
+    end a run."""
     classes = self._trainer.label_classes
     if classes is None:
-      return batch, tf.constant(True)
+      return batch, None
     labels = self._trainer.split_batch(batch)[1]
     return (labels_lib.replace_labels(batch, labels, labels_lib.safe(labels, classes)),
             labels_lib.in_range(labels, classes))

@@ -328,6 +328,20 @@ class CliTest(tf.test.TestCase):
         f"stable_train: checkpoint error: '{faulty}' has no checkpoint marked good (newest: "
         "step 30); use train.export_checkpoint = 'latest' to take it anyway."])
 
+  def test_eval_data_the_model_cannot_take_exits_2_before_training(self):
+    model_dir = self.get_temp_dir() + '/bad_eval'
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                         *[f'--gin_param={p}' for p in SMALL + EVAL],
+                         '--gin_param=eval/synthetic_regression.num_features = 5')
+    self.assertEqual(code, 2, err)
+    lines = err.strip().splitlines()
+    self.assertLen(lines, 1, err)
+    self.assertStartsWith(lines[0], 'stable_train: configuration error: the eval dataset (elements '
+                          'float32[32, 5], float32[32, 1]) does not fit the model: ')
+    self.assertEndsWith(lines[0], '; check train.eval_dataset_fn / fit(eval_dataset=...).')
+    # No step, no checkpoint, no event: the lock and the configuration only.
+    self.assertEqual(sorted(os.listdir(model_dir)), ['operative_config.gin', 'run.lock'])
+
   def test_a_changed_precision_or_policy_set_on_resume_is_named(self):
     model_dir = self.get_temp_dir()
     common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
