@@ -200,7 +200,8 @@ def label_classes(trainer, element_spec) -> Optional[int]:
   """The class count of the sparse labels (`labels.sparse_classes`) where the Trainer's own
   `forward` and `compute_loss` feed a Keras model's one output and the labels to the loss, after
   a ConfigError for labels that would broadcast against that output (`labels.check_broadcast`).
-  None where that cannot be told from the specs (the labels are then not checked)."""
+  None where that cannot be told from the specs, and for a bare step (`policies=[]`, no guard at
+  all): the labels are then not checked."""
   from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   t, base = trainer, trainer_lib.Trainer
   if (not isinstance(t.model, keras.Model) or type(t).forward is not base.forward
@@ -217,6 +218,8 @@ def label_classes(trainer, element_spec) -> Optional[int]:
   outputs = tf.nest.flatten(outputs)
   output_spec = outputs[0] if len(outputs) == 1 else None
   labels_lib.check_broadcast(label_spec, output_spec, t.loss_fn)
+  if not t.policies:
+    return None
   return labels_lib.sparse_classes(label_spec, output_spec, t.loss_fn)
 
 
