@@ -234,34 +234,47 @@ def export(model: keras.Model, path: str, *,
   model = _inference_copy(model)
   parent = os.path.dirname(os.path.abspath(path))
   os.makedirs(parent, exist_ok=True)
+  (_write_keras if format == 'keras' else _write_saved_model)(model, path, parent)
+  return path
+
+
+def _write_keras(model: keras.Model, path: str, parent: str) -> None:
+  """Saves a temporary `.keras` file in `parent`, then renames it to `path`."""
+  fd, temp = tempfile.mkstemp(prefix=f'.{os.path.basename(path)}.', suffix='.tmp.keras',
+                              dir=parent)
+  os.close(fd)
+  try:
+    model.save(temp)
+    os.chmod(temp, events_lib.default_file_mode())  # mkstemp made it 0600.
+    os.replace(temp, path)  # The commit point.
+  except BaseException:
+    if os.path.exists(temp):
+      os.remove(temp)
+    raise
+
+
+def _write_saved_model(model: keras.Model, path: str, parent: str) -> None:
+  """Exports into a temporary folder in `parent`, then swaps it in for `path`: interrupted at
+  any point, `path` holds the previous export (or none) or the new one, whole."""
   name = os.path.basename(path)
-  if format == 'keras':
-    fd, temp = tempfile.mkstemp(prefix=f'.{name}.', suffix='.tmp.keras', dir=parent)
-    os.close(fd)
-    try:
-      model.save(temp)
-      os.chmod(temp, events_lib.default_file_mode())  # mkstemp made it 0600.
-      os.replace(temp, path)  # The commit point.
-    except BaseException:
-      if os.path.exists(temp):
-        os.remove(temp)
-      raise
-    return path
   temp = events_lib.make_temp_dir(f'.{name}.', parent, suffix='.tmp')
+  old = None
   try:
     model.export(temp, format='tf_saved_model', verbose=False)
     if os.path.isdir(path):  # A folder cannot be replaced by rename: move the old one aside.
       old = tempfile.mkdtemp(prefix=f'.{name}.', suffix='.old', dir=parent)
       os.rmdir(old)
       os.rename(path, old)
-      os.rename(temp, path)
-      shutil.rmtree(old, ignore_errors=True)
-    else:
-      os.rename(temp, path)
-  except BaseException:
+    os.rename(temp, path)  # The commit point.
+  except BaseException:  # A full disk, a signal: the previous export stays where it was.
+    if old is not None and not os.path.exists(path):
+      os.rename(old, path)
+      old = None
     shutil.rmtree(temp, ignore_errors=True)
     raise
-  return path
+  finally:
+    if old is not None:
+      shutil.rmtree(old, ignore_errors=True)
 
 
 def model_from_config(gin_files: Sequence[str], gin_params: Sequence[str] = ()) -> keras.Model:
