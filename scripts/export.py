@@ -5,7 +5,9 @@ Rebuilds the model from the run's operative_config.gin (or --gin_file), restores
 checkpoint's weights into it and writes a `.keras` file or a SavedModel (default:
 DIR/export/model.keras or DIR/export/saved_model) that loads without stable_train.
 Exit codes: 0 exported; 1 no usable checkpoint (missing directory, manifest or good checkpoint, or
-one that does not fit the model); 2 usage or configuration error. Failures are one line on stderr.
+one that does not fit the model); 2 usage or configuration error, or an --output that cannot be
+written (a full disk); 128+N stopped by signal N (the export is atomic). Failures are one line on
+stderr.
 """
 
 import os
@@ -15,6 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
+
+from stable_train import signals  # pylint: disable=g-import-not-at-top  (no TensorFlow)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('model_dir', None, 'The training run to export from (required).')
@@ -58,30 +62,37 @@ def main(argv) -> int:
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
   absl_logging.set_verbosity(absl_logging.ERROR)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from stable_train import errors  # pylint: disable=g-import-not-at-top
   from stable_train import export  # pylint: disable=g-import-not-at-top
   output = FLAGS.output or os.path.join(FLAGS.model_dir, 'export',
                                         export.DEFAULT_NAMES[FLAGS.format])
-  chosen = FLAGS.checkpoint
   try:
-    if FLAGS.checkpoint in export.CHECKPOINT_CHOICES:  # Before building anything.
-      chosen, described = export.choose_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
-      if FLAGS.checkpoint == 'best' and not described.startswith('best'):
-        sys.stderr.write(f'export: note: {described}; exporting that one.\n')
-    model = export.model_from_config(gin_files, FLAGS.gin_param)
-    export.load_for_inference(model, checkpoint=chosen)
-    export.export(model, output, format=FLAGS.format)
+    chosen, described = _export(export, gin_files, output)
   except errors.CheckpointError as e:
-    return _fail(f'no usable checkpoint: {str(e).splitlines()[0]}', EXIT_NO_CHECKPOINT)
+    return _fail(f'no usable checkpoint: {errors.one_line(e)}', EXIT_NO_CHECKPOINT)
   except errors.ConfigError as e:
-    return _fail(f'configuration error: {str(e).splitlines()[0]}', EXIT_USAGE)
-  except OSError as e:
-    return _fail(f'cannot write {output}: {e.strerror or e}; choose a writable --output.',
-                 EXIT_USAGE)
-  print(f'export: wrote {output} ({FLAGS.format}) from checkpoint {chosen} '
-        f'({described if FLAGS.checkpoint in export.CHECKPOINT_CHOICES else "given path"})',
+    return _fail(f'configuration error: {errors.one_line(e)}', EXIT_USAGE)
+  except (OSError, tf.errors.OpError) as e:  # A full disk in a SavedModel write is an OpError.
+    return _fail(f'cannot write {output}: {errors.one_line(e)}; free space or choose a writable '
+                 '--output (an earlier export there is as it was).', EXIT_USAGE)
+  print(f'export: wrote {output} ({FLAGS.format}) from checkpoint {chosen} ({described})',
         flush=True)
   return EXIT_OK
+
+
+def _export(export, gin_files, output):
+  """Chooses the checkpoint, rebuilds the model, restores and writes it; (checkpoint, what)."""
+  chosen, described = FLAGS.checkpoint, 'given path'
+  if FLAGS.checkpoint in export.CHECKPOINT_CHOICES:  # Before building anything.
+    chosen, described = export.choose_checkpoint(FLAGS.model_dir, FLAGS.checkpoint,
+                                                 option='--checkpoint={}')
+    if FLAGS.checkpoint == 'best' and not described.startswith('best'):
+      sys.stderr.write(f'export: note: {described}; exporting that one.\n')
+  model = export.model_from_config(gin_files, FLAGS.gin_param)
+  export.load_for_inference(model, checkpoint=chosen)
+  export.export(model, output, format=FLAGS.format)
+  return chosen, described
 
 
 def _parse_flags(argv):
@@ -95,5 +106,17 @@ def _parse_flags(argv):
     sys.exit(_fail(f'usage error: {e}', EXIT_USAGE))
 
 
+def run():
+  """Runs the script; SIGTERM/SIGINT end it with one line and 128+N, the export atomic."""
+  signals.SIGNALS.install()  # Before TensorFlow is imported.
+  try:
+    with signals.SIGNALS.raising():
+      app.run(lambda argv: sys.exit(main(argv)), flags_parser=_parse_flags)
+  except signals.StartupInterrupted as e:
+    sys.exit(_fail(f'interrupted by signal {e.signum}; an export is written atomically: its path '
+                   'holds what it held before, or the complete new export; rerun to export.',
+                   128 + e.signum))
+
+
 if __name__ == '__main__':
-  app.run(lambda argv: sys.exit(main(argv)), flags_parser=_parse_flags)
+  run()

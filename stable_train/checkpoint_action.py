@@ -40,12 +40,15 @@ class RunCheckpoints:
     self._cache = None
     self._background = False  # Interval checkpoints are written in the background.
     self._pending_reason = None  # The reason of the save being written in the background.
+    # step -> whether the fit's evaluation at that step is still to run (`eval_action`).
+    self.eval_due: Callable[[int], bool] = lambda step: False
 
   # -- opening and resuming ---------------------------------------------------------------------
   def open(self, dataset, *, fitted: bool) -> Optional[checkpointing.Entry]:
     """Opens the keeper of `<model_dir>/checkpoints` and, for a fresh Trainer, resumes from the
     newest restorable checkpoint; returns the restored entry (None: nothing restored)."""
     t = self._trainer
+    self.eval_due = lambda step: False  # Until this fit's evaluation cadence says otherwise.
     if self.keeper is not None:
       self.keeper.wait()  # A save made outside fit may still be writing into the directory.
     checkpoint, snapshot, writer, snapshot_writer = self._parts()
@@ -152,7 +155,8 @@ class RunCheckpoints:
       return None
     self.refused = 0
     entry = self.keeper.save(step, good=self.healthy(),
-                             background=self._background and reason == 'interval')
+                             background=self._background and reason == 'interval',
+                             eval_due=self.eval_due(step))
     if self.keeper.pending is entry:
       self._pending_reason = reason
     else:

@@ -11,7 +11,6 @@ writing a checkpoint. Every failure is one line on stderr, without a traceback.
 
 import logging
 import os
-import re
 import sys
 import tempfile
 import traceback
@@ -21,6 +20,7 @@ from absl import app
 from absl import flags
 import gin
 
+from stable_train import errors
 from stable_train import job
 from stable_train import signals
 
@@ -40,32 +40,6 @@ def _fail(message: str, code: int) -> int:
   sys.stderr.write(f'stable_train: {message}\n')
   sys.stderr.flush()
   return code
-
-
-def _one_line(error: BaseException) -> str:
-  """The line of an error message that says what went wrong.
-
-  gin appends "In call to configurable ..." lines; errors raised in traced code come wrapped in
-  "in user code:", File/source lines and generic headers ("Exception encountered when calling
-  Sequential.call().", "Graph execution error:") around the one line that matters.
-  """
-  text = re.sub(r'\x1b\[[0-9;]*m', '', str(error))  # Keras bolds its message with ANSI codes.
-  noise = ('In call to configurable', 'in user code', 'Traceback', 'Arguments received', '•',
-           '^', '[[{{node', 'Detected at node', 'Graph execution error',
-           'Exception encountered when calling')
-  lines, under_file = [], False
-  for line in text.splitlines():
-    line = line.strip()
-    if under_file:  # The source line printed under a File line.
-      under_file = False
-      continue
-    if line.startswith('File "'):
-      under_file = True
-      continue
-    line = re.sub(r'^[A-Za-z_.]*(Error|Exception): ', '', line)
-    if line and not line.startswith(noise):
-      lines.append(line)
-  return (lines[0] if lines else type(error).__name__)[:600]
 
 
 def _log_traceback(model_dir: str) -> str:
@@ -97,32 +71,31 @@ def _main(argv) -> int:
   failed = _configure(argv)
   if failed is not None:
     return failed
-  from stable_train import errors  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
     summary = train(model_dir=FLAGS.model_dir)
   except errors.ConfigError as e:
-    return _fail(f'configuration error: {_one_line(e)}', EXIT_USAGE)
+    return _fail(f'configuration error: {errors.one_line(e)}', EXIT_USAGE)
   except errors.NumericsError as e:
-    return _fail(f'aborted: {_one_line(e)}', EXIT_ABORTED)
+    return _fail(f'aborted: {errors.one_line(e)}', EXIT_ABORTED)
   except errors.CheckpointError as e:
-    return _fail(f'checkpoint error: {_one_line(e)}', EXIT_ABORTED)
+    return _fail(f'checkpoint error: {errors.one_line(e)}', EXIT_ABORTED)
   except errors.ModelDirBusyError as e:
-    return _fail(f'model_dir busy: {_one_line(e)}', EXIT_USAGE)
+    return _fail(f'model_dir busy: {errors.one_line(e)}', EXIT_USAGE)
   except OSError as e:
     # A full disk or a lost mount while writing a run file (checkpoint writes are CheckpointErrors).
     path = _log_traceback(FLAGS.model_dir)
     where = f': {e.filename}' if getattr(e, 'filename', None) else ''
-    return _fail(f'cannot write{where}: {e.strerror or _one_line(e)}; free space (or fix the '
-                 f'directory) and rerun the same command (traceback in {path}).', EXIT_ABORTED)
+    return _fail(f'cannot write{where}: {e.strerror or errors.one_line(e)}; free space (or fix '
+                 f'the directory) and rerun the same command (traceback in {path}).', EXIT_ABORTED)
   except (TypeError, ValueError) as e:
     # Raised while building or tracing from the bindings (a wrong type, a shape that does not
     # fit the data): a configuration problem. The traceback is kept for a real bug.
     path = _log_traceback(FLAGS.model_dir)
-    return _fail(f'configuration error: {_one_line(e)} (traceback in {path})', EXIT_USAGE)
+    return _fail(f'configuration error: {errors.one_line(e)} (traceback in {path})', EXIT_USAGE)
   except tf.errors.OpError as e:
     path = _log_traceback(FLAGS.model_dir)
-    return _fail(f'TensorFlow error: {_one_line(e)} (traceback in {path})', EXIT_ABORTED)
+    return _fail(f'TensorFlow error: {errors.one_line(e)} (traceback in {path})', EXIT_ABORTED)
   return _report(summary)
 
 
@@ -150,7 +123,7 @@ def _configure(argv) -> Optional[int]:
   try:
     gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param, skip_unknown=False)
   except Exception as e:  # pylint: disable=broad-except
-    return _fail(f'bad gin configuration: {_one_line(e)}', EXIT_USAGE)
+    return _fail(f'bad gin configuration: {errors.one_line(e)}', EXIT_USAGE)
   try:
     os.makedirs(FLAGS.model_dir, exist_ok=True)
     with tempfile.TemporaryFile(dir=FLAGS.model_dir):  # Writable? Better now than mid-run.

@@ -243,10 +243,11 @@ class Forensics(interfaces.Policy):
 
 
 def _num_classes(probe) -> Optional[int]:
+  """The class count labels are checked against: ValidateInputs', else the step's own."""
   for p in probe.policies:
     if isinstance(p, ValidateInputs) and p.num_classes is not None:
       return p.num_classes
-  return None
+  return probe.label_classes
 
 
 def build_report(probe, batch, *, step: int, observed: Dict[str, Any],

@@ -112,6 +112,7 @@ class Trainer:
     self.events = events_lib.EventLog(
         os.path.join(self.output_dir, 'events.jsonl') if self.output_dir else None)
     self._outputs: List[Any] = []  # The model outputs of the forward passes being traced.
+    self.label_classes: Optional[int] = None  # Checked sparse labels' classes (set at build).
     self._variables_finite_fn = None
     self.controller = controller_lib.Controller(self)
     self.last_summary: Dict[str, Any] = {}
@@ -187,7 +188,7 @@ class Trainer:
         counters=self.state, strategy=self.strategy,
         distributed=distribute.uses_distributed_input(self.strategy),
         update_metrics=self.update_metrics if self.metrics else None, xla=self.jit_compile,
-        loss_scale=self.loss_scale, optimizer=self.optimizer)
+        loss_scale=self.loss_scale, optimizer=self.optimizer, label_classes=self.label_classes)
 
   def loss_and_gradients(self, batch):
     """One replica's loss, gradients, input-check flags and whether the outputs were finite,

@@ -15,6 +15,7 @@ from stable_train import distribute
 from stable_train import divergence
 from stable_train import errors
 from stable_train import interfaces
+from stable_train import labels as labels_lib
 from stable_train import policies as policies_lib
 from stable_train import precision
 from stable_train import provenance
@@ -190,12 +191,40 @@ def build(trainer, dataset) -> Tuple[List[tf.Variable], List[str]]:
         'model its own optimizer (e.g. keras.optimizers.Adam()).')
   with t.strategy.scope():
     t.optimizer.build(variables)
+  t.label_classes = label_classes(t, dataset.element_spec)
   paths = [provenance.variable_path(v) for v in variables]
   for p in t.policies:
     p.build(variables, paths)
   if t.faults is not None:
     t.faults.bind(global_step=t.global_step, variables=variables, variable_paths=paths)
   return variables, paths
+
+
+def label_classes(trainer, element_spec) -> Optional[int]:
+  """The class count of the sparse labels (`labels.sparse_classes`) where the Trainer's own
+  `forward` and `compute_loss` feed a Keras model's one output and the labels to the loss, after
+  a ConfigError for labels that would broadcast against that output (`labels.check_broadcast`).
+  None where that cannot be told from the specs, and for a bare step (`policies=[]`, no guard at
+  all): the labels are then not checked."""
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  t, base = trainer, trainer_lib.Trainer
+  if (not isinstance(t.model, keras.Model) or type(t).forward is not base.forward
+      or type(t).compute_loss is not base.compute_loss):
+    return None
+  features, label_spec = t.split_batch(element_spec)
+  outputs = getattr(t.model, 'outputs', None)  # A functional or Sequential model's.
+  if outputs is None:
+    try:
+      outputs = t.model.compute_output_spec(
+          tf.nest.map_structure(lambda s: keras.KerasTensor(s.shape, s.dtype.name), features))
+    except Exception:  # pylint: disable=broad-except  (a model Keras cannot trace symbolically)
+      return None
+  outputs = tf.nest.flatten(outputs)
+  output_spec = outputs[0] if len(outputs) == 1 else None
+  labels_lib.check_broadcast(label_spec, output_spec, t.loss_fn)
+  if not t.policies:
+    return None
+  return labels_lib.sparse_classes(label_spec, output_spec, t.loss_fn)
 
 
 def random_state_variables() -> List[tf.Variable]:
@@ -228,11 +257,18 @@ def steps_per_epoch(dataset: tf.data.Dataset) -> int:
 
 def show_progress(logger: logging.Logger) -> None:
   """Makes `logger`'s INFO progress lines visible when nothing else would show them: with no
-  handler on it or on the root logger (a plain library caller), a stderr handler at INFO."""
+  handler on it or on the root logger (a plain library caller), a stderr handler at INFO.
+
+  That logger then stops propagating to the root: TensorFlow's checkpoint saver logs through
+  absl, which calls `logging.basicConfig()`, and every line would otherwise be printed twice
+  from then on. A caller who wants the lines in their own handlers configures logging before
+  building the Trainer (it is then left alone).
+  """
   if logger.handlers or logging.getLogger().handlers:
     return  # Configured by the caller (absl in the CLI, logging.basicConfig, pytest).
   handler = logging.StreamHandler()
   handler.setFormatter(logging.Formatter('%(message)s'))
   logger.addHandler(handler)
+  logger.propagate = False
   if logger.level == logging.NOTSET or logger.level > logging.INFO:
     logger.setLevel(logging.INFO)

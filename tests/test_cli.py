@@ -13,6 +13,7 @@ from absl import flags
 from absl.testing import flagsaver
 import tensorflow as tf
 
+from stable_train import checkpointing
 from stable_train import cli
 from stable_train import events
 
@@ -249,6 +250,27 @@ class CliTest(tf.test.TestCase):
     self.assertIn('operative_config.gin', err)
     self.assertNotIn('Traceback', err)
 
+  def test_a_full_disk_inside_a_checkpoint_write_is_named_in_the_stop_line(self):
+    model_dir = self.get_temp_dir() + '/full'
+    full = tf.errors.ResourceExhaustedError(None, None, (  # TensorFlow's words (test_errors.py).
+        'Graph execution error:\n\nDetected at node SaveV2 defined at (most recent call last):'
+        f'\n{model_dir}/checkpoints/ckpt-1_temp/part-00000-of-00001.data-00000-of-00001.t1; '
+        'No space left on device\n\t [[{{node SaveV2}}]]\n [Op:__inference_write_31]'))
+    with mock.patch.object(checkpointing.CheckpointKeeper, '_write_files', side_effect=full):
+      code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                           *[f'--gin_param={p}' for p in SMALL])
+    self.assertEqual(code, 1, err)
+    self.assertEqual(err.strip().splitlines(), [
+        'stable_train: checkpoint error: could not write a checkpoint at step 10: No space left '
+        f'on device: {model_dir}/checkpoints/ckpt-1_temp/part-00000-of-00001.data-00000-of-00001'
+        '.t1; free space (or fix the directory) and rerun the same command: it resumes from '
+        'step 0.'])
+    failed = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+              if e['event'] in ('checkpoint_failed', 'abort')]
+    self.assertEqual([e['event'] for e in failed], ['checkpoint_failed', 'abort'])
+    self.assertStartsWith(failed[0]['error'], 'No space left on device: ')
+    self.assertIn('No space left on device', failed[1]['reason'])
+
   def test_missing_model_dir_and_unknown_flag_in_a_subprocess(self):
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')
     script = os.path.join(REPO, 'scripts', 'train.py')
@@ -281,6 +303,44 @@ class CliTest(tf.test.TestCase):
     with open(os.path.join(model_dir, 'summary.json')) as f:
       self.assertEqual(json.load(f)['status'], 'aborted')
 
+
+  def test_frequent_bad_batches_still_export_and_the_advice_names_the_binding(self):
+    model_dir = self.get_temp_dir() + '/bad_batches'
+    common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
+        f'--gin_param={p}' for p in SMALL + [
+            'Trainer.policies = [@ValidateInputs(), @CheckNumerics(), @AdaptiveClip(), '
+            '@SkipNonFinite()]', 'synthetic_regression.poison_batches = [2, 9, 19, 29]',
+            "train.export_format = 'keras'"]]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+      code, err = run_main(*common)
+    self.assertEqual(code, 0, err)  # The bad batches were skipped; every checkpoint is good.
+    self.assertIn('from checkpoint last_good (step 30)', out.getvalue())
+    # A non-finite step within healthy_window of every checkpoint: none is good, and the advice
+    # is the binding a CLI user sets.
+    faulty = model_dir + '_nan'
+    code, err = run_main(*common, f'--model_dir={faulty}',
+                         '--gin_param=Trainer.healthy_window = 1000',
+                         '--gin_param=Trainer.faults = @Faults()',
+                         '--gin_param=Faults.loss_nan_steps = [5]')
+    self.assertEqual(code, 1, err)
+    self.assertEqual(err.strip().splitlines(), [
+        f"stable_train: checkpoint error: '{faulty}' has no checkpoint marked good (newest: "
+        "step 30); use train.export_checkpoint = 'latest' to take it anyway."])
+
+  def test_eval_data_the_model_cannot_take_exits_2_before_training(self):
+    model_dir = self.get_temp_dir() + '/bad_eval'
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                         *[f'--gin_param={p}' for p in SMALL + EVAL],
+                         '--gin_param=eval/synthetic_regression.num_features = 5')
+    self.assertEqual(code, 2, err)
+    lines = err.strip().splitlines()
+    self.assertLen(lines, 1, err)
+    self.assertStartsWith(lines[0], 'stable_train: configuration error: the eval dataset (elements '
+                          'float32[32, 5], float32[32, 1]) does not fit the model: ')
+    self.assertEndsWith(lines[0], '; check train.eval_dataset_fn / fit(eval_dataset=...).')
+    # No step, no checkpoint, no event: the lock and the configuration only.
+    self.assertEqual(sorted(os.listdir(model_dir)), ['operative_config.gin', 'run.lock'])
 
   def test_a_changed_precision_or_policy_set_on_resume_is_named(self):
     model_dir = self.get_temp_dir()

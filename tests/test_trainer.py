@@ -38,8 +38,8 @@ def make_model(seed=1, name='net'):
 
 
 def make_trainer(model_dir=None, policies_=None, steps_per_loop=1, jit=False, lr=1e-2, loss=None,
-                 cls=trainer_lib.Trainer, **kwargs):
-  return cls(model=make_model(), optimizer=keras.optimizers.Adam(lr),
+                 cls=trainer_lib.Trainer, model=None, **kwargs):
+  return cls(model=model or make_model(), optimizer=keras.optimizers.Adam(lr),
              loss=loss or keras.losses.MeanSquaredError(), policies=policies_,
              model_dir=model_dir, steps_per_loop=steps_per_loop, jit_compile=jit, **kwargs)
 
@@ -67,6 +67,25 @@ class SqrtScale(keras.layers.Layer):
 
   def call(self, x):
     return x * tf.sqrt(self.scale)
+
+
+class ZeroNaN(keras.layers.Layer):
+  """Maps NaN to 0. Whether ReLU does that depends on the CPU's kernels (oneDNN picks them per
+  instruction set: on an AMD EPYC with AVX2, relu(NaN) is NaN); this layer does it on any CPU."""
+
+  def call(self, x):
+    return tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)
+
+
+def make_nan_model(*, swallow, seed=1):
+  """make_model's shape with what a NaN input does pinned. dense_0 is linear; with `swallow` then
+  ZeroNaN and a ReLU: the NaN stops there, the loss stays finite, and dense_0's kernel gradient
+  (the input times a zero delta: NaN * 0) is the only NaN gradient. Without: the NaN reaches the
+  loss."""
+  keras.utils.set_random_seed(seed)
+  middle = [ZeroNaN(name='zero_nan'), keras.layers.ReLU(name='relu')] if swallow else []
+  return keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, name='dense_0'),
+                           *middle, keras.layers.Dense(1, name='dense_1')], name='net')
 
 
 class ValidationTest(tf.test.TestCase):
@@ -197,16 +216,29 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(skips[0]['fault'], 'gradient')
     self.assertTrue(any('net/sqrt_scale/scale' in line for line in logs.output))
 
-  def test_nan_input_names_the_gradient_when_relu_swallows_it(self):
-    # ReLU maps NaN to 0 on CPU, so the loss stays finite while dense_0's kernel gradient is NaN.
+  def test_nan_input_names_the_gradient_when_the_loss_stays_finite(self):
+    # The NaN stops at ZeroNaN: the loss is finite, dense_0's kernel gradient is NaN.
     model_dir = self.get_temp_dir()
-    t = make_trainer(model_dir=model_dir)
+    t = make_trainer(model_dir=model_dir, model=make_nan_model(swallow=True))
     summary = t.fit(make_data(num_batches=3, poison=[1]), num_steps=3)
     self.assertEqual(summary['skipped_steps'], 1)
     skip = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
             if e['event'] == 'skip'][0]
     self.assertEqual(skip['step'], 2)
+    self.assertEqual(skip['fault'], 'gradient')
     self.assertEqual(skip['tensor'], 'gradient of net/dense_0/kernel')
+
+  def test_nan_input_that_reaches_the_loss_names_the_loss_then_the_gradient(self):
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir=model_dir, model=make_nan_model(swallow=False))
+    summary = t.fit(make_data(num_batches=3, poison=[1]), num_steps=3)
+    self.assertEqual(summary['skipped_steps'], 1)
+    skip = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+            if e['event'] == 'skip'][0]
+    self.assertEqual(skip['step'], 2)
+    self.assertEqual(skip['fault'], 'loss')
+    self.assertEqual(skip['tensor'], 'loss (model outputs already non-finite); '
+                                     'first non-finite gradient of net/dense_0/kernel')
 
   @parameterized.named_parameters(('graph', False), ('xla', True))
   def test_huge_but_finite_gradients_are_clipped_not_skipped(self, jit):
@@ -242,15 +274,17 @@ class CheckNumericsRaiseTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(('graph', False), ('xla', True))
   def test_raise_mode_stops_with_named_tensor(self, jit):
+    # The loss stays finite (ZeroNaN): the one non-finite tensor is dense_0's kernel gradient.
     model_dir = self.get_temp_dir()
     t = make_trainer(model_dir=model_dir, jit=jit, steps_per_loop=2,
+                     model=make_nan_model(swallow=True),
                      policies_=[policies.CheckNumerics(mode='raise'), policies.SkipNonFinite()])
     t.fit(make_data(num_batches=2), num_steps=2)
     before = state(t)
     with self.assertRaises(errors.NumericsError) as ctx:
       t.fit(make_data(num_batches=2, poison=[0]), num_steps=4)
     message = str(ctx.exception)
-    self.assertIn('net/dense_0/kernel', message)
+    self.assertIn('gradient of net/dense_0/kernel', message)
     self.assertIn('step 3', message)
     self.assertEqual(len(message.splitlines()), 1)
     assert_bit_identical(self, before, state(t))  # The faulty update was never applied.
