@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The doctor on a run directory: python scripts/doctor.py --model_dir=DIR [--json].
+"""The doctor on a run directory: python scripts/doctor.py --model_dir=DIR [--json]
+(the same as `stable-train doctor DIR`).
 
 Names the most likely cause of the run's trouble, the evidence and the remedy, from what the run
 recorded (events.jsonl, summary.json, forensics records); works on old run directories too, with
@@ -14,4 +15,4 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from stable_train import doctor  # pylint: disable=g-import-not-at-top  (no TensorFlow import)
 
 if __name__ == '__main__':
-  sys.exit(doctor.main(sys.argv[1:]))
+  sys.exit(doctor.main(sys.argv))

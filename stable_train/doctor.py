@@ -1,10 +1,10 @@
 """The doctor: from what a run recorded, the most likely cause of its trouble (one of
-`symptoms.CAUSES`), the evidence, and the remedy as a gin line or a code change.
+`causes.CAUSES`), the evidence, and the remedy as a gin line or a code change.
 
 Live, at the end of a run that skipped, rolled back, diverged or aborted (`attach`): a
 `diagnosis` event and summary.json's `diagnosis` block. Offline, for any run directory (old ones
-too, with less evidence): `scripts/doctor.py --model_dir=DIR`, which is `doctor.main(argv)`. It
-reads files only (no TensorFlow import).
+too, with less evidence): `stable-train doctor DIR` or `scripts/doctor.py --model_dir=DIR`, both
+`doctor.main(argv)`. It reads files only (no TensorFlow import).
 """
 
 import argparse
@@ -218,18 +218,27 @@ def format_diagnosis(d: Dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-  """`doctor --model_dir=DIR [--json]`: prints the diagnosis of a run directory; exit 0, or 2
-  for a directory with no records."""
-  parser = argparse.ArgumentParser(prog='doctor', description=__doc__.splitlines()[0])
-  parser.add_argument('--model_dir', required=True, help='the run directory')
+  """`stable-train doctor DIR [--json]` (or `--model_dir=DIR`; argv[0] is the program's name):
+  prints the diagnosis of a run directory; exit 0, or 2 for a usage error or a directory with no
+  records."""
+  parser = argparse.ArgumentParser(prog=argv[0] if argv else 'doctor',
+                                   description=__doc__.splitlines()[0])
+  parser.add_argument('dir', nargs='?', help='the run directory')
+  parser.add_argument('--model_dir', help='the run directory (instead of DIR)')
   parser.add_argument('--json', action='store_true', help='print the diagnosis as JSON')
-  args = parser.parse_args(list(argv))
-  if not any(os.path.exists(os.path.join(args.model_dir, f))
-             for f in ('events.jsonl', 'summary.json')):
-    sys.stderr.write(f'doctor: {args.model_dir} holds no events.jsonl or summary.json; give the '
-                     '--model_dir of a run.\n')
+  try:
+    args = parser.parse_args(list(argv[1:]))
+  except SystemExit as e:  # --help (0), or a usage error (argparse printed it).
+    return 0 if e.code == 0 else 2
+  model_dir = args.model_dir or args.dir
+  if not model_dir or (args.dir and args.model_dir):
+    sys.stderr.write('doctor: give one run directory: DIR or --model_dir=DIR.\n')
     return 2
-  events, summary, forensics, names = load(args.model_dir)
+  if not any(os.path.exists(os.path.join(model_dir, f)) for f in ('events.jsonl', 'summary.json')):
+    sys.stderr.write(f'doctor: {model_dir} holds no events.jsonl or summary.json; give the '
+                     'directory of a run.\n')
+    return 2
+  events, summary, forensics, names = load(model_dir)
   d = diagnose(events, summary, forensics, names=names)
   sys.stdout.write(json.dumps(d, indent=2) + '\n' if args.json else format_diagnosis(d))
   return 0

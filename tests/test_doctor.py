@@ -30,7 +30,7 @@ def write_run(model_dir, records, summary):
 def run_main(*argv):
   out = io.StringIO()
   with contextlib.redirect_stdout(out):
-    code = doctor.main(list(argv))
+    code = doctor.main(['stable-train doctor'] + list(argv))
   return code, out.getvalue()
 
 
@@ -76,7 +76,7 @@ class MainTest(tf.test.TestCase):
     self.assertEqual(code, 0)
     self.assertIn('division by zero / log(0)', text)  # The loss function, without forensics.
     self.assertIn('add Forensics() to name the op', text)
-    code, text = run_main(f'--model_dir={model_dir}', '--json')
+    code, text = run_main(model_dir, '--json')  # `stable-train doctor DIR --json`.
     self.assertEqual(json.loads(text)['cause'], 'division_or_log')
 
   def test_a_directory_without_records_is_a_usage_error(self):
@@ -85,6 +85,9 @@ class MainTest(tf.test.TestCase):
       code, _ = run_main(f'--model_dir={self.get_temp_dir()}/nothing')
     self.assertEqual(code, 2)
     self.assertIn('holds no events.jsonl or summary.json', err.getvalue())
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+      self.assertEqual(run_main()[0], 2)  # No directory at all.
+    self.assertIn('give one run directory', err.getvalue())
 
 
 class LiveTest(tf.test.TestCase):

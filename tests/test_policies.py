@@ -137,8 +137,12 @@ class InputFaultWordingTest(tf.test.TestCase):
                      'tensor: input labels')
 
   def _run_skips(self, policy, n):
+    # The step's report of a batch that failed an input check (finite loss and gradients).
+    report = {'inputs_finite': tf.constant(False), 'loss_finite': tf.constant(True),
+              'grads_finite': tf.constant(True), 'overflow': tf.constant(False)}
     for _ in range(n):
-      policy.update_state({}, tf.constant(False))
+      policy.update_state(report, tf.constant(False))
+
 
 if __name__ == '__main__':
   tf.test.main()
