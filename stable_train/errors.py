@@ -25,6 +25,11 @@ class CheckpointError(StableTrainError):
   """No usable checkpoint could be restored or written."""
 
 
+class RunAborted(StableTrainError):
+  """A policy stopped a guarded Keras `fit` (a skip-streak limit, no checkpoint to roll back
+  to); the model, its checkpoints and a `BackupAndRestore` backup stand as they were."""
+
+
 class ModelDirBusyError(StableTrainError):
   """Another live process holds the model_dir's run lock."""
 

@@ -65,11 +65,13 @@ def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
     raise errors.ConfigError(f'Trainer: model_dir={model_dir!r} must be a directory path or None.')
 
 
-def policy_stack(policies, model, strategy) -> Tuple[List[interfaces.Policy], Optional[object]]:
+def policy_stack(policies, model, strategy,
+                 wrapper=None) -> Tuple[List[interfaces.Policy], Optional[object]]:
   """The validated policy list (None: `default_policies()`) and its loss-scaling policy.
 
-  Under float16 compute a loss scale is put first when the list has none: float16 gradients
-  underflow without it, so a run never trains fp16 unscaled.
+  Under float16 compute, or with a Keras LossScaleOptimizer `wrapper` around the optimizer, a
+  loss scale is put first when the list has none (with the wrapper's settings): float16
+  gradients underflow without it, so a run never trains fp16 unscaled.
   """
   if policies is None:
     policies = default_policies()
@@ -93,9 +95,11 @@ def policy_stack(policies, model, strategy) -> Tuple[List[interfaces.Policy], Op
     raise errors.ConfigError(
         f'Trainer: policies {best} would each mark a best checkpoint; keep one '
         '(EarlyStopping marks the best checkpoint too).')
-  if precision.compute_dtype(model) == 'float16' and not any(p.scales_loss for p in policies):
+  fp16 = wrapper is not None or precision.compute_dtype(model) == 'float16'
+  if fp16 and not any(p.scales_loss for p in policies):
     with strategy.scope():
-      policies.insert(0, precision.default_loss_scale())
+      policies.insert(0, precision.default_loss_scale() if wrapper is None
+                      else precision.loss_scale_like(wrapper))
   scales = [p for p in policies if p.scales_loss]
   if len(scales) > 1:
     raise errors.ConfigError('Trainer: policies hold more than one loss scale '
