@@ -89,3 +89,19 @@ def check_choice(owner: str, name: str, value, choices: Sequence[Any], *,
     raise ConfigError(f'{owner}: {name}={value!r} is not one of {tuple(choices)}'
                       + (f'; {hint}' if hint else '') + '.')
   return value
+
+
+def describe(value) -> str:
+  """What a value is, in a few words for a message: an array's kind, shape and dtype, never its
+  contents."""
+  if hasattr(value, 'shape') and hasattr(value, 'dtype'):
+    name = type(value).__name__
+    kind = ('numpy array' if type(value).__module__ == 'numpy' else
+            'tensor' if 'Tensor' in name else name)
+    return f'a {kind} of shape {tuple(value.shape)} ({getattr(value.dtype, "name", value.dtype)})'
+  if isinstance(value, (tuple, list, dict)):
+    items = list(value.values() if isinstance(value, dict) else value)
+    inner = '; '.join(describe(v) for v in items[:3]) + ('; ...' if len(items) > 3 else '')
+    return f'a {type(value).__name__} of {len(items)} ({inner})'[:300]
+  text = repr(value)
+  return text if len(text) <= 80 else f'a {type(value).__name__}'

@@ -57,7 +57,6 @@ def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
   if loss is None or not callable(loss):
     raise errors.ConfigError(
         f'Trainer: loss={loss!r} must be callable (labels, predictions) -> scalar.')
-  precision.check_optimizer(optimizer)
   if faults is not None and not isinstance(faults, faults_lib.Faults):
     raise errors.ConfigError(f'Trainer: faults={faults!r} must be a stable_train Faults plan.')
   if model_dir is not None and (not isinstance(model_dir, (str, os.PathLike))
@@ -118,7 +117,9 @@ def fit_length(dataset, num_steps, num_epochs):
   """`fit`'s (dataset, num_steps, epochs) from its arguments: `num_steps`, or `num_epochs` over a
   finite dataset (repeated; epochs = (num_epochs, steps per epoch)); ConfigError otherwise."""
   if not isinstance(dataset, tf.data.Dataset):
-    raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
+    raise errors.ConfigError(
+        f'Trainer.fit: dataset must be a tf.data.Dataset, got {errors.describe(dataset)}; wrap arrays '
+        'as tf.data.Dataset.from_tensor_slices((x, y)).batch(32).')
   if (num_steps is None) == (num_epochs is None):
     raise errors.ConfigError(
         f'Trainer.fit: pass num_steps= (the global step to stop at) or num_epochs= (passes over '
