@@ -58,7 +58,7 @@ class KerasGuard:
     _check_model(model)
     self.model = model
     self.strategy = model.distribute_strategy
-    _, wrapper = precision.split_loss_scale_optimizer(model.optimizer)
+    self.optimizer, wrapper = precision.split_loss_scale_optimizer(model.optimizer)
     self.policies, self.loss_scale = trainer_setup.policy_stack(policies, model, self.strategy,
                                                                 wrapper=wrapper)
     # The loss scale put in for the compiled LossScaleOptimizer scales with its variables.
