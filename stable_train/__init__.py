@@ -20,7 +20,7 @@ _LAZY = {
     'ClipByValue': 'clipping', 'InitialisationCheck': 'diagnostics', 'WarmupSchedule': 'lr',
     'DynamicLossScale': 'precision', 'load_for_inference': 'export',
     'BestCheckpoint': 'stopping', 'EarlyStopping': 'stopping',
-    'guard': 'keras_fit', 'KerasGuard': 'keras_fit', 'GuardCallback': 'keras_callbacks',
+    'guard_fit': 'keras_fit', 'KerasGuard': 'keras_fit', 'GuardCallback': 'keras_callbacks',
 }
 
 __all__ = ['CheckpointError', 'ConfigError', 'NumericsError', 'RunAborted', 'StableTrainError',

@@ -1,6 +1,6 @@
 """The Keras `fit` front door: a compiled model's train step guarded by the core step.
 
-`guard(model)` replaces the model's `train_step` (on that instance) by the one `step.GuardedStep`
+`guard_fit(model)` replaces the model's `train_step` (on that instance) by the `step.GuardedStep`
 the Trainer uses, built from the compiled model's own parts: its `compute_loss`, batches split
 with `keras.utils.unpack_x_y_sample_weight`, its optimizer's `apply`, its non-trainable variables
 as the forward state and the process-wide random states. A skipped step leaves every model and
@@ -31,7 +31,7 @@ from stable_train import trainer_setup
 LOG_FIELDS = ('skipped_steps', 'grad_norm', 'clipped_steps')
 
 
-def guard(model: keras.Model, *, policies: Optional[Sequence] = None) -> 'KerasGuard':
+def guard_fit(model: keras.Model, *, policies: Optional[Sequence] = None) -> 'KerasGuard':
   """Guards a compiled Keras model's training step in place; returns the guard.
 
   Args:
@@ -115,8 +115,8 @@ class KerasGuard:
     if self._follows_wrapper:
       if wrapper is None:
         raise errors.ConfigError(
-            'stable_train.guard: the model was compiled again without its LossScaleOptimizer; '
-            'guard it again (stable_train.guard(model)) after compiling.')
+            'stable_train.guard_fit: the model was compiled again without its LossScaleOptimizer; '
+            'guard it again after compiling.')
       self.loss_scale.follow(wrapper)
     distribute.check_optimizer(optimizer, self.strategy)
     if m.jit_compile:
@@ -124,13 +124,13 @@ class KerasGuard:
       slow = [p.name for p in self.policies if not p.end_step_compiles]
       if slow:
         raise errors.ConfigError(
-            f'stable_train.guard: policies {slow} need a step outside XLA, but jit_compile=True '
+            f'stable_train.guard_fit: policies {slow} need a step outside XLA, but jit_compile=True '
             'compiles all of fit\'s step; compile with jit_compile=False, or drop them.')
     self._end_steps = [p for p in self.policies
                        if type(p).end_step is not interfaces.Policy.end_step]
     variables = list(m.trainable_variables)
     if not variables:
-      raise errors.ConfigError('stable_train.guard: the model has no trainable variables.')
+      raise errors.ConfigError('stable_train.guard_fit: the model has no trainable variables.')
     paths = [provenance.variable_path(v) for v in variables]
     if self._built_for is None:
       for p in self.policies:
@@ -258,12 +258,12 @@ def split_batch(batch):
 def _check_model(model) -> None:
   if not isinstance(model, keras.Model):
     raise errors.ConfigError(
-        f'stable_train.guard: model must be a keras.Model, got {type(model).__name__}.')
+        f'stable_train.guard_fit: model must be a keras.Model, got {type(model).__name__}.')
   if getattr(model, 'optimizer', None) is None or not getattr(model, 'compiled', False):
     raise errors.ConfigError(
-        'stable_train.guard: compile the model first (model.compile(optimizer=..., loss=...)), '
+        'stable_train.guard_fit: compile the model first (model.compile(optimizer=..., loss=...)), '
         'then guard it.')
   if type(model).train_step is not keras.Model.train_step:
     raise errors.ConfigError(
-        f'stable_train.guard: {type(model).__name__} overrides train_step, which the guard '
+        f'stable_train.guard_fit: {type(model).__name__} overrides train_step, which the guard '
         'replaces; override compute_loss (and compute_metrics) instead: the guard calls them.')

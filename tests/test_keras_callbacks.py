@@ -69,7 +69,7 @@ class RollbackTest(tf.test.TestCase):
 
   def test_from_memory_with_the_learning_rate_backoff(self):
     model = _model()
-    guard = keras_fit.guard(model, policies=_stack())
+    guard = keras_fit.guard_fit(model, policies=_stack())
     callback = guard.callback(checkpoint_every=4, healthy_window=1)
     seen = WeightsAt(guard)
     x, y = _arrays(nan_batches=(6, 7, 8))  # Three skips in a row: over the limit of 2.
@@ -92,7 +92,7 @@ class RollbackTest(tf.test.TestCase):
     strategy = tf.distribute.MirroredStrategy(
         ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
     model = _model(strategy)
-    guard = keras_fit.guard(model, policies=_stack())
+    guard = keras_fit.guard_fit(model, policies=_stack())
     model_dir = self.get_temp_dir()
     callback = guard.callback(model_dir=model_dir, checkpoint_every=4, healthy_window=1)
     x, y = _arrays(nan_batches=(6, 7, 8))
@@ -116,7 +116,7 @@ class AbortTest(tf.test.TestCase):
 
   def test_the_skip_streak_limit_raises_and_backup_and_restore_keeps_its_backup(self):
     model = _model()
-    guard = keras_fit.guard(model, policies=[policies.SkipNonFinite(max_consecutive=2)])
+    guard = keras_fit.guard_fit(model, policies=[policies.SkipNonFinite(max_consecutive=2)])
     model_dir, backup = (os.path.join(self.get_temp_dir(), d) for d in ('run', 'backup'))
     callback = guard.callback(model_dir=model_dir)
     backup_and_restore = keras.callbacks.BackupAndRestore(backup)
@@ -146,7 +146,7 @@ class ForensicsTest(tf.test.TestCase):
 
   def test_the_offending_batch_and_the_state_before_it_are_recorded(self):
     model = _model()
-    guard = keras_fit.guard(model, policies=trainer_lib.default_policies() + [
+    guard = keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + [
         forensics.Forensics()])
     model_dir = self.get_temp_dir()
     x, y = _arrays(num_batches=6)
@@ -176,7 +176,7 @@ class KerasCallbacksTest(tf.test.TestCase):
 
   def test_model_checkpoint_early_stopping_tensorboard_and_reduce_lr_beside_the_guard(self):
     model = _model(lr=0.05)
-    guard = keras_fit.guard(model)
+    guard = keras_fit.guard_fit(model)
     root = self.get_temp_dir()
     x, y = _arrays(nan_batches=(2,))
     xv, yv = _arrays(num_batches=2, seed=1)
@@ -214,11 +214,11 @@ class ArgumentsTest(tf.test.TestCase):
 
   def test_what_fit_cannot_do_is_a_one_line_config_error(self):
     with self.assertRaisesRegex(errors.ConfigError, 'skip_batches=3, but model.fit owns'):
-      keras_fit.guard(_model(), policies=[recovery.Rollback(skip_batches=3)]).callback()
+      keras_fit.guard_fit(_model(), policies=[recovery.Rollback(skip_batches=3)]).callback()
     with self.assertRaisesRegex(errors.ConfigError, 'checkpoint_every=0'):
-      keras_fit.guard(_model()).callback(checkpoint_every=0)
+      keras_fit.guard_fit(_model()).callback(checkpoint_every=0)
     model = _model()
-    callback = keras_fit.guard(model, policies=[stopping.EarlyStopping()]).callback()
+    callback = keras_fit.guard_fit(model, policies=[stopping.EarlyStopping()]).callback()
     with self.assertRaises(errors.ConfigError):  # It needs the Trainer's evaluations.
       model.fit(*_arrays(num_batches=1), verbose=0, callbacks=[callback])
 
@@ -226,7 +226,7 @@ class ArgumentsTest(tf.test.TestCase):
     model = models.mlp(input_dim=FEATURES, hidden=(8,), outputs=1, seed=0)
     schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)
     model.compile(optimizer=keras.optimizers.SGD(schedule), loss='mse')
-    callback = keras_fit.guard(model).callback()
+    callback = keras_fit.guard_fit(model).callback()
     callback.run.set_lr_scale(0.25)
     self.assertAlmostEqual(callback.run.learning_rate, 0.1 * 0.25, places=6)
     callback.run.set_lr_scale(0.5)

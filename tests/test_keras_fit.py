@@ -131,7 +131,7 @@ class HealthyRunTest(TestCase):
     runs = []
     for guarded in (False, True):
       model = compiled('convnet_bn', **mode)
-      guard = keras_fit.guard(model) if guarded else None
+      guard = keras_fit.guard_fit(model) if guarded else None
       history = model.fit(*arrays('convnet_bn')[:2], batch_size=BATCH, epochs=2, shuffle=False,
                           validation_data=arrays('convnet_bn', num_batches=2)[:2], verbose=0)
       runs.append((whole_state(model), history.history, guard))
@@ -153,7 +153,7 @@ class HealthyRunTest(TestCase):
 
   def test_the_logs_show_skips_grad_norm_and_clipped_steps(self):
     model = compiled('mlp', lr=1e-2)
-    keras_fit.guard(model, policies=[policies.ClipByGlobalNorm(max_norm=1e-3),
+    keras_fit.guard_fit(model, policies=[policies.ClipByGlobalNorm(max_norm=1e-3),
                                      policies.SkipNonFinite()])
     rng = np.random.RandomState(0)
     x, y = rng.normal(size=(32, 6)).astype(np.float32), rng.normal(size=(32, 1)).astype(np.float32)
@@ -188,25 +188,25 @@ class SkippedStepChangesNothingTest(TestCase):
   @parameterized.named_parameters(*[(k, k) for k in ZOO])
   def test_zoo_at_three_steps_per_execution(self, kind):
     model = compiled(kind, steps_per_execution=3)
-    keras_fit.guard(model)
+    keras_fit.guard_fit(model)
     self._check(model, kind)
 
   @parameterized.named_parameters(('convnet_bn', 'convnet_bn'), ('transformer', 'transformer'))
   def test_xla(self, kind):
     model = compiled(kind, jit_compile=True)
-    keras_fit.guard(model)
+    keras_fit.guard_fit(model)
     self._check(model, kind)
 
   def test_convnet_mirrored_with_a_nan_input(self):
     model = compiled('convnet_bn', strategy=mirrored())
-    keras_fit.guard(model, policies=trainer_lib.default_policies() + [policies.ValidateInputs()])
+    keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + [policies.ValidateInputs()])
     self._check(model, 'convnet_bn', nan_pixels=[0])
 
   def test_convnet_mixed_float16_through_the_loss_scale_optimizer(self):
     precision.set_precision('mixed_float16')
     model = compiled('convnet_bn', steps_per_execution=2)
     self.assertIsInstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
-    guard = keras_fit.guard(model)
+    guard = keras_fit.guard_fit(model)
     self._check(model, 'convnet_bn')
     # The guard scales with the wrapper's own variables and applies through its inner optimizer.
     self.assertIs(guard.loss_scale.scale, model.optimizer.dynamic_scale)
@@ -217,7 +217,7 @@ class SkippedStepChangesNothingTest(TestCase):
     model = models.mlp(input_dim=6, hidden=(8,), outputs=1)
     model.compile(loss='mse', optimizer=keras.optimizers.LossScaleOptimizer(
         keras.optimizers.Adam(1e-3), initial_scale=2.0**24))  # Overflows float16 at once.
-    guard = keras_fit.guard(model)
+    guard = keras_fit.guard_fit(model)
     model.optimizer.build(model.trainable_variables)
     before = whole_state(model)
     x, y = np.ones([8, 6], np.float32), np.ones([8, 1], np.float32)
@@ -243,7 +243,7 @@ class SkippedStepChangesNothingTest(TestCase):
         xs = xs.copy()
         xs[24:32] = np.nan
       model = compiled('convnet_bn', steps_per_execution=3)
-      keras_fit.guard(model)
+      keras_fit.guard_fit(model)
       history = model.fit(xs, ys, batch_size=BATCH, shuffle=False, verbose=0,
                           class_weight={0: 1.0, 1: 2.0, 2: 0.5, 3: 1.0})
       self.assertEqual(history.history['skipped_steps'], [1.0 if bad else 0.0])
@@ -261,7 +261,7 @@ class SkippedStepChangesNothingTest(TestCase):
       model = keras.Sequential([keras.Input((4,)), GlobalNoise(), keras.layers.Dense(3)])
       model.compile(optimizer=keras.optimizers.Adam(1e-2),
                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-      keras_fit.guard(model)
+      keras_fit.guard_fit(model)
       rng = np.random.RandomState(0)
       x = rng.normal(size=(32, 4)).astype(np.float32)
       y = rng.randint(0, 3, size=32).astype(np.int32)
@@ -284,7 +284,7 @@ class SampleWeightsTest(TestCase):
     for guarded in (False, True):
       model = compiled('convnet_bn')
       if guarded:
-        keras_fit.guard(model)
+        keras_fit.guard_fit(model)
       model.fit(x, y, sample_weight=w, batch_size=BATCH, shuffle=False, verbose=0)
       states.append(whole_state(model))
     self.assertSameState(states[0], states[1], 'sample weights: guarded vs plain fit')
@@ -300,9 +300,9 @@ class GuardArgumentsTest(TestCase):
 
   def test_what_cannot_be_guarded_is_a_one_line_config_error(self):
     with self.assertRaisesRegex(errors.ConfigError, 'compile the model first'):
-      keras_fit.guard(models.mlp(input_dim=4, hidden=(4,)))
+      keras_fit.guard_fit(models.mlp(input_dim=4, hidden=(4,)))
     with self.assertRaisesRegex(errors.ConfigError, 'must be a keras.Model'):
-      keras_fit.guard(lambda x: x)
+      keras_fit.guard_fit(lambda x: x)
 
     class OwnStep(keras.Model):
       def train_step(self, data):
@@ -311,19 +311,19 @@ class GuardArgumentsTest(TestCase):
     model = OwnStep()
     model.compile(optimizer='sgd', loss='mse')
     with self.assertRaisesRegex(errors.ConfigError, 'overrides train_step.*compute_loss'):
-      keras_fit.guard(model)
+      keras_fit.guard_fit(model)
     model = compiled('mlp', jit_compile=True)
-    keras_fit.guard(model, policies=[forensics.Forensics()])
+    keras_fit.guard_fit(model, policies=[forensics.Forensics()])
     with self.assertRaisesRegex(errors.ConfigError, r"\['forensics'\] need a step outside XLA"):
       model.fit(np.ones([8, 6], np.float32), np.ones([8, 1], np.float32), verbose=0)
 
   def test_a_second_guard_takes_over_and_policies_belong_to_one_guard(self):
     model = compiled('mlp')
     clip = clipping.AdaptiveClip()
-    keras_fit.guard(model, policies=[clip])
+    keras_fit.guard_fit(model, policies=[clip])
     with self.assertRaisesRegex(errors.ConfigError, 'already belongs to another'):
-      keras_fit.guard(compiled('mlp'), policies=[clip])
-    second = keras_fit.guard(model, policies=[policies.SkipNonFinite()])
+      keras_fit.guard_fit(compiled('mlp'), policies=[clip])
+    second = keras_fit.guard_fit(model, policies=[policies.SkipNonFinite()])
     model.fit(np.ones([8, 6], np.float32), np.ones([8, 1], np.float32), verbose=0)
     self.assertEqual(int(second.state.applied_steps.numpy()), 1)
     self.assertEqual(int(clip.count.numpy()), 0)  # The first guard's step is gone.
