@@ -45,7 +45,7 @@ class GuardCallback(keras.callbacks.Callback):
   """Runs a `keras_fit.KerasGuard`'s policies on the host during `fit` (see the module doc).
 
   Args:
-    guard: the guard of the model being fitted (`stable_train.guard(model)`).
+    guard: the guard of the model being fitted (`stable_train.guard_fit(model)`).
     model_dir: where events.jsonl, summary.json, TensorBoard scalars, `checkpoints/` and
       forensics records go (None: nothing on disk; rollbacks restore from memory).
     checkpoint_every: keep a checkpoint of the state every this many steps.
