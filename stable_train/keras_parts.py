@@ -58,7 +58,7 @@ def as_metric(identifier):
   the binary, sparse or categorical accuracy by the labels' and predictions' shapes, as in
   `compile`."""
   if isinstance(identifier, str) and identifier.lower() in _ACCURACY:
-    return keras.metrics.MeanMetricWrapper(_accuracy, name=identifier)
+    return keras.metrics.MeanMetricWrapper(accuracy_by_shape, name=identifier)
   fn = _get('metric', identifier, keras.metrics.get) if isinstance(identifier, str) else identifier
   if isinstance(fn, (keras.metrics.Metric, type)) or not callable(fn):
     return fn  # A metric object, or what the Trainer's own check refuses with one line.
@@ -107,8 +107,10 @@ def with_class_weight(dataset: tf.data.Dataset, class_weight) -> tf.data.Dataset
   return dataset.map(weigh)
 
 
-def _accuracy(y_true, y_pred):
-  """Keras's rule for 'accuracy': binary for one output, sparse for class-id labels."""
+@keras.saving.register_keras_serializable(package='stable_train')
+def accuracy_by_shape(y_true, y_pred):
+  """Keras's rule for 'accuracy': binary for one output, sparse for class-id labels, else
+  categorical. Registered: the evaluation's copy of a metric is made from its config."""
   if y_pred.shape[-1] == 1:
     return keras.metrics.binary_accuracy(y_true, y_pred)
   if len(y_true.shape) < len(y_pred.shape) or (len(y_true.shape) >= 2 and y_true.shape[-1] == 1):
