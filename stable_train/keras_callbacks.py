@@ -1,5 +1,4 @@
-"""The host half of a guarded Keras `fit`: `GuardCallback`, and `KerasRun`, the `RunHandle` the
-policies act through there.
+"""The host half of a guarded Keras `fit`: `GuardCallback`.
 
 After each execution of fit's train function the callback reads the guard's reports of its steps
 (one transfer) and does what the Trainer's host loop does with a loop of them, with the same
@@ -22,15 +21,12 @@ import tensorflow as tf
 
 from stable_train import checkpoint_action
 from stable_train import checkpointing
-from stable_train import compat
 from stable_train import dispatch
 from stable_train import distribute
 from stable_train import errors
 from stable_train import events as events_lib
-from stable_train import handle
 from stable_train import interfaces
-from stable_train import keras_fit
-from stable_train import lr as lr_lib
+from stable_train import keras_run
 from stable_train import numerics
 from stable_train import outcome as outcome_lib
 from stable_train import provenance
@@ -81,7 +77,7 @@ class GuardCallback(keras.callbacks.Callback):
     self.model_dir = str(model_dir) if model_dir is not None else None
     self.output_dir = None
     self.keeper = None  # Built once the model and optimizer are (the first save or restore).
-    self.run = KerasRun(self)
+    self.run = keras_run.KerasRun(self)
     self.last_summary: Dict[str, Any] = {}
     self.refused = 0
     self._epoch = 0
@@ -161,7 +157,8 @@ class GuardCallback(keras.callbacks.Callback):
     """Writes summary.json (and `done` on a normal end), releases the model_dir; an abort is
     raised (`errors.RunAborted`)."""
     if ended.finished:
-      self.emit('done', self.current_step(), status=ended.status.value, reason=ended.reason or 'fit ended')
+      self.emit('done', self.current_step(), status=ended.status.value,
+                reason=ended.reason or 'fit ended')
     summary = self.summary.build(ended)
     self.summary.write(summary)
     self.last_summary = summary
@@ -195,7 +192,7 @@ class GuardCallback(keras.callbacks.Callback):
         # Another process's checkpoints are not this run's timeline: never rollback targets.
         self.keeper.mark_bad(after_step=-(2**62))
       elif snapshot is not None:
-        self.keeper = MemoryKeeper(snapshot)
+        self.keeper = keras_run.MemoryKeeper(snapshot)
       self._opened = True
     return self.keeper
 
@@ -275,137 +272,3 @@ class GuardCallback(keras.callbacks.Callback):
   def non_finite_variables(self):
     return [provenance.variable_path(v) for v in self._float_variables()
             if not np.all(np.isfinite(v.numpy()))]
-
-
-class MemoryKeeper:
-  """The newest good state, held in memory only (a `state.Snapshot`): the rollback target of a
-  guarded fit without a model_dir, on one device. The keeper interface the callback uses."""
-
-  directory = None
-
-  def __init__(self, snapshot):
-    self.snapshot = snapshot
-    self.entry: Optional[checkpointing.Entry] = None
-    self.restored_from: Optional[str] = None
-    self._number = 0
-
-  def save(self, step: int, good: bool) -> Optional[checkpointing.Entry]:
-    if not good:
-      return None  # Only a rollback target is worth the copy.
-    self.snapshot.capture()
-    self._number += 1
-    self.entry = checkpointing.Entry(number=self._number, step=int(step), good=True,
-                                     path='memory')
-    return self.entry
-
-  def committed(self):
-    return [self.entry] if self.entry is not None else []
-
-  def last_good(self, before_step: Optional[int] = None):
-    e = self.entry
-    return e if e is not None and (before_step is None or e.step < before_step) else None
-
-  def restore_latest(self, candidates):
-    if self.entry is None or all(c.number != self.entry.number for c in candidates):
-      return None
-    self.snapshot.restore()
-    self.restored_from = 'memory'
-    return self.entry
-
-  def mark_bad(self, after_step: int):
-    if self.entry is not None and self.entry.step > after_step:
-      self.entry = None
-
-
-class KerasRun(interfaces.RunHandle):
-  """`interfaces.RunHandle` over a guarded fit (`GuardCallback`)."""
-
-  def __init__(self, callback: GuardCallback):
-    self._cb = callback
-    g = callback.guard
-    self._lr_control = None
-    self.probe = handle.Probe(
-        model=g.model, policies=g.policies, split_batch=keras_fit.split_batch,
-        loss_and_gradients=g.loss_and_gradients, model_checkpoint=g.model_checkpoint,
-        first_batch=lambda: None, jit_compile=bool(g.model.jit_compile))
-
-  @property
-  def step(self) -> int:
-    return self._cb.current_step()
-
-  @property
-  def data_position(self) -> int:
-    state = self._cb.guard.state
-    return int(state.global_step.numpy()) + int(state.data_offset.numpy())
-
-  @property
-  def lr_scale(self) -> float:
-    return float(self._cb.guard.state.lr_scale.numpy())
-
-  @property
-  def learning_rate(self) -> float:
-    return float(tf.cast(self._cb.guard.optimizer.learning_rate, tf.float32).numpy())
-
-  @property
-  def has_checkpoints(self) -> bool:
-    return self._cb.checkpoints() is not None
-
-  @property
-  def restored_from(self) -> Optional[str]:
-    keeper = self._cb.checkpoints()
-    return keeper.restored_from if keeper is not None else None
-
-  @property
-  def output_dir(self) -> Optional[str]:
-    return self._cb.output_dir
-
-  @property
-  def checkpoint_dir(self) -> Optional[str]:
-    keeper = self._cb.checkpoints()
-    return keeper.directory if keeper is not None else None
-
-  def checkpoints(self):
-    keeper = self._cb.checkpoints()
-    return keeper.committed() if keeper is not None else []
-
-  def good_checkpoints(self):
-    return [e for e in self.checkpoints() if e.good]
-
-  def batch_index(self, step: int) -> int:
-    return max(step, 1) - 1 + int(self._cb.guard.state.data_offset.numpy())
-
-  def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
-    return self._cb.emit(event, step, **fields)
-
-  def write_scalars(self, step: int, values: Dict[str, float]) -> None:
-    self._cb.scalars.write(step, values)
-
-  def restore(self, candidates):
-    return self._cb.restore(candidates)
-
-  def mark_not_good_after(self, step: int) -> None:
-    keeper = self._cb.checkpoints()
-    if keeper is not None:
-      keeper.mark_bad(after_step=step)
-
-  def checkpoint_now(self, reason: str):
-    return self._cb.save(reason)
-
-  def mark_best(self, entry):
-    return self._cb.checkpoints().mark_best(entry)
-
-  def skip_data(self, count: int):
-    position = self.data_position  # fit owns the iterator (skip_batches > 0 is refused).
-    return position, position
-
-  def set_lr_scale(self, scale: float) -> None:
-    """Sets the factor on the learning rate: a schedule is wrapped once (`lr.ScaledSchedule`),
-    a constant rate is scaled by new / old factor, so a change by ReduceLROnPlateau stands."""
-    state, optimizer = self._cb.guard.state, self._cb.guard.optimizer
-    old = float(state.lr_scale.numpy())
-    state.lr_scale.assign(scale)
-    if callable(compat.learning_rate_of(optimizer)):
-      if self._lr_control is None:
-        self._lr_control = lr_lib.LearningRateControl(optimizer, state.lr_scale)
-    else:
-      optimizer.learning_rate = float(optimizer.learning_rate.numpy()) * float(scale) / old

@@ -124,8 +124,9 @@ class KerasGuard:
       slow = [p.name for p in self.policies if not p.end_step_compiles]
       if slow:
         raise errors.ConfigError(
-            f'stable_train.guard_fit: policies {slow} need a step outside XLA, but jit_compile=True '
-            'compiles all of fit\'s step; compile with jit_compile=False, or drop them.')
+            f'stable_train.guard_fit: policies {slow} need a step outside XLA, but '
+            'jit_compile=True compiles all of fit\'s step; compile with jit_compile=False, or drop '
+            'them.')
     self._end_steps = [p for p in self.policies
                        if type(p).end_step is not interfaces.Policy.end_step]
     variables = list(m.trainable_variables)
@@ -138,7 +139,8 @@ class KerasGuard:
     self.variable_paths = paths
     self.random_states = trainer_setup.random_state_variables()
     self.step = step_lib.GuardedStep(step_lib.StepParts(
-        split_batch=split_batch, compute=self._compute, variables=lambda: list(m.trainable_variables),
+        split_batch=split_batch, compute=self._compute,
+        variables=lambda: list(m.trainable_variables),
         apply=lambda grads: optimizer.apply(grads, m.trainable_variables),
         forward_state=self.forward_state, random_states=self.random_states,
         policies=self.policies, variable_paths=paths,

@@ -66,21 +66,17 @@ def as_metric(identifier):
   return keras.metrics.MeanMetricWrapper(fn, name=name)
 
 
-def sample_weight(batch) -> Optional[Any]:
-  """The sample weights of an `(x, y, sample_weight)` batch, or None."""
-  if isinstance(batch, (tuple, list)) and len(batch) == 3:
-    return batch[2]
-  return None
-
-
-def weighted_loss(loss, labels, predictions, weights):
-  """`loss(labels, predictions, sample_weight=weights)`; a loss that takes no sample weights (a
-  plain function) is a ConfigError naming the fix."""
+def call_loss(loss, labels, predictions, batch):
+  """`loss(labels, predictions)`, with `sample_weight=` the third part of an (x, y,
+  sample_weight) batch; a loss that takes no sample weights (a plain function) then is a
+  ConfigError naming the fix."""
+  if not (isinstance(batch, (tuple, list)) and len(batch) == 3):
+    return loss(labels, predictions)
   if not _is_loss(loss):
     raise errors.ConfigError(
         f'Trainer: (features, labels, sample_weight) batches need a Keras loss, but loss={loss!r} '
         'takes no sample_weight; pass e.g. keras.losses.MeanSquaredError() or its name.')
-  return loss(labels, predictions, sample_weight=weights)
+  return loss(labels, predictions, sample_weight=batch[2])
 
 
 def with_class_weight(dataset: tf.data.Dataset, class_weight) -> tf.data.Dataset:

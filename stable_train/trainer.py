@@ -53,10 +53,9 @@ class Trainer:
   `trainer.state`.
 
   Args (keyword-only, the gin `Trainer.*` bindings):
-    model, optimizer, loss: a Keras 3 model (or a callable `tf.Module` with
-      `trainable_variables`), a Keras 3 optimizer or its name ('adam'), a `(labels,
-      predictions) -> scalar` or a Keras loss name; None: those the model was compiled with
-      (under mixed_float16 its `LossScaleOptimizer`'s inner optimizer applies the updates).
+    model, optimizer, loss: a Keras 3 model (or a callable `tf.Module` with `trainable_variables`),
+      a Keras 3 optimizer or name ('adam'), a `(labels, predictions) -> scalar` or Keras loss name;
+      None: the compiled model's own (`keras_parts`).
     policies: list of `Policy` objects; None means `default_policies()`; `[]` a bare step.
     model_dir: where checkpoints, events.jsonl, summary.json and TensorBoard files go (None:
       nothing on disk).
@@ -72,9 +71,8 @@ class Trainer:
       are a fault: a Rollback takes over, or the run aborts naming the variable.
     strategy: a `tf.distribute.Strategy`; None means the current one.
     faults: a `stable_train.testing.Faults` plan, to rehearse failure; None: none.
-    metrics: Keras metrics (or names, 'accuracy') updated with (labels, predictions) by applied
-      steps only, reset after each progress line (under a strategy, create them in its scope);
-      None: those of a compiled model.
+    metrics: Keras metrics or names ('accuracy'; None: a compiled model's), updated by applied
+      steps only, reset after each progress line (under a strategy, create them in its scope).
     eval_divergence_factor: an evaluation whose loss is non-finite or above this factor times
       the run's best eval loss is a fault (`eval_divergence`); None: only a non-finite one.
     verbose: progress lines on the 'stable_train' logger at INFO (a library caller with no
@@ -89,11 +87,8 @@ class Trainer:
                faults: Optional[faults_lib.Faults] = None, metrics: Optional[Sequence] = None,
                eval_divergence_factor: Optional[float] = 10.0, verbose: bool = True):
     self.strategy = strategy or tf.distribute.get_strategy()
-    with self.strategy.scope():  # A compiled model's parts, and Keras names ('adam', ...).
-      optimizer, loss, metrics = keras_parts.parts(model, optimizer, loss, metrics)
-    # Under mixed_float16 `compile` wraps the optimizer: the step scales and applies the inner.
-    optimizer, wrapper = precision_lib.split_loss_scale_optimizer(optimizer)
-    setup.check_parts(model, optimizer, loss, faults=faults, model_dir=model_dir)
+    optimizer, loss, metrics, wrapper = setup.model_parts(
+        model, optimizer, loss, metrics, self.strategy, faults=faults, model_dir=model_dir)
     self.policies, self.loss_scale = setup.policy_stack(policies, model, self.strategy, wrapper)
     self.jit_compile = errors.check_bool('Trainer', 'jit_compile', jit_compile)
     vars(self).update(setup.check_counts(
@@ -127,8 +122,7 @@ class Trainer:
 
   # -- overridable, traced parts of the step ------------------------------------------------
   def split_batch(self, batch):
-    """Returns (features, labels) from one dataset element: (features, labels), (features,
-    labels, sample_weight), or a dict with 'labels'."""
+    """(features, labels) of an element: (x, y), (x, y, sample_weight), a dict with 'labels'."""
     if isinstance(batch, dict):
       for key in ('labels', 'label'):
         if key in batch:
@@ -137,9 +131,8 @@ class Trainer:
           f"Trainer: a dict batch needs a 'labels' key; got keys {sorted(batch)}.")
     if isinstance(batch, (tuple, list)) and len(batch) in (2, 3):
       return batch[0], batch[1]
-    raise errors.ConfigError(
-        'Trainer: each dataset element must be (features, labels), (features, labels, '
-        'sample_weight) or a dict with a "labels" key.')
+    raise errors.ConfigError('Trainer: each dataset element must be (x, y), (x, y, sample_weight) '
+                             'or a dict with a "labels" key.')
 
   def forward(self, features, training):
     """Runs the model. Traced. Keras models get `training`; plain tf.Modules are just called."""
@@ -154,9 +147,7 @@ class Trainer:
     """Returns the scalar loss of a batch (per replica). Traced. Override for custom losses."""
     features, labels = self.split_batch(batch)
     predictions = self.forward(features, training)
-    weights = keras_parts.sample_weight(batch)  # Of an (x, y, sample_weight) batch, as in fit.
-    value = (self.loss_fn(labels, predictions) if weights is None else
-             keras_parts.weighted_loss(self.loss_fn, labels, predictions, weights))
+    value = keras_parts.call_loss(self.loss_fn, labels, predictions, batch)  # Sample weights.
     loss = precision_lib.widen(distribute.unscale_keras_loss(self.loss_fn, value))
     regularization = getattr(self.model, 'losses', None)
     if regularization:  # float32 terms under mixed precision; float64 ones under float64.
@@ -308,13 +299,11 @@ class Trainer:
           num_epochs: Optional[int] = None, eval_dataset: Optional[tf.data.Dataset] = None,
           eval_every: Optional[int] = None, eval_steps: Optional[int] = None,
           class_weight: Optional[Dict[int, float]] = None) -> Dict[str, Any]:
-    """Trains until the global step reaches `num_steps` (a total: a resumed run stops at the same
-    step, and a later fit to a step already reached trains nothing, with a warning), or for
-    `num_epochs` passes over a finite dataset, or until the dataset ends.
+    """Trains until the global step reaches `num_steps` (a total: a resumed run, or a later fit,
+    stops at the same step), or for `num_epochs` passes over a finite dataset, or to its end.
 
     Args:
-      dataset: a `tf.data.Dataset` of (features, labels) or (features, labels, sample_weight)
-        batches, or dicts with a 'labels' key.
+      dataset: a `tf.data.Dataset` of elements `split_batch` takes.
       num_steps: the global step to stop at.
       num_epochs: instead: passes over `dataset` (finite, not repeated); an epoch is its
         cardinality, or counted by reading it once. A resumed run goes on at the same position
@@ -323,20 +312,14 @@ class Trainer:
         every `eval_every` steps and at the end of a run that ended normally.
       eval_every: evaluate when the global step reaches a multiple of this; None: at the end.
       eval_steps: batches per evaluation, from the eval data's start; None: all of it.
-      class_weight: {class id: weight}: each (features, labels) batch is weighted by its
-        labels' classes, as in Keras's fit.
+      class_weight: {class id: weight}: labels weigh their batch's loss, as in Keras's fit.
 
     Returns:
       The run summary (also written to `<model_dir>/summary.json`).
     """
-    dataset, num_steps, epochs = setup.fit_length(dataset, num_steps, num_epochs)
-    if class_weight is not None:
-      dataset = keras_parts.with_class_weight(dataset, class_weight)
-    if epochs is None and self.controller.fitted and num_steps <= int(self.global_step.numpy()):
-      log.warning('fit(num_steps=%d) trains nothing: the run is at step %d already (num_steps '
-                  'is the global step to stop at); pass num_steps=%d to train %d more', num_steps,
-                  int(self.global_step.numpy()), int(self.global_step.numpy()) + num_steps,
-                  num_steps)
+    later = self.global_step if self.controller.fitted else None  # Where a later fit starts.
+    dataset, num_steps, epochs = setup.fit_length(dataset, num_steps, num_epochs, class_weight,
+                                                  later)
     eval_every, eval_steps = evaluation.check_eval_args(eval_dataset, eval_every, eval_steps)
     for p in self.policies:
       p.check_fit(metric_names=[m.name for m in self.metrics],
