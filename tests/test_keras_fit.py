@@ -16,59 +16,30 @@ from stable_train import models
 from stable_train import policies
 from stable_train import precision
 from stable_train import trainer as trainer_lib
+import test_state  # pylint: disable=g-bad-import-order
 
-BATCH = 8
-SEQ, VOCAB, CLASSES = 8, 32, 4
-IMAGE = (8, 8, 3)
-TOKENS = ('transformer', 'lstm')
-
-
-class SubclassedNet(keras.Model):
-  """A subclassed model with BatchNormalization and Dropout, built by fit (no input shape)."""
-
-  def __init__(self):
-    super().__init__(name='subclassed')
-    self.flatten = keras.layers.Flatten()
-    self.dense = keras.layers.Dense(16)
-    self.norm = keras.layers.BatchNormalization()
-    self.drop = keras.layers.Dropout(0.3)
-    self.out = keras.layers.Dense(CLASSES)
-
-  def call(self, x, training=None):
-    h = self.norm(self.dense(self.flatten(x)), training=training)
-    return self.out(self.drop(keras.ops.relu(h), training=training))
+# The zoo of real models is test_state's (one place); its subclassed model is left unbuilt here,
+# so that fit builds it (the guard's set-up waits for the first trace).
+BATCH = test_state.BATCH
 
 
 def _subclassed():
   keras.utils.set_random_seed(0)
-  return SubclassedNet()
+  return test_state.SubclassedNet()
 
 
-ZOO = {
-    'convnet_bn': lambda: models.convnet_bn(image_shape=IMAGE, num_classes=CLASSES, filters=(4, 8)),
-    'transformer': lambda: models.transformer(vocab_size=VOCAB, seq_len=SEQ, dim=16, heads=2,
-                                              ffn=16, num_classes=CLASSES),
-    'lstm': lambda: models.lstm(vocab_size=VOCAB, seq_len=SEQ, units=8, num_classes=CLASSES),
-    'subclassed': _subclassed,
-}
+ZOO = dict({k: test_state.ZOO[k] for k in ('convnet_bn', 'transformer', 'lstm')},
+           subclassed=_subclassed)
 
 
 def arrays(kind, num_batches=6, nan_weights=(), nan_pixels=()):
-  """(x, y, sample_weight) numpy arrays; a NaN sample weight (a NaN loss after a whole
-  training-mode forward pass) or a NaN pixel in the listed batches."""
-  rng = np.random.RandomState(3)
-  n = num_batches * BATCH
-  if kind in TOKENS:
-    x = rng.randint(0, VOCAB, size=(n, SEQ)).astype(np.int32)
-  else:
-    x = rng.normal(size=(n,) + IMAGE).astype(np.float32)
-    for b in nan_pixels:
-      x[b * BATCH, 0, 0, 0] = np.nan
-  y = rng.randint(0, CLASSES, size=n).astype(np.int32)
-  w = rng.uniform(0.5, 1.5, size=n).astype(np.float32)
-  for b in nan_weights:
-    w[b * BATCH] = np.nan
-  return x, y, w
+  """test_state's zoo data as (x, y, sample_weight) arrays; a NaN sample weight (a NaN loss after
+  a whole training-mode forward pass) or a NaN pixel in the listed batches."""
+  (x, _), y = next(iter(test_state._zoo_data(  # pylint: disable=protected-access
+      kind, num_batches, nan_pixels=nan_pixels).unbatch().batch(num_batches * BATCH)))
+  w = np.random.RandomState(3).uniform(0.5, 1.5, size=len(y)).astype(np.float32)
+  w[[b * BATCH for b in nan_weights]] = np.nan
+  return x.numpy(), y.numpy(), w
 
 
 def dataset(kind, **kwargs):
@@ -119,7 +90,8 @@ class HealthyRunTest(TestCase):
   """With nothing to skip or clip, guarded fit ends bit-identical to plain fit."""
 
   @parameterized.named_parameters(
-      ('one_device', {}), ('steps_per_execution_xla', dict(steps_per_execution=4, jit_compile=True)),
+      ('one_device', {}),
+      ('steps_per_execution_xla', dict(steps_per_execution=4, jit_compile=True)),
       ('mirrored', dict(strategy='mirrored')), ('mixed_float16', dict(precision='mixed_float16')))
   def test_convnet_bit_identical_to_plain_fit(self, mode):
     mode = dict(mode)
@@ -199,7 +171,8 @@ class SkippedStepChangesNothingTest(TestCase):
 
   def test_convnet_mirrored_with_a_nan_input(self):
     model = compiled('convnet_bn', strategy=mirrored())
-    keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + [policies.ValidateInputs()])
+    keras_fit.guard_fit(model,
+                        policies=trainer_lib.default_policies() + [policies.ValidateInputs()])
     self._check(model, 'convnet_bn', nan_pixels=[0])
 
   def test_convnet_mixed_float16_through_the_loss_scale_optimizer(self):
@@ -251,25 +224,20 @@ class SkippedStepChangesNothingTest(TestCase):
     self.assertSameState(states[0], states[1], 'a run with a skipped batch vs one without it')
 
   def test_a_skip_puts_the_global_generators_back(self):
-
-    class GlobalNoise(keras.layers.Layer):  # keras.random.* without a seed: the global generator.
-      def call(self, x, training=None):
-        return x + 0.1 * keras.random.normal(keras.ops.shape(x)) if training else x
+    """[ok, NaN, ok, ok] trains exactly like [ok, ok, ok] with a layer that draws from Keras's
+    global generator (keras.random.* without a seed)."""
 
     def run(bad):
       keras.utils.set_random_seed(0)
-      model = keras.Sequential([keras.Input((4,)), GlobalNoise(), keras.layers.Dense(3)])
+      model = keras.Sequential([keras.Input(test_state.IMAGE), keras.layers.Flatten(),
+                                test_state.GlobalNoise(), keras.layers.Dense(3)])
       model.compile(optimizer=keras.optimizers.Adam(1e-2),
                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
       keras_fit.guard_fit(model)
-      rng = np.random.RandomState(0)
-      x = rng.normal(size=(32, 4)).astype(np.float32)
-      y = rng.randint(0, 3, size=32).astype(np.int32)
-      if bad:
-        x[8, 0] = np.nan
-      else:
-        x, y = np.concatenate([x[:8], x[16:]]), np.concatenate([y[:8], y[16:]])
-      model.fit(x, y, batch_size=8, shuffle=False, verbose=0)
+      x, y, _ = arrays('convnet_bn', num_batches=4, nan_pixels=[1] if bad else [])
+      if not bad:
+        x, y = np.delete(x, range(BATCH, 2 * BATCH), 0), np.delete(y, range(BATCH, 2 * BATCH), 0)
+      model.fit(x, y % 3, batch_size=BATCH, shuffle=False, verbose=0)
       return [v.numpy() for v in model.trainable_variables]
 
     for a, b in zip(run(True), run(False)):
