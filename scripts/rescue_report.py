@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Rescue report: an unstable suite run as Keras fit and three stable_train stacks.
+"""Rescue report: an unstable suite run as Keras fit, Keras fit + stable_train and three
+stable_train stacks.
 
     python scripts/rescue_report.py [--steps=300] [--cases=lr_too_high,nan_inf_data]
 
 Each case is a small MLP on seeded synthetic data made unstable one way; each is trained with
   - Keras `fit` with `global_clipnorm=1.0` and `TerminateOnNaN` (the usual first defence),
+  - the same Keras `fit` (no clipnorm) guarded by stable_train (`guard_fit`: the default stack),
   - stable_train's default stack (CheckNumerics, AdaptiveClip, SkipNonFinite, DivergenceCheck),
   - the default stack + Rollback (the ladder: rollback, learning-rate backoff until stable),
   - the recovery stack: the default stack + OutlierSkip + LossSpike + Rollback,
@@ -29,6 +31,8 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 from stable_train import data  # pylint: disable=g-import-not-at-top
+from stable_train import errors  # pylint: disable=g-import-not-at-top
+from stable_train import keras_fit  # pylint: disable=g-import-not-at-top
 from stable_train import losses  # pylint: disable=g-import-not-at-top
 from stable_train import models  # pylint: disable=g-import-not-at-top
 from stable_train import outliers  # pylint: disable=g-import-not-at-top
@@ -141,6 +145,26 @@ def _keras_fit(case, steps):
               diagnosis=None)
 
 
+def _keras_fit_guarded(case, steps):
+  """The same Keras fit, unclipped, guarded by stable_train's default stack (`guard_fit`)."""
+  task, dataset_fn, opt, loss, scale, _ = case
+  model = _model(task, scale)
+  model.compile(optimizer=_optimizer(opt(), clip=False), loss=_loss(loss))
+  guard = keras_fit.guard_fit(model)
+  callback = guard.callback()
+  start = time.perf_counter()
+  try:
+    history = model.fit(dataset_fn(), epochs=1, steps_per_epoch=steps, verbose=0,
+                        callbacks=[callback])
+    status, skips = 'completed', int(history.history['skipped_steps'][-1])
+  except errors.RunAborted:  # A skip-streak limit or a divergence: the summary says which.
+    status = (callback.last_summary or {}).get('status', 'aborted')
+    skips = int(guard.state.skipped_steps.numpy())
+  seconds = time.perf_counter() - start
+  return dict(status=status, finite=_finite(model), loss=_evaluate(task, model), skips=skips,
+              rollbacks=None, seconds=seconds, diagnosis=None)
+
+
 def _stack(way):
   stack = trainer_lib.default_policies()
   if way == 'recovery':
@@ -168,6 +192,7 @@ def _stable_train(case, steps, way):
 
 
 WAYS = {'keras fit': lambda c, steps: _keras_fit(c, steps),
+        'keras fit + stable_train': lambda c, steps: _keras_fit_guarded(c, steps),
         'stable_train': lambda c, steps: _stable_train(c, steps, 'default'),
         '+ Rollback': lambda c, steps: _stable_train(c, steps, 'rollback'),
         '+ recovery': lambda c, steps: _stable_train(c, steps, 'recovery')}
@@ -189,10 +214,11 @@ def main():
     for way, run in WAYS.items():
       with _precision(name):
         results[name, way] = run(case, args.steps)
-      print(f'{name:22s} {way:13s} {results[name, way]}', file=sys.stderr, flush=True)
+      print(f'{name:22s} {way:24s} {results[name, way]}', file=sys.stderr, flush=True)
   reference = {CASES[n][0]: n for n in CASES if n.startswith('clean_')}
   print(f'\n{args.steps} steps each; final loss = mean loss on 20 clean batches of the task; '
-        'ratio = final loss / the clean run of the same task and way; + Rollback = the default '
+        'ratio = final loss / the clean run of the same task and way; keras fit + stable_train = '
+        '`guard_fit` (the default stack) in an unclipped fit; + Rollback = the default '
         'stack + Rollback(); + recovery = the default stack + OutlierSkip + LossSpike + '
         'Rollback.\n')
   print('| case | what | way | status | final loss | ratio to clean | skips | rollbacks | '

@@ -26,6 +26,11 @@ class CheckpointError(StableTrainError):
   """No usable checkpoint could be restored or written."""
 
 
+class RunAborted(StableTrainError):
+  """A policy stopped a guarded Keras `fit` (a skip-streak limit, no checkpoint to roll back
+  to); the model, its checkpoints and a `BackupAndRestore` backup stand as they were."""
+
+
 class ModelDirBusyError(StableTrainError):
   """Another live process holds the model_dir's run lock."""
 
@@ -136,3 +141,19 @@ def _os_failure(line: str, failure: str) -> str:
   if raw:
     return failure + (f': {raw.group(1)}' if raw.group(1) else '')
   return line
+
+
+def describe(value) -> str:
+  """What a value is, in a few words for a message: an array's kind, shape and dtype, never its
+  contents."""
+  if hasattr(value, 'shape') and hasattr(value, 'dtype'):
+    name = type(value).__name__
+    kind = ('numpy array' if type(value).__module__ == 'numpy' else
+            'tensor' if 'Tensor' in name else name)
+    return f'a {kind} of shape {tuple(value.shape)} ({getattr(value.dtype, "name", value.dtype)})'
+  if isinstance(value, (tuple, list, dict)):
+    items = list(value.values() if isinstance(value, dict) else value)
+    inner = '; '.join(describe(v) for v in items[:3]) + ('; ...' if len(items) > 3 else '')
+    return f'a {type(value).__name__} of {len(items)} ({inner})'[:300]
+  text = repr(value)
+  return text if len(text) <= 80 else f'a {type(value).__name__}'

@@ -190,7 +190,7 @@ def check_eval_args(eval_dataset, eval_every, eval_steps):
     return None, None
   if not isinstance(eval_dataset, tf.data.Dataset):
     raise errors.ConfigError(
-        f'Trainer.fit: eval_dataset={eval_dataset!r} must be a tf.data.Dataset.')
+        f'Trainer.fit: eval_dataset must be a tf.data.Dataset, got {errors.describe(eval_dataset)}.')
   if eval_every is not None:
     eval_every = errors.check_int('Trainer.fit', 'eval_every', eval_every, minimum=1)
   if eval_steps is not None:

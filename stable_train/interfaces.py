@@ -78,8 +78,8 @@ class Policy(tf.Module):
     `RunHandle`.
   Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
     `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
-    `decides_on_clean_loops`, `wants_start_checkpoint`, `takes_norm_ceiling` (with
-    `set_norm_ceiling`).
+    `decides_on_clean_loops`, `end_step_compiles`, `wants_start_checkpoint`,
+    `takes_norm_ceiling` (with `set_norm_ceiling`).
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -94,6 +94,11 @@ class Policy(tf.Module):
   # True for the policy that marks the checkpoint of the best evaluation `best` (at most one per
   # Trainer: one best mark).
   marks_best = False
+
+  # False for a policy whose `end_step` cannot be compiled with XLA (it stashes tensors of any
+  # shape). The Trainer's loop runs `end_step` outside XLA; a Keras `fit` with jit_compile=True
+  # compiles its whole step, and refuses such a policy.
+  end_step_compiles = True
 
   # True for a policy that may roll back as far as the run's start (Rollback): a fresh run then
   # writes a checkpoint of its untrained state at step 0, before the first update.

@@ -169,23 +169,36 @@ class GuardedStep:
                          restore=lambda: run(self.restore_forward_state, (snapshot,)),
                          has_snapshot=bool(tf.nest.flatten(snapshot)))
 
-  def in_replica(self, batch):
+  def in_replica(self, batch, record: Optional[Callable[[Any], Any]] = None):
     """One step from replica context (a Keras `train_step`): compute here, then the agreed
     apply-or-skip in cross-replica context (a merge_call: the optimizer's own merge_call cannot
-    run inside a `tf.cond` in replica context). Returns the report dict. Traced."""
+    run inside a `tf.cond` in replica context; Keras's LossScaleOptimizer agrees the same way).
+
+    Args:
+      batch: this replica's batch.
+      record: called in cross-replica context as `record(report, batch)` with the agreed
+        report and the replicas' batches (per-replica values); what it returns is returned
+        instead of the report (e.g. the report stored for the host, and logs).
+
+    Returns:
+      The report dict (or what `record` returned), the same on every replica. Traced.
+    """
     random_snapshot = [tf.identity(v) for v in self.parts.random_states]
     grads, report, snapshot, metric_inputs = self.replica_part(batch)
 
-    def agree(strategy, grads, report, snapshot, metric_inputs):
+    def agree(strategy, grads, report, snapshot, metric_inputs, batches):
+      # Every field is computed from aggregated values, so all replicas agree: take the first.
       report = {k: strategy.experimental_local_results(v)[0] for k, v in report.items()}
       each = lambda fn, args: strategy.extended.call_for_each_replica(fn, args=args)
-      return self._agree(report, random_snapshot,
-                         apply=lambda: each(self.apply_aggregated, (grads, metric_inputs)),
-                         restore=lambda: each(self.restore_forward_state, (snapshot,)),
-                         has_snapshot=bool(snapshot))
+      run = each if self.distributed else (lambda fn, args: fn(*args))
+      report = self._agree(report, random_snapshot,
+                           apply=lambda: run(self.apply_aggregated, (grads, metric_inputs)),
+                           restore=lambda: run(self.restore_forward_state, (snapshot,)),
+                           has_snapshot=bool(tf.nest.flatten(snapshot)))
+      return report if record is None else record(report, batches)
 
     return tf.distribute.get_replica_context().merge_call(
-        agree, args=(grads, report, snapshot, metric_inputs))
+        agree, args=(grads, report, snapshot, metric_inputs, batch if record else ()))
 
   def _agree(self, report, random_snapshot, *, apply, restore, has_snapshot: bool):
     """The apply-or-skip on the one agreed flag, the policies' state updates and the counters."""

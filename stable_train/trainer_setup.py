@@ -15,6 +15,7 @@ from stable_train import distribute
 from stable_train import divergence
 from stable_train import errors
 from stable_train import interfaces
+from stable_train import keras_parts
 from stable_train import labels as labels_lib
 from stable_train import policies as policies_lib
 from stable_train import precision
@@ -42,6 +43,18 @@ def default_policies() -> List[interfaces.Policy]:
           divergence.DivergenceCheck()]
 
 
+def model_parts(model, optimizer, loss, metrics, strategy, *, faults, model_dir):
+  """(optimizer, loss, metrics, the Keras LossScaleOptimizer around the optimizer or None): a
+  compiled model's own parts where none is given, Keras names resolved (in `strategy`'s scope),
+  the wrapper `compile` puts around the optimizer under mixed_float16 taken apart (the step
+  scales the loss and applies through the inner optimizer), all checked (`check_parts`)."""
+  with strategy.scope():
+    optimizer, loss, metrics = keras_parts.parts(model, optimizer, loss, metrics)
+  optimizer, wrapper = precision.split_loss_scale_optimizer(optimizer)
+  check_parts(model, optimizer, loss, faults=faults, model_dir=model_dir)
+  return optimizer, loss, metrics, wrapper
+
+
 def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
   """One-line ConfigErrors for a model, optimizer, loss, fault plan or model_dir the Trainer
   cannot use."""
@@ -62,7 +75,6 @@ def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
   if loss is None or not callable(loss):
     raise errors.ConfigError(
         f'Trainer: loss={loss!r} must be callable (labels, predictions) -> scalar.')
-  precision.check_optimizer(optimizer)
   if faults is not None and not isinstance(faults, faults_lib.Faults):
     raise errors.ConfigError(f'Trainer: faults={faults!r} must be a stable_train Faults plan.')
   if model_dir is not None and (not isinstance(model_dir, (str, os.PathLike))
@@ -70,11 +82,13 @@ def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
     raise errors.ConfigError(f'Trainer: model_dir={model_dir!r} must be a directory path or None.')
 
 
-def policy_stack(policies, model, strategy) -> Tuple[List[interfaces.Policy], Optional[object]]:
+def policy_stack(policies, model, strategy,
+                 wrapper=None) -> Tuple[List[interfaces.Policy], Optional[object]]:
   """The validated policy list (None: `default_policies()`) and its loss-scaling policy.
 
-  Under float16 compute a loss scale is put first when the list has none: float16 gradients
-  underflow without it, so a run never trains fp16 unscaled.
+  Under float16 compute, or with a Keras LossScaleOptimizer `wrapper` around the optimizer, a
+  loss scale is put first when the list has none (with the wrapper's settings): float16
+  gradients underflow without it, so a run never trains fp16 unscaled.
   """
   if policies is None:
     policies = default_policies()
@@ -98,9 +112,11 @@ def policy_stack(policies, model, strategy) -> Tuple[List[interfaces.Policy], Op
     raise errors.ConfigError(
         f'Trainer: policies {best} would each mark a best checkpoint; keep one '
         '(EarlyStopping marks the best checkpoint too).')
-  if precision.compute_dtype(model) == 'float16' and not any(p.scales_loss for p in policies):
+  fp16 = wrapper is not None or precision.compute_dtype(model) == 'float16'
+  if fp16 and not any(p.scales_loss for p in policies):
     with strategy.scope():
-      policies.insert(0, precision.default_loss_scale())
+      policies.insert(0, precision.default_loss_scale() if wrapper is None
+                      else precision.loss_scale_like(wrapper))
   scales = [p for p in policies if p.scales_loss]
   if len(scales) > 1:
     raise errors.ConfigError('Trainer: policies hold more than one loss scale '
@@ -115,17 +131,29 @@ def check_counts(**counts) -> Dict[str, int]:
           for name, value in counts.items()}
 
 
-def fit_length(dataset, num_steps, num_epochs):
+def fit_length(dataset, num_steps, num_epochs, class_weight=None, global_step=None):
   """`fit`'s (dataset, num_steps, epochs) from its arguments: `num_steps`, or `num_epochs` over a
-  finite dataset (repeated; epochs = (num_epochs, steps per epoch)); ConfigError otherwise."""
+  finite dataset (repeated; epochs = (num_epochs, steps per epoch)); ConfigError otherwise.
+  `class_weight` weighs the batches; `global_step`: a later fit's start (a `num_steps` already
+  reached trains nothing: said with a warning); None for a first fit."""
   if not isinstance(dataset, tf.data.Dataset):
-    raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
+    raise errors.ConfigError(
+        f'Trainer.fit: dataset must be a tf.data.Dataset, got {errors.describe(dataset)}; wrap '
+        'arrays as tf.data.Dataset.from_tensor_slices((x, y)).batch(32).')
   if (num_steps is None) == (num_epochs is None):
     raise errors.ConfigError(
         f'Trainer.fit: pass num_steps= (the global step to stop at) or num_epochs= (passes over '
         f'a finite dataset), not {"both" if num_steps is not None else "neither"}.')
+  if class_weight is not None:
+    dataset = keras_parts.with_class_weight(dataset, class_weight)
   if num_epochs is None:
-    return dataset, errors.check_int('Trainer', 'num_steps', num_steps, minimum=1), None
+    num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
+    at = int(global_step.numpy()) if global_step is not None else None
+    if at is not None and num_steps <= at:
+      log.warning('fit(num_steps=%d) trains nothing: the run is at step %d already (num_steps '
+                  'is the global step to stop at); pass num_steps=%d to train %d more',
+                  num_steps, at, at + num_steps, num_steps)
+    return dataset, num_steps, None
   num_epochs = errors.check_int('Trainer.fit', 'num_epochs', num_epochs, minimum=1)
   epochs = (num_epochs, steps_per_epoch(dataset))
   # num_steps until the controller knows the resumed position.

@@ -31,6 +31,7 @@ def test_quick_benchmark_prints_every_ratio_and_metric():
                          'checkpoint_cost.b_over_f.k10',
                          'same_mode_vs_keras_best.c_best_over_b.k10.xla',
                          'defaults_vs_keras_defaults.c_default_over_b.k1',
+                         'keras_fit_guarded.g_over_p.k1', 'keras_fit_guarded.g_over_p.k10.xla',
                          'peak_rss.process.d_over_a.k10.xla']
   for name in expected_ratios:
     assert name in ratios and math.isfinite(ratios[name]) and ratios[name] > 0, (name, ratios)

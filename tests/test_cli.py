@@ -366,5 +366,108 @@ class CliTest(tf.test.TestCase):
     self.assertIn('another model or policy set', err)
     self.assertIn('Trainer.policies', err)
 
+class UserModulesTest(tf.test.TestCase):
+  """A user's own factories: `--gin_import=module` or a gin `import` line, from the cwd."""
+
+  def setUp(self):
+    super().setUp()
+    self.folder = os.path.join(self.get_temp_dir(), f'user_{self.id().rsplit(".", 1)[-1]}')
+    os.makedirs(self.folder, exist_ok=True)
+    self._cwd = os.getcwd()
+    os.chdir(self.folder)
+
+  def tearDown(self):
+    os.chdir(self._cwd)
+    super().tearDown()
+
+  def _module(self, name, factory):
+    with open(os.path.join(self.folder, f'{name}.py'), 'w') as f:
+      f.write('import gin\nfrom stable_train import data\n\n\n@gin.configurable\n'
+              f'def {factory}(num_examples=64):\n'
+              '  return data.synthetic_regression(num_examples=num_examples, num_features=32,\n'
+              '                                   batch_size=8)\n')
+    config = os.path.join(self.folder, f'{name}.gin')
+    with open(config, 'w') as f:
+      f.write(f'train.dataset_fn = @{factory}\n')
+    return config
+
+  def _run(self, *argv):
+    params = [f'--gin_param={p}' for p in SMALL + ['train.num_steps = 3']]
+    return run_main(f'--gin_file={QUICKSTART}', *argv, *params,
+                    f'--model_dir={os.path.join(self.folder, "run")}')
+
+  def test_gin_import_makes_a_users_factory_bindable(self):
+    config = self._module('user_factories_flag', 'user_regression_flag')
+    code, err = self._run(f'--gin_file={config}')  # Not imported: named, with the fix.
+    self.assertEqual(code, 2, err)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertIn("No configurable matching reference '@user_regression_flag'", err)
+    self.assertIn('--gin_import=your_module', err)
+    code, err = self._run('--gin_import=user_factories_flag', f'--gin_file={config}')
+    self.assertEqual(code, 0, err)
+
+  def test_a_gin_import_line_sees_the_current_directory(self):
+    config = self._module('user_factories_line', 'user_regression_line')
+    with open(config) as f:
+      text = f.read()
+    with open(config, 'w') as f:
+      f.write('import user_factories_line\n' + text)
+    code, err = self._run(f'--gin_file={config}')
+    self.assertEqual(code, 0, err)
+
+  def test_a_module_that_cannot_be_imported_is_one_line(self):
+    code, err = self._run('--gin_import=no_such_user_module')
+    self.assertEqual(code, 2, err)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertIn("--gin_import=no_such_user_module: ModuleNotFoundError", err)
+    self.assertIn('run from the folder that holds the module', err)
+
+
+class CommandsTest(tf.test.TestCase):
+  """`stable-train COMMAND`: the subcommands of the installed command."""
+
+  def _cli(self, *argv):
+    return subprocess.run([sys.executable, '-m', 'stable_train.cli', *argv], capture_output=True,
+                          text=True, timeout=120, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3'))
+
+  def test_help_lists_the_commands_and_each_command_its_flags(self):
+    for argv, words in ((['--help'], ['Commands:', '  export ', '  replay ', '--gin_import']),
+                        (['export', '--help'], ['stable-train export', '--checkpoint', '--format',
+                                                '--output', '--model_dir']),
+                        (['replay', '--help'], ['stable-train replay', '--forensics_dir'])):
+      proc = self._cli(*argv)
+      self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+      for word in words:
+        self.assertIn(word, proc.stdout, argv)
+
+  def test_commands_fail_with_one_line_and_their_exit_codes(self):
+    for argv, code, text in ((['export', '--model_dir=/no/such/run'], 1, 'export: --model_dir='),
+                             (['export', '--no_such_flag=1'], 2, 'export: usage error'),
+                             (['replay'], 2, 'replay: --forensics_dir is required'),
+                             (['expor'], 2, 'a command: export, replay')):
+      proc = self._cli(*argv)
+      self.assertEqual(proc.returncode, code, proc.stderr)
+      lines = [l for l in proc.stderr.strip().splitlines() if ': ' in l and 'I0000' not in l]
+      self.assertEqual(len(lines), 1, proc.stderr)
+      self.assertIn(text, lines[0])
+
+  def test_a_command_is_one_entry_of_the_registry(self):
+    calls = []
+    module = type(sys)('doctor_for_the_test')
+    module.main = lambda argv: calls.append(argv) or 7
+    with mock.patch.dict(sys.modules, {'doctor_for_the_test': module}), \
+         mock.patch.dict(cli.SUBCOMMANDS, {'doctor': ('doctor_for_the_test', 'check it')}), \
+         mock.patch.object(sys, 'argv', ['stable-train', 'doctor', '--deep']):
+      with self.assertRaises(SystemExit) as ctx:
+        cli.run()
+      out = io.StringIO()
+      with contextlib.redirect_stdout(out), self.assertRaises(SystemExit):
+        cli._parse_flags(['stable-train', '--help'])  # pylint: disable=protected-access
+    self.assertEqual(ctx.exception.code, 7)
+    self.assertEqual(calls, [['stable-train doctor', '--deep']])
+    self.assertIn('  doctor   check it', out.getvalue())
+
+
 if __name__ == '__main__':
   tf.test.main()

@@ -1,4 +1,4 @@
-"""Tests for stable_train.errors: the shared integer validation."""
+"""Tests for stable_train.errors: the shared integer validation and the description of a value."""
 
 import numpy as np
 import tensorflow as tf
@@ -88,3 +88,17 @@ class OneLineTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class DescribeTest(tf.test.TestCase):
+
+  def test_names_kind_shape_and_dtype_never_the_values(self):
+    big = np.full((500, 30), 7.25, np.float32)
+    self.assertEqual(errors.describe(big), 'a numpy array of shape (500, 30) (float32)')
+    self.assertEqual(errors.describe(tf.zeros([2, 3])), 'a tensor of shape (2, 3) (float32)')
+    text = errors.describe({'x': big, 'y': big[:, 0], 'w': big, 'z': big})
+    self.assertTrue(text.startswith('a dict of 4 (a numpy array of shape (500, 30)'), text)
+    self.assertNotIn('7.25', text)
+    self.assertLessEqual(len(text), 300)
+    self.assertEqual(errors.describe(3), '3')
+    self.assertEqual(errors.describe('x' * 100), 'a str')

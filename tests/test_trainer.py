@@ -95,7 +95,8 @@ class ValidationTest(tf.test.TestCase):
                 model_dir=None)
     cases = [
         ('steps_per_loop', 0), ('steps_per_loop', 2.5), ('checkpoint_every', -1),
-        ('model', None), ('optimizer', 'adam'), ('loss', 3), ('policies', ['clip']),
+        ('model', None), ('optimizer', 'adamm'), ('optimizer', 3), ('loss', 3), ('loss', 'msee'),
+        ('policies', ['clip']),
         ('jit_compile', 'yes'), ('log_every', 0),
     ]
     for name, value in cases:
@@ -174,6 +175,31 @@ class ValidationTest(tf.test.TestCase):
       t.fit(make_data(), num_steps=0)
     with self.assertRaisesRegex(errors.ConfigError, 'dataset'):
       t.fit([1, 2], num_steps=3)
+
+  def test_a_numpy_dataset_is_described_not_dumped(self):
+    x = np.arange(1000 * 64, dtype=np.float32).reshape(1000, 64)
+    for data, what in ((x, r'a numpy array of shape \(1000, 64\) \(float32\)'),
+                       ((x, x[:, 0]), r'a tuple of 2 \(a numpy array of shape \(1000, 64\)')):
+      with self.assertRaisesRegex(errors.ConfigError, f'must be a tf.data.Dataset, got {what}.*'
+                                  r'from_tensor_slices\(\(x, y\)\)') as ctx:
+        make_trainer().fit(data, num_steps=3)
+      message = str(ctx.exception)
+      self.assertLess(len(message), 400, message)
+      self.assertNotIn('63999', message)  # None of the array's values.
+    with self.assertRaisesRegex(errors.ConfigError, 'eval_dataset must be a tf.data.Dataset, got '
+                                r'a numpy array of shape \(1000, 64\)'):
+      make_trainer().fit(make_data(), num_steps=3, eval_dataset=x)
+
+  def test_a_second_fit_to_a_step_reached_says_so_and_trains_nothing(self):
+    t = make_trainer()
+    t.fit(make_data(), num_steps=4)
+    with self.assertLogs('stable_train', level='WARNING') as logs:
+      summary = t.fit(make_data(), num_steps=4)
+    self.assertEqual(summary['steps_this_run'], 0)
+    self.assertIn('fit(num_steps=4) trains nothing: the run is at step 4 already (num_steps is '
+                  'the global step to stop at); pass num_steps=8 to train 4 more', logs.output[0])
+    summary = t.fit(make_data(), num_steps=8)  # As the warning says: 4 more.
+    self.assertEqual((summary['steps_this_run'], summary['global_step']), (4, 8))
 
 
 class SkipTest(tf.test.TestCase, parameterized.TestCase):
@@ -644,7 +670,7 @@ class MetricsTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_metrics_are_config_errors(self):
     for bad, words in ((keras.metrics.Accuracy(), 'must be a list'),
                        ([keras.metrics.Accuracy], 'pass an instance'),
-                       (['accuracy'], 'not a Keras metric'),
+                       (['acuracy'], 'not a Keras metric'), ([3], 'not a Keras metric'),
                        ([CountSamples(), CountSamples()], 'unique')):
       with self.assertRaisesRegex(errors.ConfigError, words):
         make_trainer(metrics=bad)
