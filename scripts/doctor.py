@@ -15,4 +15,4 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from stable_train import doctor  # pylint: disable=g-import-not-at-top  (no TensorFlow import)
 
 if __name__ == '__main__':
-  sys.exit(doctor.main(sys.argv))
+  sys.exit(doctor.run(sys.argv))

@@ -43,7 +43,7 @@ _FLAGS_MODULE = __name__ if __name__ != '__main__' else sys.argv[0]
 
 
 # The subcommands of `stable-train` (`stable-train export --model_dir=DIR`): name -> (module,
-# one line for --help). The module has `main(argv) -> exit code` (argv[0] is 'stable-train
+# one line for --help). The module has `run(argv) -> exit code` (argv[0] is 'stable-train
 # <name>') and its own absl FlagValues (`commands.command_flags`). Adding a command is one entry
 # here.
 SUBCOMMANDS = {
@@ -51,6 +51,8 @@ SUBCOMMANDS = {
                'export a trained model for inference (.keras or SavedModel)'),
     'replay': ('stable_train.replay_command',
                'replay a NaN forensics record and report where the NaN came from'),
+    'doctor': ('stable_train.doctor',
+               "name the likely cause of a run's trouble, the evidence and the remedy"),
 }
 
 

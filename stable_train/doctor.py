@@ -217,19 +217,33 @@ def format_diagnosis(d: Dict[str, Any]) -> str:
   return '\n'.join(lines) + '\n'
 
 
+def run(argv: Sequence[str]) -> int:
+  """The entry point (`stable-train doctor`, scripts/doctor.py): `main` under the process's
+  signal handling; SIGTERM/SIGINT end it with one line and 128+N."""
+  from stable_train import commands  # pylint: disable=g-import-not-at-top  (no TensorFlow)
+  return commands.run_command('doctor', main, argv, 'the doctor writes nothing; rerun it.')
+
+
+class _Parser(argparse.ArgumentParser):
+  """argparse with a usage error as an exception (one line on stderr, exit 2, in `main`)."""
+
+  def error(self, message):
+    raise ValueError(message)
+
+
 def main(argv: Sequence[str]) -> int:
   """`stable-train doctor DIR [--json]` (or `--model_dir=DIR`; argv[0] is the program's name):
   prints the diagnosis of a run directory; exit 0, or 2 for a usage error or a directory with no
   records."""
-  parser = argparse.ArgumentParser(prog=argv[0] if argv else 'doctor',
-                                   description=__doc__.splitlines()[0])
+  parser = _Parser(prog=argv[0] if argv else 'doctor', description=__doc__.splitlines()[0])
   parser.add_argument('dir', nargs='?', help='the run directory')
   parser.add_argument('--model_dir', help='the run directory (instead of DIR)')
   parser.add_argument('--json', action='store_true', help='print the diagnosis as JSON')
   try:
     args = parser.parse_args(list(argv[1:]))
-  except SystemExit as e:  # --help (0), or a usage error (argparse printed it).
-    return 0 if e.code == 0 else 2
+  except ValueError as e:
+    sys.stderr.write(f'doctor: usage error: {e}; see --help.\n')
+    return 2
   model_dir = args.model_dir or args.dir
   if not model_dir or (args.dir and args.model_dir):
     sys.stderr.write('doctor: give one run directory: DIR or --model_dir=DIR.\n')
