@@ -24,7 +24,6 @@ Prints one line per run and Markdown tables (for docs/doctor.md).
 """
 
 import argparse
-import contextlib
 import os
 import sys
 import tempfile
@@ -218,21 +217,12 @@ SCENARIOS = {
 }
 
 
-@contextlib.contextmanager
-def _precision(name):
-  precision_lib.set_precision(name)
-  try:
-    yield
-  finally:
-    precision_lib.set_precision('float32')
-
-
 def run(name, stack, steps, seed_offset=0):
   """Trains one scenario with one stack (its model and data seeds moved by `seed_offset`);
   returns (expected, the offline diagnosis, status)."""
   cause, arch, seed, opt, loss, dataset_fn, options = SCENARIOS[name]
   seed += seed_offset
-  with _precision(options.get('precision', 'float32')):
+  with precision_lib.using(options.get('precision', 'float32')):
     model = ARCHS[arch](seed)
     if 'weights' in options:
       _scale_weights(model, *options['weights'])

@@ -125,8 +125,7 @@ def run_zoo(name, steps, bare):
       'transformer': (models.transformer, data.synthetic_sequences,
                       losses.sparse_softmax_cross_entropy),
       'lstm': (models.lstm, data.synthetic_sequences, losses.sparse_softmax_cross_entropy)}[kind]
-  precision.set_precision('mixed_float16' if name.endswith('_fp16') else 'float32')
-  try:
+  with precision.using('mixed_float16' if name.endswith('_fp16') else 'float32'):
     model = model_fn(seed=0)
     with tempfile.TemporaryDirectory() as model_dir:
       t = trainer_lib.Trainer(model=model, optimizer=keras.optimizers.Adam(1e-3), loss=loss,
@@ -135,8 +134,6 @@ def run_zoo(name, steps, bare):
       summary = t.fit(data_fn(), num_steps=steps)
       triggers = sorted({e['event'] for e in _events(model_dir) if e['event'] in TRIGGERS})
       return _final_loss(t, data_fn(), loss), summary['status'], triggers
-  finally:
-    precision.set_precision('float32')
 
 
 def main():

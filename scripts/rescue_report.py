@@ -119,16 +119,6 @@ def _evaluate(task, model):
   return float(np.mean(values))
 
 
-@contextlib.contextmanager
-def _precision(name):
-  """Runs a case in mixed_float16 when it is an FP16 case, and puts float32 back."""
-  precision.set_precision('mixed_float16' if name in FP16 else 'float32')
-  try:
-    yield
-  finally:
-    precision.set_precision('float32')
-
-
 def _keras_fit(case, steps):
   task, dataset_fn, opt, loss, scale, _ = case
   model = _model(task, scale)
@@ -212,7 +202,7 @@ def main():
   for name in names:
     case = CASES[name]
     for way, run in WAYS.items():
-      with _precision(name):
+      with precision.using('mixed_float16' if name in FP16 else 'float32'):
         results[name, way] = run(case, args.steps)
       print(f'{name:22s} {way:24s} {results[name, way]}', file=sys.stderr, flush=True)
   reference = {CASES[n][0]: n for n in CASES if n.startswith('clean_')}

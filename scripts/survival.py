@@ -68,19 +68,10 @@ def _final(model, dataset, loss):
   return float(np.mean(values)) if np.all(np.isfinite(values)) else float('nan')
 
 
-@contextlib.contextmanager
-def _precision(name):
-  precision_lib.set_precision(name)
-  try:
-    yield
-  finally:
-    precision_lib.set_precision('float32')
-
-
 def run(arch, precision, optimizer, lr, way, steps):
   """One run: (final loss, status)."""
   model_fn, data_fn, loss_kind = ARCHS[arch]
-  with _precision(precision):
+  with precision_lib.using(precision):
     keras.utils.set_random_seed(0)
     model = model_fn()
     opt = keras.optimizers.SGD(lr) if optimizer == 'sgd' else keras.optimizers.Adam(lr)
