@@ -75,6 +75,21 @@ def _input_rules(s: Symptoms, out: _Scores) -> None:
                             'likeliest source (add ValidateInputs() to check the inputs)')
   if 'loss_spike' in s.triggers:
     out.add('bad_input', 1, 'a loss spike triggered a rollback')
+  first = min(s.faults, key=lambda f: f['step']) if s.faults else None
+  loss_growth, norm_growth, _ = s.growth()
+  if (first is not None and 'model outputs already non-finite' in (first.get('tensor') or '')
+      and not s.fp16 and _healthy_steps(s) >= 8 and loss_growth < 3 and norm_growth < 3):
+    out.add('bad_input', 3, f"the model's outputs turned non-finite at step {first['step']} "
+                            'from the weights that gave finite ones a step before, neither the '
+                            'loss nor the gradient norm growing: the batch changed, not the '
+                            'model (add ValidateInputs() to check the inputs)')
+
+
+def _healthy_steps(s: Symptoms) -> int:
+  """Applied steps with a finite loss in the history before the trouble."""
+  h = s.history or {}
+  return sum(1 for loss, applied in zip(h.get('loss', []), h.get('applied', []))
+             if applied and math.isfinite(number(loss)))
 
 
 def _transient_rules(s: Symptoms, out: _Scores) -> None:

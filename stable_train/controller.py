@@ -172,7 +172,8 @@ class Controller:
   def _write_summary(self, ended, summary, evaluate) -> Dict[str, Any]:
     values = summary.build(ended, last_eval=evaluate.last if evaluate is not None else None,
                            metrics=self._metric_window() if self.trainer.metrics else None)
-    doctor.attach(values, self.trainer, self.emit)  # A troubled run's diagnosis.
+    t = self.trainer
+    doctor.attach(values, t.output_dir, t.optimizer, self.emit)  # A troubled run's diagnosis.
     self.scalars.close()
     self.eval_scalars.close()
     summary.write(values)

@@ -163,17 +163,17 @@ def applied(cause: str, s: symptoms_lib.Symptoms, summary: Dict[str, Any]) -> Op
   return '; '.join(done) or None
 
 
-def attach(summary: Dict[str, Any], trainer, emit) -> None:
-  """At the end of a fit: a troubled run's diagnosis, from the records in its model_dir (this
-  fit's summary, every event so far, the forensics records), as summary['diagnosis'] and a
-  `diagnosis` event. Nothing without a model_dir (or off the chief): no records to read."""
-  out = trainer.output_dir
-  events = _read_events(out) if out else []
-  if not out or not troubled(summary, events):
+def attach(summary: Dict[str, Any], model_dir: Optional[str], optimizer, emit) -> None:
+  """At the end of a fit (the Trainer's or a guarded Keras `fit`'s): a troubled run's
+  diagnosis, from the records in `model_dir` (this fit's summary, every event so far, the
+  forensics records), as summary['diagnosis'] and a `diagnosis` event; `optimizer` names the
+  remedy's gin line when operative_config.gin does not. Nothing without a model_dir (or off the
+  chief): no records to read."""
+  events = _read_events(model_dir) if model_dir else []
+  if not model_dir or not troubled(summary, events):
     return
-  names = {'optimizer': f'keras.optimizers.{type(trainer.optimizer).__name__}',
-           **config_names(out)}
-  diagnosis = diagnose(events, summary, _forensics_reports(events, out), names=names)
+  names = {'optimizer': f'keras.optimizers.{type(optimizer).__name__}', **config_names(model_dir)}
+  diagnosis = diagnose(events, summary, _forensics_reports(events, model_dir), names=names)
   emit('diagnosis', **diagnosis)
   summary['diagnosis'] = diagnosis
 

@@ -29,6 +29,23 @@ class RulesTest(tf.test.TestCase):
     self.assertEqual(top([skip(50, tensor='loss (model outputs already non-finite)')], {},
                          [record])[0], 'bad_input')
 
+  def test_outputs_that_turn_non_finite_on_the_same_weights_with_nothing_growing(self):
+    # 12 healthy steps, flat loss and norm, then every batch's outputs non-finite: the batches.
+    def history(norms):
+      return {'event': 'history', 'step': 13, 'steps': list(range(1, 14)),
+              'loss': [1.0] * 12 + ['nan'], 'grad_norm': norms + ['nan'],
+              'learning_rate': [1e-2] * 13, 'loss_scale': [1.0] * 13,
+              'applied': [True] * 12 + [False]}
+    outputs = 'loss (model outputs already non-finite)'
+    skips = [skip(k, tensor=outputs) for k in range(13, 16)]
+    summary = {'status': 'aborted'}
+    cause, scores = top([history([2.0] * 12)] + skips, summary)
+    self.assertEqual(cause, 'bad_input')
+    self.assertTrue(any('the batch changed' in e for e in scores['bad_input'][1]))
+    # The same outputs after a norm that grew 100x: the model, not the batch.
+    _, scores = top([history([2.0] * 6 + [2.0 * 3**k for k in range(6)])] + skips, summary)
+    self.assertFalse(any('the batch changed' in e for e in scores['bad_input'][1]))
+
   def test_a_finite_re_run_is_transient(self):
     events = [skip(50), {'event': 'forensics', 'step': 50, 'recheck': 'transient'}]
     self.assertEqual(top(events)[0], 'transient')
