@@ -6,6 +6,7 @@ import os
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from stable_train import interfaces
+from stable_train import views
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -132,10 +133,7 @@ class LiveRun(interfaces.RunHandle):
     self._trainer.lr_control.set_scale(scale)
 
   def set_norm_ceiling(self, norm: float) -> bool:
-    takers = [p for p in self._trainer.policies if p.takes_norm_ceiling]
-    for p in takers:
-      p.set_norm_ceiling(norm)
-    return bool(takers)
+    return views.apply_norm_ceiling(self._trainer.policies, norm)
 
   def checkpoint_path(self, entry) -> str:
     """The prefix path of a checkpoint entry."""

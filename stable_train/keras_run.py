@@ -11,6 +11,7 @@ from stable_train import handle
 from stable_train import interfaces
 from stable_train import keras_fit
 from stable_train import lr as lr_lib
+from stable_train import views
 
 
 class MemoryKeeper:
@@ -148,7 +149,4 @@ class KerasRun(interfaces.RunHandle):
       optimizer.learning_rate = float(optimizer.learning_rate.numpy()) * float(scale) / old
 
   def set_norm_ceiling(self, norm: float) -> bool:
-    takers = [p for p in self._cb.guard.policies if p.takes_norm_ceiling]
-    for p in takers:
-      p.set_norm_ceiling(norm)
-    return bool(takers)
+    return views.apply_norm_ceiling(self._cb.guard.policies, norm)

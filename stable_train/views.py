@@ -127,3 +127,12 @@ class RunHandle:
     take a ceiling (`Policy.takes_norm_ceiling`: AdaptiveClip), checkpointed; False when none
     does."""
     raise NotImplementedError
+
+
+def apply_norm_ceiling(policies, norm: float) -> bool:
+  """`RunHandle.set_norm_ceiling` over a run's policies: every policy that takes a ceiling
+  (`takes_norm_ceiling`) gets it; False when none does."""
+  takers = [p for p in policies if p.takes_norm_ceiling]
+  for p in takers:
+    p.set_norm_ceiling(norm)
+  return bool(takers)

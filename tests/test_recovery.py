@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import checkpointing
+from stable_train import clipping
 from stable_train import data
 from stable_train import errors
 from stable_train import events
@@ -235,19 +236,21 @@ class RollbackTest(tf.test.TestCase):
 
 
 class _DivergeOnce(interfaces.Policy):
-  """Escalates a divergence once, at the first loop that reaches `at`."""
+  """Escalates a divergence (or `trigger`, with `details`) once, at the first loop that reaches
+  `at`."""
 
-  def __init__(self, at, **kwargs):
+  def __init__(self, at, trigger='divergence', details=None, **kwargs):
     super().__init__(**kwargs)
-    self.at, self.fired = at, False
+    self.at, self.fired, self.trigger, self.details = at, False, trigger, details or {}
 
   def decide(self, reports, context):
     if self.fired or int(reports.step[-1]) < self.at:
       return None
     self.fired = True
-    return interfaces.Decision(action=interfaces.ESCALATE, trigger='divergence',
-                               step=int(reports.step[-1]), status=interfaces.DIVERGED,
-                               reason='a test divergence')
+    return interfaces.Decision(
+        action=interfaces.ESCALATE, trigger=self.trigger, step=int(reports.step[-1]),
+        status=interfaces.DIVERGED if self.trigger == 'divergence' else '',
+        reason='a test ' + self.trigger, details=self.details)
 
 
 class RollbackLadderTest(tf.test.TestCase):
@@ -272,6 +275,29 @@ class RollbackLadderTest(tf.test.TestCase):
     self.assertEqual(rollbacks[0]['checkpoint'], 'ckpt-1')  # Written at step 0, before training.
     self.assertAllClose(rollbacks[0]['learning_rate'], 0.001)
     self.assertEqual(int(t.state.policies.by_name['rollback'].probation_until.numpy()), -1)
+
+  def test_a_gradient_norm_spike_caps_the_norm_at_the_healthy_level_from_then_on(self):
+    # LossSpike's grad_norm_spike carries its threshold (the run's healthy norm): the rollback
+    # hands it to AdaptiveClip as a fixed ceiling, kept in its checkpointed state.
+    model_dir = os.path.join(self.get_temp_dir(), 'ceiling')
+    clip = clipping.AdaptiveClip()
+    spike = _DivergeOnce(12, trigger='grad_norm_spike', name='spike',
+                         details={'metric': 'grad_norm', 'threshold': 0.05})
+    t = make_trainer(model_dir, [clip, policies.SkipNonFinite(), spike, recovery.Rollback()],
+                     steps_per_loop=4)
+    loops = []
+    t.on_loop_end = loops.append
+    summary = t.fit(make_data(num_batches=100), num_steps=40)
+    self.assertEqual(summary['status'], 'completed')
+    rollback, = read(model_dir, 'rollback')
+    self.assertEqual((rollback['trigger'], rollback['norm_ceiling']), ('grad_norm_spike', 0.05))
+    self.assertAllClose(clip.norm_ceiling.numpy(), 0.05)
+    after = np.concatenate([r.clipped_grad_norm[r.step > rollback['step']] for r in loops])
+    before = np.concatenate([r.clipped_grad_norm[r.step <= 8] for r in loops])
+    self.assertGreater(before.max(), 0.05)  # The run's norm was above it before ...
+    self.assertLessEqual(after.max(), 0.05 * (1 + 1e-5))  # ... and is held at it after.
+    clip.set_norm_ceiling(1.0)  # A ceiling only ever comes down.
+    self.assertAllClose(clip.norm_ceiling.numpy(), 0.05)
 
   def test_a_stalled_probation_backs_off_again_until_the_limit(self):
     _, summary, rollbacks = self._run('stalled', False, probation=30, max_rollbacks=2)
