@@ -223,6 +223,11 @@ class DivergenceCheck(interfaces.Policy):
     self.state.assign(state)
     return None
 
+  def is_healthy(self) -> bool:
+    """False while the smoothed loss is above the divergence threshold: a checkpoint written
+    then (a streak that may end `diverged`) is not marked good, so never a rollback target."""
+    return float(self.state.numpy()[_I['above']]) == 0.0
+
   def summary(self):
     state = dict(zip(_FIELDS, self.state.numpy().tolist()))
     value = lambda k: None if not math.isfinite(state[k]) else state[k]

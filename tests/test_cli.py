@@ -283,6 +283,25 @@ class CliTest(tf.test.TestCase):
       self.assertEqual(len(lines), 1, proc.stderr)
       self.assertIn(text, lines[0])
 
+  def test_a_diverged_run_exits_1_naming_the_last_good_checkpoint_and_the_cause(self):
+    # 30 healthy steps (checkpoint ckpt-3 at step 30), then the same run resumed at a rate far
+    # too high: its own checkpoints, written while the loss is diverging, are not good.
+    model_dir = self.get_temp_dir()
+    common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
+        f'--gin_param={p}' for p in SMALL]
+    code, err = run_main(*common)
+    self.assertEqual(code, 0, err)
+    code, err = run_main(*common, '--gin_param=train.num_steps = 150',
+                         '--gin_param=keras.optimizers.Adam.learning_rate = 10.0')
+    self.assertEqual(code, 1, err)
+    line, = [l for l in err.splitlines() if l.startswith('stable_train: diverged:')]
+    self.assertIn('the last good checkpoint, ckpt-3 (step 30), is intact', line)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual(summary['status'], 'diverged')
+    self.assertEqual(summary['last_good_checkpoint'], {'checkpoint': 'ckpt-3', 'step': 30})
+    self.assertEqual(summary['diagnosis']['cause'], 'learning_rate')
+
   def test_abort_exits_1_and_keeps_checkpoints(self):
     model_dir = self.get_temp_dir()
     common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
