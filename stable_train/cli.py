@@ -43,8 +43,9 @@ _FLAGS_MODULE = __name__ if __name__ != '__main__' else sys.argv[0]
 
 
 # The subcommands of `stable-train` (`stable-train export --model_dir=DIR`): name -> (module,
-# one line for --help). The module has `run(argv) -> exit code` (argv[0] is 'stable-train
-# <name>') and its own absl FlagValues (`commands.command_flags`). Adding a command is one entry
+# one line for --help). The module has `main(argv) -> exit code` (argv[0] is 'stable-train
+# <name>') and its own absl FlagValues (`commands.command_flags`); an optional `INTERRUPTED` says
+# what a SIGTERM/SIGINT left behind (128+N). Adding a command is one entry
 # here.
 SUBCOMMANDS = {
     'export': ('stable_train.export_command',
@@ -233,7 +234,8 @@ def _final(code: int) -> int:
 def run_subcommand(name: str, argv) -> int:
   """Runs `stable-train <name> ...` (`SUBCOMMANDS`); returns its exit code."""
   module = importlib.import_module(SUBCOMMANDS[name][0])
-  return module.run([f'stable-train {name}'] + list(argv[2:]))
+  return commands.run_command(name, module.main, [f'stable-train {name}'] + list(argv[2:]),
+                              getattr(module, 'INTERRUPTED', f'rerun stable-train {name}.'))
 
 
 def run():

@@ -217,11 +217,14 @@ def format_diagnosis(d: Dict[str, Any]) -> str:
   return '\n'.join(lines) + '\n'
 
 
+INTERRUPTED = 'the doctor writes nothing; rerun it.'  # After a SIGTERM/SIGINT.
+
+
 def run(argv: Sequence[str]) -> int:
-  """The entry point (`stable-train doctor`, scripts/doctor.py): `main` under the process's
-  signal handling; SIGTERM/SIGINT end it with one line and 128+N."""
+  """scripts/doctor.py's entry point: `main` under the process's signal handling, as the CLI
+  runs it for `stable-train doctor`; SIGTERM/SIGINT end it with one line and 128+N."""
   from stable_train import commands  # pylint: disable=g-import-not-at-top  (no TensorFlow)
-  return commands.run_command('doctor', main, argv, 'the doctor writes nothing; rerun it.')
+  return commands.run_command('doctor', main, argv, INTERRUPTED)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -32,14 +32,14 @@ flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.', flag_values=FL
 
 EXIT_OK, EXIT_NO_CHECKPOINT, EXIT_USAGE = 0, 1, 2
 _FORMATS = ('keras', 'saved_model')
-_INTERRUPTED = ('an export is written atomically: its path holds what it held before, or the '
+INTERRUPTED = ('an export is written atomically: its path holds what it held before, or the '
                 'complete new export; rerun to export.')
 
 
 def run(argv) -> int:
   """The entry point (`stable-train export`, scripts/export.py): `main` under the process's
   signal handling; SIGTERM/SIGINT end it with one line and 128+N."""
-  return commands.run_command('export', main, argv, _INTERRUPTED)
+  return commands.run_command('export', main, argv, INTERRUPTED)
 
 
 def main(argv) -> int:

@@ -60,6 +60,8 @@ def as_metric(identifier):
   if isinstance(identifier, str) and identifier.lower() in _ACCURACY:
     return keras.metrics.MeanMetricWrapper(accuracy_by_shape, name=identifier)
   fn = _get('metric', identifier, keras.metrics.get) if isinstance(identifier, str) else identifier
+  if isinstance(fn, keras.metrics.Metric) and isinstance(identifier, str):
+    fn.name = identifier  # A new object from its name, named as compile names it ('mae').
   if isinstance(fn, (keras.metrics.Metric, type)) or not callable(fn):
     return fn  # A metric object, or what the Trainer's own check refuses with one line.
   name = identifier if isinstance(identifier, str) else getattr(fn, '__name__', 'metric')
@@ -72,11 +74,18 @@ def call_loss(loss, labels, predictions, batch):
   ConfigError naming the fix."""
   if not (isinstance(batch, (tuple, list)) and len(batch) == 3):
     return loss(labels, predictions)
-  if not _is_loss(loss):
+  check_sample_weights(batch, loss)
+  return loss(labels, predictions, sample_weight=batch[2])
+
+
+def check_sample_weights(batch, loss) -> None:
+  """A ConfigError naming the fix when `batch` (a batch or its element spec) is (features,
+  labels, sample_weight) and `loss` takes no sample weights (a plain function); eager, before
+  the first trace, and again in the traced call."""
+  if isinstance(batch, (tuple, list)) and len(batch) == 3 and not _is_loss(loss):
     raise errors.ConfigError(
         f'Trainer: (features, labels, sample_weight) batches need a Keras loss, but loss={loss!r} '
         'takes no sample_weight; pass e.g. keras.losses.MeanSquaredError() or its name.')
-  return loss(labels, predictions, sample_weight=batch[2])
 
 
 def with_class_weight(dataset: tf.data.Dataset, class_weight) -> tf.data.Dataset:

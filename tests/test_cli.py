@@ -494,7 +494,7 @@ class CommandsTest(tf.test.TestCase):
   def test_a_command_is_one_entry_of_the_registry(self):
     calls = []
     module = type(sys)('doctor_for_the_test')
-    module.run = lambda argv: calls.append(argv) or 7  # `run`: `main` under signal handling.
+    module.main = lambda argv: calls.append(argv) or 7
     with mock.patch.dict(sys.modules, {'doctor_for_the_test': module}), \
          mock.patch.dict(cli.SUBCOMMANDS, {'doctor': ('doctor_for_the_test', 'check it')}), \
          mock.patch.object(sys, 'argv', ['stable-train', 'doctor', '--deep']):
