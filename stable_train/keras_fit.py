@@ -81,6 +81,9 @@ class KerasGuard:
     # On this instance only: the class, its config and its saved files stay Keras's own.
     model.train_step = self.train_step
     model.make_train_function = self.make_train_function
+    # fit caches its train function: one traced before (a plain or another guard's fit) would
+    # go on running the old step.
+    model.train_function = None
 
   def callback(self, **kwargs):
     """The Keras callback that runs the policies' host halves (`keras_callbacks.GuardCallback`,

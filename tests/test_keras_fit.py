@@ -297,5 +297,20 @@ class GuardArgumentsTest(TestCase):
     self.assertEqual(int(clip.count.numpy()), 0)  # The first guard's step is gone.
 
 
+  def test_a_guard_after_a_fit_guards_the_next_fit(self):
+    """fit caches its train function: a guard after a plain fit, or a second guard after a
+    guarded fit, would otherwise leave the old step running and its own reports empty."""
+    model = compiled('mlp')
+    x, y = np.ones([8, 6], np.float32), np.ones([8, 1], np.float32)
+    model.fit(x, y, verbose=0)
+    first = keras_fit.guard_fit(model)
+    logs = model.fit(x, y, verbose=0).history
+    self.assertIn('skipped_steps', logs)
+    self.assertEqual(int(first.state.applied_steps.numpy()), 1)
+    second = keras_fit.guard_fit(model)
+    model.fit(x, y, verbose=0)
+    self.assertEqual(int(second.state.applied_steps.numpy()), 1)
+    self.assertEqual(int(first.state.applied_steps.numpy()), 1)
+
 if __name__ == '__main__':
   tf.test.main()
