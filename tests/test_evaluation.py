@@ -282,3 +282,19 @@ class EvalDataCheckTest(tf.test.TestCase):
       self.assertNotIn('\n', str(ctx.exception))
       self.assertEqual(int(t.global_step.numpy()), 0)
       self.assertEqual(sorted(os.listdir(model_dir)), ['run.lock'])  # No checkpoint, no event.
+
+  def test_eval_labels_that_would_broadcast_are_refused_as_training_labels_are(self):
+    """(B, 1) eval labels against (B, 3) outputs under MSE: every label compared with every output,
+    a finite, wrong eval loss; refused before the first step, as such training labels are."""
+    x = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
+    targets = np.random.RandomState(1).normal(size=(16, 3)).astype(np.float32)
+    t = trainer_lib.Trainer(model=models.mlp(input_dim=4, hidden=(4,), outputs=3),
+                            optimizer='adam', loss='mse', model_dir=None, verbose=False)
+    with self.assertRaisesRegex(errors.ConfigError, r'^the eval dataset \(elements .*\) does not '
+                                r'fit the model: Trainer: labels of shape \(None, 1\) and model '
+                                r'outputs of shape \(None, 3\) would broadcast under mse .*'
+                                r'check train.eval_dataset_fn'):
+      t.fit(tf.data.Dataset.from_tensor_slices((x, targets)).batch(8), num_steps=2,
+            eval_dataset=tf.data.Dataset.from_tensor_slices((x, targets[:, :1])).batch(8),
+            eval_every=1)
+    self.assertEqual(int(t.global_step.numpy()), 0)
