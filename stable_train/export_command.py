@@ -95,7 +95,9 @@ def _export(gin_files) -> int:
 def _write(export, gin_files, output):
   """Chooses the checkpoint, rebuilds the model, restores and writes it; (checkpoint, what)."""
   chosen, described = FLAGS.checkpoint, 'given path'
-  if FLAGS.checkpoint in export.CHECKPOINT_CHOICES:  # Before building anything.
+  if FLAGS.checkpoint not in export.CHECKPOINT_CHOICES:  # A path, or a name in the run's.
+    chosen = export.checkpoint_prefix(FLAGS.model_dir, FLAGS.checkpoint)
+  else:  # Before building anything.
     chosen, described = export.choose_checkpoint(FLAGS.model_dir, FLAGS.checkpoint,
                                                  option='--checkpoint={}')
     if FLAGS.checkpoint == 'best' and not described.startswith('best'):
