@@ -66,6 +66,10 @@ def main(argv) -> int:
       return commands.fail('export', f'{operative} not found; pass the run\'s --gin_file.',
                           EXIT_USAGE)
     gin_files = [operative]
+  missing = [f for f in gin_files if not os.path.isfile(f)]
+  if missing:  # A usage error, before any checkpoint is looked at.
+    return commands.fail('export', f'gin file not found: {missing[0]!r}; check the --gin_file '
+                         'path.', EXIT_USAGE)
   commands.quiet_tensorflow()
   return _export(gin_files)
 
