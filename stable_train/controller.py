@@ -132,6 +132,7 @@ class Controller:
           step = self.global_step()
       if ended is None and bool(outputs['data_ended'].numpy()):
         ended = self._data_end(num_steps)
+      self.scalars.flush()  # The loop's TensorBoard records, in one write.
       if ended is not None:
         return ended
     return outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
@@ -145,7 +146,8 @@ class Controller:
       faulty = reports.step[~(reports.applied | reports.overflow)]
       if faulty.size:
         t.last_fault_step.assign(int(faulty[-1]))
-    self.recorder.record(reports, skipped_total)
+    with t.events.batched():  # The loop's skip events, in one append.
+      self.recorder.record(reports, skipped_total)
     t.on_loop_end(reports)
     if t.faults is not None:
       t.faults.after_loop(reports, self.run)
@@ -246,9 +248,7 @@ class Controller:
     epoch = self.epoch_of(step)
     if epoch is not None:
       fields.setdefault('epoch', epoch)
-    record = self.trainer.events.emit(event, step, **fields)
-    self.trainer.on_event(record)
-    return record
+    return self.trainer.events.emit(event, step, **fields)
 
   def epoch_of(self, step: int) -> Optional[int]:
     """Under `fit(num_epochs=)`, the 1-based epoch of the batch step `step` consumed; else None."""
