@@ -10,6 +10,7 @@ save; only the chief's files are kept (`WorkerCheckpointKeeper`).
 
 import contextlib
 import errno
+import glob
 import logging
 import os
 import re
@@ -126,7 +127,7 @@ class CheckpointKeeper:
       prefix = self._writer(prefix)
     else:
       prefix = self.checkpoint.write(prefix)
-    _fsync([prefix + '.index'] + tf.io.gfile.glob(prefix + '.data-*') + [self.directory])
+    _fsync([prefix + '.index'] + glob.glob(glob.escape(prefix) + '.data-*') + [self.directory])
     return prefix
 
   def _write_manifest(self) -> None:
@@ -206,7 +207,7 @@ class CheckpointKeeper:
   def _remove_uncommitted(self, number: int) -> None:
     """Deletes what a failed save of checkpoint `number` left (it is in no manifest)."""
     prefix = os.path.join(self.directory, f'ckpt-{number}')
-    for name in tf.io.gfile.glob(prefix + '.*'):
+    for name in glob.glob(glob.escape(prefix) + '.*'):
       with contextlib.suppress(OSError):
         os.remove(name)
     shutil.rmtree(prefix + '_temp', ignore_errors=True)

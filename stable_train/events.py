@@ -39,8 +39,9 @@ def _umask() -> int:
   return mask
 
 
-def write_atomic(path: str, text: str) -> None:
-  """Writes `text` to `path` so that a reader sees the old file or the new one, never half of it."""
+def write_atomic(path: str, text: str, sync: bool = True) -> None:
+  """Writes `text` to `path` so that a reader sees the old file or the new one, never half of it;
+  `sync`: on disk before the rename (False: for a file nothing is committed by)."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.', dir=directory)
@@ -49,8 +50,9 @@ def write_atomic(path: str, text: str) -> None:
     os.fchmod(fd, 0o666 & ~_umask())
     with os.fdopen(fd, 'w') as f:
       f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
+      if sync:
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):
