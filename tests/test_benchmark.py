@@ -31,6 +31,9 @@ def test_quick_benchmark_prints_every_ratio_and_metric():
                          'checkpoint_cost.b_over_f.k10',
                          'same_mode_vs_keras_best.c_best_over_b.k10.xla',
                          'defaults_vs_keras_defaults.c_default_over_b.k1',
+                         'disk_path.b_over_d.k10', 'disk_path.b_over_d.k10.xla',
+                         'keras_best_disk.c_best_disk_over_b_best',
+                         'quickstart.q_over_a', 'quickstart.c_over_q',
                          'peak_rss.process.d_over_a.k10.xla']
   for name in expected_ratios:
     assert name in ratios and math.isfinite(ratios[name]) and ratios[name] > 0, (name, ratios)
