@@ -128,11 +128,12 @@ class Controller:
       step = self.global_step() if self.dispatch.acted else int(reports.step[-1])
       for action in actions:
         if ended is None and action.due(step):
+          self.scalars.flush()  # On disk before a checkpoint this action writes can commit.
           ended = action.run(step)
           step = self.global_step()
       if ended is None and bool(outputs['data_ended'].numpy()):
         ended = self._data_end(num_steps)
-      self.scalars.flush()  # The loop's TensorBoard records, in one write.
+      self.scalars.flush_due()
       if ended is not None:
         return ended
     return outcome_lib.Outcome(outcome_lib.Status.COMPLETED)

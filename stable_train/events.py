@@ -173,13 +173,16 @@ class Scalars:
 
   The events are built on the host and appended to one TFRecord file, the format TensorBoard
   reads: an eager `tf.summary.write` per value cost ~0.65 ms (5 ms a summary step of the report's
-  scalars), a reused `Event` message ~3 us. Written to the file at `flush` (once per loop) and
-  `close`.
+  scalars), a reused `Event` message ~3 us. Written to the file at `flush` (before a checkpoint,
+  so they are on disk up to the last committed one), `flush_due` (every `flush_seconds`, for a
+  TensorBoard watching the run; a flush per loop cost ~25 us) and `close`.
   """
 
-  def __init__(self, logdir: Optional[str]):
+  def __init__(self, logdir: Optional[str], *, flush_seconds: float = 2.0):
     self._writer = None
     self._unflushed = False
+    self._flush_seconds = flush_seconds
+    self._flushed_at = time.monotonic()
     self._events: Dict[Tuple[str, ...], Tuple[event_pb2.Event, list]] = {}
     if logdir:
       os.makedirs(logdir, exist_ok=True)
@@ -211,6 +214,12 @@ class Scalars:
     if self._writer is not None and self._unflushed:
       self._writer.flush()
       self._unflushed = False
+      self._flushed_at = time.monotonic()
+
+  def flush_due(self) -> None:
+    """Flushes if `flush_seconds` have passed since the last flush."""
+    if self._unflushed and time.monotonic() - self._flushed_at >= self._flush_seconds:
+      self.flush()
 
   def close(self) -> None:
     if self._writer is not None:

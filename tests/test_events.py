@@ -1,5 +1,6 @@
 """Tests for stable_train.events: atomic writes, the events.jsonl log (strict JSON, batched per
-loop, complete after a kill -9 up to the last committed checkpoint) and TensorBoard scalars."""
+loop, complete after a kill -9 up to the last committed checkpoint) and TensorBoard scalars (on
+disk up to it too)."""
 
 import json
 import os
@@ -123,17 +124,22 @@ class EventLogTest(tf.test.TestCase):
     self.assertEqual(seen[-1], ('note', thread.ident))  # Unowned: on the emitting thread.
 
 
-def _scalar_records(logdir):
-  """[(file, step, {tag: value})] of every scalar event under `logdir`, in file order."""
+def _scalar_records(logdir, killed=False):
+  """[(file, step, {tag: value})] of every scalar event under `logdir`, in file order; `killed`:
+  a file may end in a record cut short (a process killed while its writer's buffer filled)."""
   out = []
   for name in sorted(os.listdir(logdir)):
-    for event in tf.compat.v1.train.summary_iterator(os.path.join(logdir, name)):
-      if event.summary.value:
-        values = {}
-        for v in event.summary.value:
-          assert v.metadata.plugin_data.plugin_name == 'scalars', v
-          values[v.tag] = float(tf.make_ndarray(v.tensor))
-        out.append((name, event.step, values))
+    try:
+      for event in tf.compat.v1.train.summary_iterator(os.path.join(logdir, name)):
+        if event.summary.value:
+          values = {}
+          for v in event.summary.value:
+            assert v.metadata.plugin_data.plugin_name == 'scalars', v
+            values[v.tag] = float(tf.make_ndarray(v.tensor))
+          out.append((name, event.step, values))
+    except tf.errors.DataLossError:
+      if not killed:
+        raise
   return out
 
 
@@ -165,6 +171,22 @@ class ScalarsTest(tf.test.TestCase):
     second = events.Scalars(logdir)  # A second writer within the same second: its own file.
     second.close()
     self.assertLen(os.listdir(logdir), 2)
+
+  def test_flush_due_writes_only_once_its_interval_has_passed(self):
+    logdir = os.path.join(self.get_temp_dir(), 'tb')
+    scalars = events.Scalars(logdir, flush_seconds=3600)
+    scalars.write(10, {'loss': 0.5})
+    scalars.flush_due()  # Within the interval: held in the writer.
+    self.assertEqual(_scalar_records(logdir), [])
+    scalars.flush()  # A checkpoint's flush: whatever the interval.
+    self.assertLen(_scalar_records(logdir), 1)
+    due = events.Scalars(os.path.join(self.get_temp_dir(), 'due'), flush_seconds=0)
+    due.write(20, {'loss': 0.25})
+    due.flush_due()
+    self.assertEqual([s for _, s, _ in _scalar_records(os.path.join(self.get_temp_dir(), 'due'))],
+                     [20])
+    scalars.close()
+    due.close()
 
   def test_no_logdir_writes_nothing(self):
     scalars = events.Scalars(None)
@@ -237,6 +259,9 @@ class DurabilityTest(tf.test.TestCase):
     self.assertGreaterEqual(len(expected), 3)
     skips = {r['step'] for r in records if r['event'] == 'skip'}
     self.assertEqual(sorted(skips & set(range(last['step'] + 1))), expected)
+    # The TensorBoard scalars too: every summary step up to the checkpoint (flushed before it).
+    steps = {s for _, s, _ in _scalar_records(os.path.join(model_dir, 'tensorboard'), killed=True)}
+    self.assertEmpty(set(range(5, last['step'] + 1, 5)) - steps)
 
   def test_a_clean_end_flushes_every_record(self):
     model_dir = os.path.join(self.get_temp_dir(), 'run')
