@@ -6,7 +6,8 @@
   python scripts/benchmark.py --model convnet              # BatchNorm + Dropout convnet
   python scripts/benchmark.py --quick                      # smoke test: a few steps of everything
   python scripts/benchmark.py --section cadences           # what each summary/progress cadence costs
-  python scripts/benchmark.py --section healthy            # final loss: default stack vs bare
+  python scripts/benchmark.py --section healthy            # final loss: default stack vs bare;
+                                                           # guarded vs plain model.fit
 
 Section `speed` (the default) follows the reference protocol of ../shared/bench/perf.py. Every
 configuration trains its own seed-0 model (Adam 1e-3) on one shared in-memory pipeline
@@ -28,6 +29,9 @@ TensorBoard summaries, progress lines, which go to /dev/null) unless a line says
              Trainer's default cadence (BackupAndRestore every checkpoint_every steps, TensorBoard
              every summary_every steps; the TensorBoard callback needs the `tensorboard` package:
              `pip install -e '.[bench]'`).
+  p.*, g.*   plain Keras fit (no clipping, no callback) and the same fit guarded by stable_train
+             (guard_fit: default stack + its callback, nothing on disk): compile defaults (k1), and
+             steps_per_execution=10 with jit_compile=True (k10.xla).
   d.*        b without a model_dir (nothing on disk).
   f.k10      b.k10 with checkpoint_every=10**9 (the checkpoint cost is b.k10 / f.k10).
   s.best     stable_train at its best with a model_dir: steps_per_loop 100, jit_compile=True.
@@ -362,6 +366,30 @@ class KerasFit:
         f'{done} steps (expected {steps}), loss {self.last_loss}']
 
 
+class GuardedFit:
+  """Plain Keras `fit` (compile defaults: no clipping, no callbacks) or the same `fit` guarded
+  by stable_train (`guard_fit`, the default stack, its callback with nothing on disk)."""
+
+  def __init__(self, name, work, guarded, steps_per_execution=1, jit=False):
+    self.name, self.work, self.guarded = name, work, guarded
+    self.spe, self.jit, self.steps = steps_per_execution, jit, None
+    self.desc = (f'keras fit{" guarded (default stack + GuardCallback)" if guarded else ""}, '
+                 f'steps_per_execution={steps_per_execution}, jit_compile={jit}')
+
+  def build(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    import stable_train  # pylint: disable=g-import-not-at-top
+    self.model = self.work.new_model()
+    self.model.compile(optimizer=keras.optimizers.Adam(LR), loss=self.work.loss,
+                       steps_per_execution=self.spe, jit_compile=self.jit)
+    self.callbacks = []
+    if self.guarded:
+      self.callbacks = [stable_train.guard_fit(self.model).callback()]
+
+  run_round = KerasFit.run_round
+  check = KerasFit.check
+
+
 # ------------------------------------------------------------------------------------------------
 # Rollback latency.
 # ------------------------------------------------------------------------------------------------
@@ -459,6 +487,8 @@ def configurations(a, work, root):
       S('d.k1', 1, False, model_dir=False), S('d.k1.xla', 1, True, model_dir=False),
       S('d.k10', 10, False, model_dir=False), S('d.k10.xla', 10, True, model_dir=False),
       S('f.k10', 10, False, checkpoint_every=10**9),
+      GuardedFit('p.k1', work, False), GuardedFit('g.k1', work, True),
+      GuardedFit('p.k10.xla', work, False, 10, True), GuardedFit('g.k10.xla', work, True, 10, True),
   ]
   if a.steps % 100 == 0:
     configs.append(S('s.best', 100, True))  # 100 steps per loop.
@@ -576,6 +606,8 @@ def speed_ratios(ratios, modes):
              '[throughput of stable_train at its best (model_dir) / Keras fit at its best]')
   ratios.add('same_mode_vs_keras_best.c_best_over_b.k10.xla', 'c.best', 'b.k10.xla', None, True)
   ratios.add('defaults_vs_keras_defaults.c_default_over_b.k1', 'c.default', 'b.k1', None, True)
+  for mode in ('k1', 'k10.xla'):  # The same fit, guarded and plain, at its own settings.
+    ratios.add(f'keras_fit_guarded.g_over_p.{mode}', f'g.{mode}', f'p.{mode}', 1.05)
   ratios.add('checkpoint_cost.b_over_f.k10', 'b.k10', 'f.k10', 1.02,
              note='[checkpoints every 100 steps vs none but the one at the end of each fit]')
   ratios.add('quickstart.q_over_a', 'q.cli', 'a.q', 1.10,
@@ -732,6 +764,26 @@ def healthy(a):
     bare, default, old = finals
     print(f'  {name:18s} bare {bare:.5g}  default {default:.5g} ({default / bare:.3f}x, '
           f'{clipped} steps clipped)  fixed clip 1.0 {old:.5g} ({old / bare:.3f}x)')
+  print(f'guarded model.fit vs plain fit ({steps} steps, same seed, data and settings): every '
+        'model and optimizer variable at the end')
+  for name, make_model, make_data, loss in cases:
+    for spe, jit in ((1, False), (10, True)):
+      ends = []
+      for guarded in (False, True):
+        model = make_model(seed=0)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, steps_per_execution=spe,
+                      jit_compile=jit)
+        if guarded:
+          stable_train.guard_fit(model)
+        model.fit(make_data(), epochs=1, steps_per_epoch=steps, verbose=0)
+        ends.append([np.asarray(v.numpy()) for v in model.variables + model.optimizer.variables])
+      worst = max(float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(a))), 1e-30))
+                  for a, b in zip(*ends) if a.dtype.kind == 'f' and a.size)
+      sparse = any(isinstance(layer, keras.layers.Embedding) for layer in model.layers)
+      note = ('; by design: Keras applies an Embedding\'s gradient as IndexedSlices (only the '
+              "batch's rows move), the guard checks and applies dense gradients") if sparse else ''
+      print(f'  {name:18s} steps_per_execution={spe:<2d} jit_compile={jit!s:5s} '
+            + ('bit-identical' if worst == 0 else f'max relative difference {worst:.2g}') + note)
   return 0
 
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Rescue report: an unstable suite run as Keras fit, stable_train, and stable_train + Rollback.
+"""Rescue report: an unstable suite run as Keras fit, Keras fit + stable_train, the Trainer, and
+the Trainer + Rollback.
 
     python scripts/rescue_report.py [--steps=300] [--cases=lr_too_high,nan_inf_data]
 
 Each case is a small MLP on seeded synthetic data made unstable one way; each is trained with
   - Keras `fit` with `global_clipnorm=1.0` and `TerminateOnNaN` (the usual first defence),
-  - stable_train's default stack (CheckNumerics, AdaptiveClip, SkipNonFinite),
+  - the same Keras `fit` (no clipnorm) guarded by stable_train (`guard_fit`: the default stack),
+  - stable_train's default stack (CheckNumerics, AdaptiveClip, SkipNonFinite) in the Trainer,
   - the default stack + LossSpike + Rollback,
 and the final model is evaluated on clean data of the same task. The clean case of each task is
 the reference for the ratio column. Prints a Markdown table (for README and BUILD_NOTES).
@@ -26,6 +28,8 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 from stable_train import data  # pylint: disable=g-import-not-at-top
+from stable_train import errors  # pylint: disable=g-import-not-at-top
+from stable_train import keras_fit  # pylint: disable=g-import-not-at-top
 from stable_train import losses  # pylint: disable=g-import-not-at-top
 from stable_train import models  # pylint: disable=g-import-not-at-top
 from stable_train import precision  # pylint: disable=g-import-not-at-top
@@ -136,6 +140,24 @@ def _keras_fit(case, steps):
               skips=None, rollbacks=None, seconds=seconds)
 
 
+def _keras_fit_guarded(case, steps):
+  """The same Keras fit, unclipped, guarded by stable_train's default stack (`guard_fit`)."""
+  task, dataset_fn, opt, loss, scale, _ = case
+  model = _model(task, scale)
+  model.compile(optimizer=_optimizer(opt(), clip=False), loss=_loss(loss))
+  guard = keras_fit.guard_fit(model)
+  start = time.perf_counter()
+  try:
+    history = model.fit(dataset_fn(), epochs=1, steps_per_epoch=steps, verbose=0,
+                        callbacks=[guard.callback()])
+    stopped, skips = False, int(history.history['skipped_steps'][-1])
+  except errors.RunAborted:  # The skip-streak limit; the weights are those of the last update.
+    stopped, skips = True, int(guard.state.skipped_steps.numpy())
+  seconds = time.perf_counter() - start
+  return dict(stopped=stopped, finite=_finite(model), loss=_evaluate(task, model), skips=skips,
+              rollbacks=None, seconds=seconds)
+
+
 def _stable_train(case, steps, rollback):
   task, dataset_fn, opt, loss, scale, _ = case
   model = _model(task, scale)
@@ -169,6 +191,7 @@ def main():
   for name in names:
     case = CASES[name]
     for way, run in (('keras fit', lambda c: _keras_fit(c, args.steps)),
+                     ('keras fit + stable_train', lambda c: _keras_fit_guarded(c, args.steps)),
                      ('stable_train', lambda c: _stable_train(c, args.steps, False)),
                      ('+ Rollback', lambda c: _stable_train(c, args.steps, True))):
       with _precision(name):

@@ -2,7 +2,8 @@
 
 import importlib
 
-from stable_train.errors import CheckpointError, ConfigError, NumericsError, StableTrainError
+from stable_train.errors import (CheckpointError, ConfigError, NumericsError, RunAborted,
+                                 StableTrainError)
 
 # Imported on first use, so that `stable_train.cli` starts (and installs its signal handlers)
 # before TensorFlow is imported: a signal during that import is then a clean one-line stop.
@@ -19,9 +20,11 @@ _LAZY = {
     'ClipByValue': 'clipping', 'InitialisationCheck': 'diagnostics', 'WarmupSchedule': 'lr',
     'DynamicLossScale': 'precision', 'load_for_inference': 'export',
     'BestCheckpoint': 'stopping', 'EarlyStopping': 'stopping',
+    'guard_fit': 'keras_fit', 'KerasGuard': 'keras_fit', 'GuardCallback': 'keras_callbacks',
 }
 
-__all__ = ['CheckpointError', 'ConfigError', 'NumericsError', 'StableTrainError', *_LAZY]
+__all__ = ['CheckpointError', 'ConfigError', 'NumericsError', 'RunAborted', 'StableTrainError',
+           *_LAZY]
 __version__ = '0.1.0'
 
 

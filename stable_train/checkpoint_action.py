@@ -40,12 +40,15 @@ class RunCheckpoints:
     self._cache = None
     self._background = False  # Interval checkpoints are written in the background.
     self._reason = 'interval'  # The reason of the save being written (its `checkpoint` event).
+    # step -> whether the fit's evaluation at that step is still to run (`eval_action`).
+    self.eval_due: Callable[[int], bool] = lambda step: False
 
   # -- opening and resuming ---------------------------------------------------------------------
   def open(self, dataset, *, fitted: bool) -> Optional[checkpointing.Entry]:
     """Opens the keeper of `<model_dir>/checkpoints` and, for a fresh Trainer, resumes from the
     newest restorable checkpoint; returns the restored entry (None: nothing restored)."""
     t = self._trainer
+    self.eval_due = lambda step: False  # Until this fit's evaluation cadence says otherwise.
     if self.keeper is not None:
       self.keeper.wait()  # A save made outside fit may still be writing into the directory.
     checkpoint, snapshot, writer, snapshot_writer = self._parts()
@@ -79,29 +82,14 @@ class RunCheckpoints:
     return entry
 
   def _parts(self):
-    """The run's `tf.train.Checkpoint`, and on a single device its `state.Snapshot` and the
-    `TracedWriter`s of the live variables and of the snapshot (None under a strategy, or where
-    the state cannot be copied or the write traced), reused while the objects are the same."""
-    t = self._trainer
+    """`checkpoint_parts` of the run's objects, reused while the objects are the same."""
     objects = self._objects()
     key = tuple((name, tuple(map(id, value)) if isinstance(value, list) else id(value))
                 for name, value in objects.items())
     cached = self._cache
     if cached is not None and cached[0] == key and (cached[2] is None or cached[2].is_current()):
       return cached[1:]
-    checkpoint = tf.train.Checkpoint(**objects)
-    parts = (checkpoint, None, None, None)
-    if not distribute.uses_distributed_input(t.strategy) and t.strategy.num_replicas_in_sync == 1:
-      try:
-        snapshot = state_lib.Snapshot(checkpoint)
-        parts = (checkpoint, snapshot, state_lib.TracedWriter(checkpoint),
-                 state_lib.TracedWriter(tf.train.Checkpoint(**objects),
-                                        object_map=snapshot.object_map()))
-      except state_lib.SnapshotUnsupported as e:
-        log.info('checkpoints are written in the foreground and restored from disk: %s', e)
-      except Exception as e:  # pylint: disable=broad-except  (the write could not be traced)
-        log.warning('checkpoints are written eagerly and restored from disk: %s',
-                    str(e).splitlines()[0][:200])
+    parts = checkpoint_parts(objects, self._trainer.strategy)
     self._cache = (key,) + parts
     return parts
 
@@ -152,7 +140,8 @@ class RunCheckpoints:
     self.complete_writes()  # The write in flight reads its own reason before this one is set.
     self._reason = reason
     entry = self.keeper.save(step, good=self.healthy(),
-                             background=self._background and reason == 'interval')
+                             background=self._background and reason == 'interval',
+                             eval_due=self.eval_due(step))
     self.last_saved = entry
     return entry
 
@@ -212,6 +201,26 @@ class RunCheckpoints:
     return interfaces.Decision(
         action=interfaces.ESCALATE, trigger='checkpoint_refused', step=step,
         reason=self.refused_reason(f'{self.refused} checkpoints in a row refused'))
+
+
+def checkpoint_parts(objects: Dict[str, Any], strategy: tf.distribute.Strategy):
+  """A run's `tf.train.Checkpoint` of `objects`, and on a single device its `state.Snapshot` and
+  the `TracedWriter`s of the live variables and of the snapshot (None under a strategy, or where
+  the state cannot be copied or the write traced)."""
+  checkpoint = tf.train.Checkpoint(**objects)
+  if distribute.uses_distributed_input(strategy) or strategy.num_replicas_in_sync != 1:
+    return checkpoint, None, None, None
+  try:
+    snapshot = state_lib.Snapshot(checkpoint)
+    return (checkpoint, snapshot, state_lib.TracedWriter(checkpoint),
+            state_lib.TracedWriter(tf.train.Checkpoint(**objects),
+                                   object_map=snapshot.object_map()))
+  except state_lib.SnapshotUnsupported as e:
+    log.info('checkpoints are written in the foreground and restored from disk: %s', e)
+  except Exception as e:  # pylint: disable=broad-except  (the write could not be traced)
+    log.warning('checkpoints are written eagerly and restored from disk: %s',
+                str(e).splitlines()[0][:200])
+  return checkpoint, None, None, None
 
 
 def _check_input_signature(entry: checkpointing.Entry, keeper) -> None:

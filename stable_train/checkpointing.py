@@ -51,9 +51,8 @@ class CheckpointKeeper:
       writer: writes the live variables at a prefix (`state.TracedWriter`); None: plain write.
       snapshot_writer: writes the snapshot's copies under the live keys: good checkpoints are
         then written from the snapshot, and may be written in the background.
-      before_commit: called with each entry once its files are on disk, just before the manifest
-        commits it, in the thread that writes it (the `checkpoint` event: a committed
-        checkpoint then always has its record; an error from it fails the write).
+      before_commit: called with each entry in its writing thread once its files are on disk,
+        just before the commit (the `checkpoint` event; an error from it fails the write).
       before_write: called with each prefix before its files are written; an OSError from it
         fails that write (the seam fault injection uses for a full disk).
     """
@@ -133,12 +132,14 @@ class CheckpointKeeper:
   def _write_manifest(self) -> None:
     self.manifest.write()
 
-  def save(self, step: int, good: bool, *, background: bool = False) -> Entry:
+  def save(self, step: int, good: bool, *, background: bool = False,
+           eval_due: bool = False) -> Entry:
     """Writes a checkpoint of the current state (the caller has verified that every variable is
     finite), after completing any write still in flight. A good checkpoint is captured in the
     snapshot and written from it; with `background` (a good checkpoint, a snapshot writer) a
     thread writes, syncs and commits it while the caller goes on (`wait` completes it). Returns
-    the entry (committed, unless written in the background).
+    the entry (committed, unless written in the background). `eval_due`: the evaluation at
+    this step has not run yet (`Entry.eval_due`).
 
     Raises:
       errors.CheckpointError: this write, or the one in flight, failed (a full disk, a lost
@@ -147,7 +148,7 @@ class CheckpointKeeper:
     self.wait()
     number = self.manifest.next_number()
     entry = Entry(number=number, step=int(step), good=bool(good), path=f'ckpt-{number}',
-                  input_signature=self.input_signature)
+                  input_signature=self.input_signature, eval_due=bool(eval_due))
     if self.snapshot is not None and entry.good:
       self.snapshot.capture(tag=number)
     if background and entry.good and self.snapshot is not None and self._snapshot_writer:
@@ -273,9 +274,11 @@ class CheckpointKeeper:
         return entry
       except Exception as e:  # pylint: disable=broad-except
         # A truncated file surfaces as IndexError, DataLossError, ValueError...: all mean corrupt.
-        error = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        error = errors.one_line(e)[:300]
         self.restore_errors.append((entry.path, error))
         self._warn('checkpoint_corrupt', entry.step, checkpoint=entry.path, error=error)
+        if _written_for_another_program(error):
+          break  # The older ones were written by the same program: they would not fit either.
     return None
 
 
@@ -285,7 +288,7 @@ def _raise_write_error(entry: Entry, error: BaseException, warn, committed: List
   # stand. Training on without checkpoints would lose work, so the caller stops the run.
   if not isinstance(error, (OSError, tf.errors.OpError)):
     raise error
-  message = str(error).splitlines()[0][:200]
+  message = errors.one_line(error)[:300]  # 'No space left on device: <path>', not TF's header.
   warn('checkpoint_failed', entry.step, error=message)
   resume = (f'from {committed[-1].path} (step {committed[-1].step})' if committed
             else 'from step 0')
@@ -307,17 +310,27 @@ def _fsync(paths: List[str]) -> None:
       os.close(fd)
 
 
+# How a restore says that the checkpoint holds another structure than the objects restoring it.
+_MISMATCH = ('not bound', 'unresolved', 'not found in checkpoint', 'python objects',
+             'does not match the shape stored', 'received incompatible tensor with shape')
+_DTYPES = re.compile(r'expected dtype (\w+) does not equal original dtype (\w+)')
+_FLOAT_DTYPES = {'half', 'float', 'double', 'bfloat16', 'float16', 'float32', 'float64'}
+
+
+def _written_for_another_program(error: str) -> bool:
+  return bool(_DTYPES.search(error)) or any(k in error.lower() for k in _MISMATCH)
+
+
 def why_unrestorable(errors_seen) -> str:
   """What the restore errors of `CheckpointKeeper.restore_latest` say, as advice for one line."""
   if not errors_seen:
     return 'no checkpoint to restore'
   path, error = errors_seen[0]  # The newest checkpoint's error.
-  text = error.lower()
-  if any(k in text for k in ('not bound', 'unresolved', 'not found in checkpoint',
-                             'python objects', 'shape')):
-    return (f'{path} was written for another model or policy set (its checkpoint_corrupt event '
-            'has the details); resume with the same model and Trainer.policies that wrote it')
-  if 'dtype' in text:
-    return (f'{path} was written in another precision ({error[:80]}); resume with the '
-            'train.precision that wrote it')
+  dtypes = _DTYPES.search(error)
+  if dtypes and {dtypes.group(1), dtypes.group(2)} <= _FLOAT_DTYPES:
+    return (f'{path} was written in another precision ({dtypes.group(2)} variables; this run has '
+            f'{dtypes.group(1)}); resume with the train.precision that wrote it')
+  if _written_for_another_program(error):
+    return (f'{path} was written for another model or policy set ({error[:160]}); resume with '
+            'the same model and Trainer.policies that wrote it')
   return f'{path} is corrupt ({error[:120]}) and so is every older one'

@@ -9,9 +9,9 @@ included); 128+N stopped cleanly by signal N (SIGTERM: 143, SIGINT: 130), during
 writing a checkpoint. Every failure is one line on stderr, without a traceback.
 """
 
+import importlib
 import logging
 import os
-import re
 import sys
 import tempfile
 import traceback
@@ -21,6 +21,8 @@ from absl import app
 from absl import flags
 import gin
 
+from stable_train import commands
+from stable_train import errors
 from stable_train import job
 from stable_train import signals
 
@@ -30,42 +32,30 @@ FLAGS = flags.FLAGS
 flags.DEFINE_multi_string('gin_file', [], 'Gin config file(s); later files override earlier ones.')
 flags.DEFINE_multi_string('gin_param', [], "Gin binding(s), e.g. 'train.num_steps=200'.")
 flags.DEFINE_string('model_dir', None, 'Directory for checkpoints, events, summaries (required).')
+flags.DEFINE_multi_string(
+    'gin_import', [], 'Python module(s) to import before the gin files are parsed, so that the '
+    '@gin.configurable factories they define can be bound (e.g. --gin_import=my_factories; the '
+    'current directory is on the import path, as it is for gin `import` lines).')
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE = 0, 1, 2
 # The module absl files the flags above under (`python -m stable_train.cli` runs this as __main__).
 _FLAGS_MODULE = __name__ if __name__ != '__main__' else sys.argv[0]
 
 
+# The subcommands of `stable-train` (`stable-train export --model_dir=DIR`): name -> (module,
+# one line for --help). The module has `main(argv) -> exit code` (argv[0] is 'stable-train
+# <name>') and its own absl FlagValues (`commands.command_flags`). Adding a command is one entry
+# here.
+SUBCOMMANDS = {
+    'export': ('stable_train.export_command',
+               'export a trained model for inference (.keras or SavedModel)'),
+    'replay': ('stable_train.replay_command',
+               'replay a NaN forensics record and report where the NaN came from'),
+}
+
+
 def _fail(message: str, code: int) -> int:
-  sys.stderr.write(f'stable_train: {message}\n')
-  sys.stderr.flush()
-  return code
-
-
-def _one_line(error: BaseException) -> str:
-  """The line of an error message that says what went wrong.
-
-  gin appends "In call to configurable ..." lines; errors raised in traced code come wrapped in
-  "in user code:", File/source lines and generic headers ("Exception encountered when calling
-  Sequential.call().", "Graph execution error:") around the one line that matters.
-  """
-  text = re.sub(r'\x1b\[[0-9;]*m', '', str(error))  # Keras bolds its message with ANSI codes.
-  noise = ('In call to configurable', 'in user code', 'Traceback', 'Arguments received', '•',
-           '^', '[[{{node', 'Detected at node', 'Graph execution error',
-           'Exception encountered when calling')
-  lines, under_file = [], False
-  for line in text.splitlines():
-    line = line.strip()
-    if under_file:  # The source line printed under a File line.
-      under_file = False
-      continue
-    if line.startswith('File "'):
-      under_file = True
-      continue
-    line = re.sub(r'^[A-Za-z_.]*(Error|Exception): ', '', line)
-    if line and not line.startswith(noise):
-      lines.append(line)
-  return (lines[0] if lines else type(error).__name__)[:600]
+  return commands.fail('stable_train', message, code)
 
 
 def _log_traceback(model_dir: str) -> str:
@@ -97,32 +87,31 @@ def _main(argv) -> int:
   failed = _configure(argv)
   if failed is not None:
     return failed
-  from stable_train import errors  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
     summary = train(model_dir=FLAGS.model_dir)
   except errors.ConfigError as e:
-    return _fail(f'configuration error: {_one_line(e)}', EXIT_USAGE)
+    return _fail(f'configuration error: {errors.one_line(e)}', EXIT_USAGE)
   except errors.NumericsError as e:
-    return _fail(f'aborted: {_one_line(e)}', EXIT_ABORTED)
+    return _fail(f'aborted: {errors.one_line(e)}', EXIT_ABORTED)
   except errors.CheckpointError as e:
-    return _fail(f'checkpoint error: {_one_line(e)}', EXIT_ABORTED)
+    return _fail(f'checkpoint error: {errors.one_line(e)}', EXIT_ABORTED)
   except errors.ModelDirBusyError as e:
-    return _fail(f'model_dir busy: {_one_line(e)}', EXIT_USAGE)
+    return _fail(f'model_dir busy: {errors.one_line(e)}', EXIT_USAGE)
   except OSError as e:
     # A full disk or a lost mount while writing a run file (checkpoint writes are CheckpointErrors).
     path = _log_traceback(FLAGS.model_dir)
     where = f': {e.filename}' if getattr(e, 'filename', None) else ''
-    return _fail(f'cannot write{where}: {e.strerror or _one_line(e)}; free space (or fix the '
-                 f'directory) and rerun the same command (traceback in {path}).', EXIT_ABORTED)
+    return _fail(f'cannot write{where}: {e.strerror or errors.one_line(e)}; free space (or fix '
+                 f'the directory) and rerun the same command (traceback in {path}).', EXIT_ABORTED)
   except (TypeError, ValueError) as e:
     # Raised while building or tracing from the bindings (a wrong type, a shape that does not
     # fit the data): a configuration problem. The traceback is kept for a real bug.
     path = _log_traceback(FLAGS.model_dir)
-    return _fail(f'configuration error: {_one_line(e)} (traceback in {path})', EXIT_USAGE)
+    return _fail(f'configuration error: {errors.one_line(e)} (traceback in {path})', EXIT_USAGE)
   except tf.errors.OpError as e:
     path = _log_traceback(FLAGS.model_dir)
-    return _fail(f'TensorFlow error: {_one_line(e)} (traceback in {path})', EXIT_ABORTED)
+    return _fail(f'TensorFlow error: {errors.one_line(e)} (traceback in {path})', EXIT_ABORTED)
   return _report(summary)
 
 
@@ -130,8 +119,8 @@ def _configure(argv) -> Optional[int]:
   """Checks the flags, parses the gin files and bindings, checks the model_dir; the exit code of
   a usage error, or None."""
   if len(argv) > 1:
-    return _fail(f'unexpected arguments {argv[1:]}; use --gin_file, --gin_param, --model_dir.',
-                 EXIT_USAGE)
+    return _fail(f'unexpected arguments {argv[1:]}; use --gin_file, --gin_param, --gin_import, '
+                 f'--model_dir, or a command: {", ".join(SUBCOMMANDS)}.', EXIT_USAGE)
   if not FLAGS.model_dir:
     return _fail('--model_dir is required (a directory for checkpoints and results).', EXIT_USAGE)
   for path in FLAGS.gin_file:
@@ -142,6 +131,9 @@ def _configure(argv) -> Optional[int]:
   absl_logging.set_verbosity(absl_logging.WARNING)
   from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
   gin.clear_config()
+  failed = _import_user_modules(FLAGS.gin_import)
+  if failed is not None:
+    return failed
   for path in FLAGS.gin_file:
     # `include 'configs/x.gin'` resolves from the repo root and from next to the including config.
     folder = os.path.dirname(os.path.abspath(path))
@@ -150,7 +142,12 @@ def _configure(argv) -> Optional[int]:
   try:
     gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param, skip_unknown=False)
   except Exception as e:  # pylint: disable=broad-except
-    return _fail(f'bad gin configuration: {_one_line(e)}', EXIT_USAGE)
+    hint = ''
+    if 'No configurable matching' in str(e):
+      hint = ('; a factory of your own is bindable once the module that registers it '
+              '(@gin.configurable) is imported: --gin_import=your_module, or an `import '
+              'your_module` line in the gin file')
+    return _fail(f'bad gin configuration: {errors.one_line(e).rstrip(".")}{hint}', EXIT_USAGE)
   try:
     os.makedirs(FLAGS.model_dir, exist_ok=True)
     with tempfile.TemporaryFile(dir=FLAGS.model_dir):  # Writable? Better now than mid-run.
@@ -161,11 +158,30 @@ def _configure(argv) -> Optional[int]:
   return None
 
 
+def _import_user_modules(names) -> Optional[int]:
+  """Imports the `--gin_import` modules (the current directory on the import path, for them and
+  for gin `import` lines); the exit code of a failed import, or None."""
+  if os.getcwd() not in sys.path:
+    sys.path.append(os.getcwd())
+  for name in names:
+    try:
+      importlib.import_module(name)
+    except Exception as e:  # pylint: disable=broad-except  (the module's own error, too)
+      return _fail(f'--gin_import={name}: {type(e).__name__}: {errors.one_line(e)}; run from the folder '
+                   'that holds the module, or put its folder on PYTHONPATH.', EXIT_USAGE)
+  return None
+
+
 def _report(summary) -> int:
   """Prints the run's outcome; returns its exit code."""
   print(f"stable_train: {summary['status']} at step {summary['global_step']} "
         f"(applied {summary['applied_steps']}, skipped {summary['skipped_steps']}, "
         f"final loss {summary['final_loss']})", flush=True)
+  last_eval = summary.get('eval')
+  if last_eval:
+    shown = ''.join(f', {k} {v:.4g}' for k, v in last_eval.get('metrics', {}).items())
+    print(f"stable_train: eval at step {last_eval['step']}: loss {last_eval['loss']:.4g}{shown}",
+          flush=True)
   if summary.get('export'):
     print(f"stable_train: exported {summary['export']} from checkpoint "
           f"{summary['export_checkpoint']}", flush=True)
@@ -188,26 +204,17 @@ def _report(summary) -> int:
   return EXIT_OK
 
 
-_HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull')
-
-
-def _exit_on_help(argv, doc: str, module_name: str) -> None:
-  """On --help (-h, -?, --helpshort, --helpfull): prints `doc` and the flags `module_name`
-  defines, each with its help, to stdout and exits 0.
-
-  absl's own --help exits 1 and lists only the flags of the main module (a console script's
-  wrapper defines none), so the entry points answer it themselves, before absl parses.
-  """
-  if not any(arg in _HELP for arg in argv[1:]):
-    return
-  sys.stdout.write((doc or '').strip() + '\n\nFlags:\n' + FLAGS.module_help(module_name) + '\n')
-  sys.stdout.flush()
-  sys.exit(EXIT_OK)
+def _usage() -> str:
+  return ('Usage: stable-train --gin_file=CONFIG.gin [--gin_param=\'train.num_steps=200\'] '
+          '[--gin_import=MODULE] --model_dir=DIR\n       stable-train COMMAND [flags]   (its '
+          'flags: stable-train COMMAND --help)\n\nCommands:\n' + ''.join(
+              f'  {name:8s} {summary}\n' for name, (_, summary) in SUBCOMMANDS.items()))
 
 
 def _parse_flags(argv):
-  _exit_on_help(argv, __doc__.split('\n\n')[0] + '\n\nUsage: stable-train --gin_file=CONFIG.gin '
-                "[--gin_param='train.num_steps=200'] --model_dir=DIR", _FLAGS_MODULE)
+  if commands.print_help(argv, __doc__.split('\n\n')[0] + '\n\n' + _usage(), FLAGS,
+                         _FLAGS_MODULE):
+    sys.exit(EXIT_OK)
   try:
     return FLAGS(argv)
   except flags.Error as e:
@@ -221,8 +228,17 @@ def _final(code: int) -> int:
   return code
 
 
+def run_subcommand(name: str, argv) -> int:
+  """Runs `stable-train <name> ...` (`SUBCOMMANDS`); returns its exit code."""
+  module = importlib.import_module(SUBCOMMANDS[name][0])
+  return module.run([f'stable-train {name}'] + list(argv[2:]))
+
+
 def run():
-  """Console-script entry point (`stable-train`) and `scripts/train.py`."""
+  """Console-script entry point (`stable-train`, `stable-train COMMAND`) and `scripts/train.py`:
+  without a command it trains, as it always did."""
+  if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+    sys.exit(run_subcommand(sys.argv[1], sys.argv))
   signals.SIGNALS.install()  # Before TensorFlow is imported: a signal in start-up is one line too.
   try:
     with signals.SIGNALS.raising():  # Flag parsing included.

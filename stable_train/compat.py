@@ -118,6 +118,46 @@ def check_optimizer_internals() -> None:
     raise InternalMoved('optimizer_strategy', 'TFOptimizer._distribution_strategy')
 
 
+# -- Keras models --------------------------------------------------------------------------------
+def keras_loss_tracker(model):
+  """The `Mean` metric a compiled Keras model reports as `loss` (its train_step updates it)."""
+  tracker = getattr(model, '_loss_tracker', None)
+  if tracker is None:
+    raise InternalMoved('keras_loss_tracker', 'Trainer._loss_tracker of a compiled model')
+  return tracker
+
+
+def keras_compute_loss(model, **kwargs):
+  """`model.compute_loss(x=, y=, y_pred=, sample_weight=, training=True)`, also for an override
+  written before Keras 3.3 without `training` (Keras's own `_compute_loss` tells them apart)."""
+  call = getattr(model, '_compute_loss', None)
+  if call is None:
+    return model.compute_loss(**kwargs, training=True)
+  return call(**kwargs, training=True)
+
+
+def keras_symbolic_build(model, data) -> None:
+  """Builds a compiled Keras model, its compiled loss and metrics and its optimizer from a batch
+  (or the symbolic tensors of one) as Keras does before its first train step (eager)."""
+  build = getattr(model, '_symbolic_build', None)
+  if build is None:
+    raise InternalMoved('keras_symbolic_build', 'Trainer._symbolic_build')
+  build(data_batch=data)
+
+
+def check_keras_model_internals() -> None:
+  """Raises InternalMoved unless a compiled Keras model has the internals above."""
+  model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+  model.compile(optimizer='sgd', loss='mse')
+  if not isinstance(keras_loss_tracker(model), keras.metrics.Mean):
+    raise InternalMoved('keras_loss_tracker', 'Trainer._loss_tracker is not a Mean metric')
+  if not callable(getattr(model, '_compute_loss', None)):
+    raise InternalMoved('keras_compute_loss', 'Trainer._compute_loss')
+  keras_symbolic_build(model, (tf.zeros([2, 1]), tf.zeros([2, 1])))
+  if not model.optimizer.built:
+    raise InternalMoved('keras_symbolic_build', 'Trainer._symbolic_build built no optimizer')
+
+
 # -- random states -------------------------------------------------------------------------------
 def tf_global_generator() -> tf.random.Generator:
   """TensorFlow's global generator; created from the global seed when one is set (TF would seed
@@ -210,4 +250,5 @@ FEATURE_CHECKS = {
     'optimizer': check_optimizer_internals,
     'random': check_random_internals,
     'checkpoint': check_checkpoint_internals,
+    'keras_model': check_keras_model_internals,
 }

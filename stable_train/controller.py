@@ -8,6 +8,7 @@ run (final evaluation and checkpoint, `done`, summary.json).
 """
 
 import contextlib
+import functools
 import logging
 from typing import Any, Dict, Optional
 
@@ -60,7 +61,6 @@ class Controller:
     self.recorder: Optional[recorder_lib.LoopRecorder] = None
     self.fitted = False
     self._epochs = None  # (num_epochs, steps_per_epoch) of a fit(num_epochs=...), or None.
-    self._evaluator = None
     self._report_columns = (None, ())
 
   # -- the outer loop ---------------------------------------------------------------------------
@@ -74,6 +74,8 @@ class Controller:
     lock = runlock.hold(t.output_dir) if t.output_dir else contextlib.nullcontext()
     with lock as held:
       self._build(dataset)
+      if eval_dataset is not None:  # Before anything is written: eval data that cannot work.
+        self._evaluator.check(eval_dataset)
       self.input.start(dataset, from_start=self.fitted)
       restored = self.checkpoints.open(dataset, fitted=self.fitted) if t.model_dir else None
       if not t.model_dir:
@@ -84,22 +86,22 @@ class Controller:
         num_steps = start + max(epochs[0] * epochs[1] - self.input.position(), 0)
       self._open_records(restored, num_steps, held, eval_dataset is not None)
       summary = summary_lib.RunSummary(t, start_step=start, epochs=epochs, epoch_of=self.epoch_of)
-      evaluate = None
-      if eval_dataset is not None:
-        evaluate = eval_action.EvalAction(
-            evaluator=self._evaluator_of(), dataset=eval_dataset, every=eval_every,
-            steps=eval_steps, trainer=t, dispatcher=self.dispatch, scalars=self.eval_scalars,
-            train_metrics=self._metric_window, start_step=start)
       cadence = checkpoint_action.CheckpointAction(self.checkpoints, t, self.dispatch, start)
       with signals.SIGNALS.training() as training, self.checkpoints.writes_in_background():
+        signal = signal_action.SignalAction(training, t)
+        evaluate = None if eval_dataset is None else eval_action.EvalAction(
+            evaluator=self._evaluator, dataset=eval_dataset, every=eval_every, steps=eval_steps,
+            trainer=t, dispatcher=self.dispatch, scalars=self.eval_scalars, start_step=start,
+            train_metrics=self._metric_window, signal=signal, checkpoints=self.checkpoints)
         try:
           stopped = self.dispatch.already_stopped() if start < num_steps else None
           if stopped is not None:  # Resumed after an early stop (same command): train no more.
             log.info('step %d: resumed a run that had stopped early (%s); raise the patience '
                      'to train on', start, stopped.reason)
             return self._finish(stopped, summary, None, cadence)
-          actions = [signal_action.SignalAction(training, t), evaluate, cadence]
-          ended = self._train(num_steps, summary, [a for a in actions if a is not None])
+          actions = [a for a in (signal, evaluate, cadence) if a is not None]
+          resumed = evaluate.resume(restored) if evaluate is not None else None
+          ended = resumed or self._train(num_steps, summary, actions)
           self.checkpoints.complete_writes()  # A failed write stops the run as a save would.
           return self._finish(ended, summary, evaluate, cadence)
         except (errors.NumericsError, errors.CheckpointError) as e:
@@ -143,10 +145,9 @@ class Controller:
     the Trainer's `on_loop_end`, and (when rehearsing failure) the injected faults."""
     t = self.trainer
     summary.record(reports)
-    if not reports.applied.all():  # An fp16 overflow skip is the loss scale's, not a fault.
-      faulty = reports.step[~(reports.applied | reports.overflow)]
-      if faulty.size:
-        t.last_fault_step.assign(int(faulty[-1]))
+    fault = reports.last_model_fault()
+    if fault is not None:  # No checkpoint of the next `healthy_window` steps is good.
+      t.last_fault_step.assign(fault)
     with t.events.batched():  # The loop's skip events, in one append.
       self.recorder.record(reports, skipped_total)
     t.on_loop_end(reports)
@@ -286,7 +287,6 @@ class Controller:
       return self.recorder.metric_window()
     return self.trainer.metric_results()
 
-  def _evaluator_of(self) -> evaluation.Evaluator:
-    if self._evaluator is None:
-      self._evaluator = evaluation.Evaluator(self.trainer)
-    return self._evaluator
+  @functools.cached_property
+  def _evaluator(self) -> evaluation.Evaluator:  # Built at the first fit that evaluates.
+    return evaluation.Evaluator(self.trainer)

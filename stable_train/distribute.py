@@ -207,6 +207,13 @@ def unscale_keras_loss(loss_fn, value):
   return value
 
 
+def unscale_replica_loss(value):
+  """Undoes the 1/num_replicas scaling of a Keras model's `compute_loss` under a strategy (its
+  compiled loss and its `add_loss` terms are all scaled). Traced, per replica."""
+  n = tf.distribute.get_strategy().num_replicas_in_sync
+  return value * tf.cast(n, value.dtype) if n > 1 else value
+
+
 # ----------------------------------------------------------------------------------------------
 # The agreed apply.
 # ----------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ Each `check_*` returns the value in its canonical type or raises a one-line `Con
 
 import math
 import numbers
+import re
 from typing import Any, Optional, Sequence
 
 
@@ -23,6 +24,11 @@ class NumericsError(StableTrainError, FloatingPointError):
 
 class CheckpointError(StableTrainError):
   """No usable checkpoint could be restored or written."""
+
+
+class RunAborted(StableTrainError):
+  """A policy stopped a guarded Keras `fit` (a skip-streak limit, no checkpoint to roll back
+  to); the model, its checkpoints and a `BackupAndRestore` backup stand as they were."""
 
 
 class ModelDirBusyError(StableTrainError):
@@ -84,3 +90,70 @@ def check_choice(owner: str, name: str, value, choices: Sequence[Any], *,
     raise ConfigError(f'{owner}: {name}={value!r} is not one of {tuple(choices)}'
                       + (f'; {hint}' if hint else '') + '.')
   return value
+
+
+# What an OS failure says, in the words of strerror: the line that names one is the line that
+# matters (a full disk inside a TensorFlow op reads "Graph execution error:" first).
+_OS_FAILURES = ('No space left on device', 'Disk quota exceeded', 'Read-only file system',
+                'Permission denied', 'Input/output error', 'File too large')
+# Lines around the one that says what went wrong: gin's "In call to configurable ...", the
+# "in user code:", File/source lines and headers of errors raised in traced code.
+_NOISE = ('In call to configurable', 'in user code', 'Traceback', 'Arguments received', '•',
+          '^', '[[{{node', 'Detected at node', 'Graph execution error',
+          'Exception encountered when calling', 'Hint: If you want to see')
+
+
+def one_line(error: BaseException) -> str:
+  """The line of an error message that says what went wrong (at most 600 characters).
+
+  Drops the lines gin, Keras and TensorFlow wrap around it, TensorFlow's `{{function_node ...}}`
+  prefix and `[Op:...]` suffix; a line that names an OS failure (a full disk, a read-only file
+  system) wins, as 'No space left on device: <path>'.
+  """
+  text = re.sub(r'\x1b\[[0-9;]*m', '', str(error))  # Keras bolds its message with ANSI codes.
+  lines, under_file = [], False
+  for line in text.splitlines():
+    line = line.strip()
+    if under_file:  # The source line printed under a File line.
+      under_file = False
+      continue
+    if line.startswith('File "'):
+      under_file = True
+      continue
+    line = re.sub(r'^[A-Za-z_.]*(Error|Exception): ', '', line)
+    line = re.sub(r'^\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\]$', '', line)
+    if line and not line.startswith(_NOISE):
+      lines.append(line)
+  for line in lines:
+    failure = next((f for f in _OS_FAILURES if f in line), None)
+    if failure is not None:
+      return _os_failure(line, failure)[:600]
+  return (lines[0] if lines else type(error).__name__)[:600]
+
+
+def _os_failure(line: str, failure: str) -> str:
+  """'<failure>: <path>' for TensorFlow's '<path>; <failure>' and Python's "[Errno N] <failure>:
+  '<path>'"; any other line that names the failure as it is."""
+  raw = re.fullmatch(r'(.+?)[;:,]\s*' + re.escape(failure), line)
+  if raw:
+    return f'{failure}: {raw.group(1)}'
+  raw = re.fullmatch(r'\[Errno \d+\] ' + re.escape(failure) + r"(?:: '?(.*?)'?)?", line)
+  if raw:
+    return failure + (f': {raw.group(1)}' if raw.group(1) else '')
+  return line
+
+
+def describe(value) -> str:
+  """What a value is, in a few words for a message: an array's kind, shape and dtype, never its
+  contents."""
+  if hasattr(value, 'shape') and hasattr(value, 'dtype'):
+    name = type(value).__name__
+    kind = ('numpy array' if type(value).__module__ == 'numpy' else
+            'tensor' if 'Tensor' in name else name)
+    return f'a {kind} of shape {tuple(value.shape)} ({getattr(value.dtype, "name", value.dtype)})'
+  if isinstance(value, (tuple, list, dict)):
+    items = list(value.values() if isinstance(value, dict) else value)
+    inner = '; '.join(describe(v) for v in items[:3]) + ('; ...' if len(items) > 3 else '')
+    return f'a {type(value).__name__} of {len(items)} ({inner})'[:300]
+  text = repr(value)
+  return text if len(text) <= 80 else f'a {type(value).__name__}'

@@ -38,16 +38,29 @@ class EvalDivergence:
 class EvalAction:
   """Evaluates every `every` steps (when the global step crosses a multiple of it, at loop ends)
   and at the end of a run that ended normally; a divergence goes to the dispatcher as a fault,
-  any other result to the policies' `decide_eval`."""
+  any other result to the policies' `decide_eval`.
+
+  A signal during an evaluation gives it up and stops the run there (`signal`): the checkpoint
+  then records the evaluation as due (`manifest.Entry.eval_due`), and the resumed run does it
+  first, so the policies see the evaluations of an uninterrupted run.
+  """
 
   def __init__(self, *, evaluator, dataset, every: Optional[int], steps: Optional[int],
                trainer, dispatcher, scalars: events_lib.Scalars,
-               train_metrics: Callable[[], Dict[str, float]], start_step: int):
+               train_metrics: Callable[[], Dict[str, float]], start_step: int,
+               signal=None, checkpoints=None):
     """Args: evaluator: the `evaluation.Evaluator`; dataset, every, steps: fit's eval arguments;
     trainer: the Trainer (emit, verbose, eval_divergence_factor); dispatcher: the run's
     `dispatch.Dispatcher`; scalars: the eval TensorBoard run; train_metrics: () -> the training
-    metrics' latest window; start_step: the step the fit starts at."""
+    metrics' latest window; start_step: the step the fit starts at; signal: the run's
+    `signal_action.SignalAction` (None: an evaluation is never given up); checkpoints: the run's
+    `checkpoint_action.RunCheckpoints`, whose checkpoints then record whether the evaluation at
+    their step is still due, and whose good marks a bad final evaluation takes back."""
     self._evaluator = evaluator
+    self._signal = signal
+    self._checkpoints = checkpoints
+    if checkpoints is not None:
+      checkpoints.eval_due = self.due
     self._dataset, self._every, self._steps = dataset, every, steps
     self._trainer = trainer
     self._dispatch = dispatcher
@@ -64,11 +77,22 @@ class EvalAction:
   def run(self, step: int) -> Optional[outcome_lib.Outcome]:
     """Evaluates; a divergence is carried out as a fault, else the policies decide on it."""
     result = self.evaluate(step)
+    if result is None:  # A signal came: the run stops here, this evaluation due.
+      return self._signal.run(step)
     self._last_step = step
     diverged = self._divergence.check(result)
     if diverged is not None:  # A fault like any other: a Rollback acts on it.
       return self._dispatch.carry_out(diverged)
     return self._dispatch.after_eval(self._values(result))
+
+  def resume(self, restored) -> Optional[outcome_lib.Outcome]:
+    """Before training: the evaluation the restored checkpoint left due at its step (a signal
+    stopped the run before it, or during it: `manifest.Entry.eval_due`); None (and nothing run)
+    when there is none."""
+    if restored is None or not restored.eval_due:
+      return None
+    self._last_step = -1  # Due until it has run (a signal during it: the checkpoint says so).
+    return self.run(restored.step)
 
   def final(self, step: int) -> Optional[outcome_lib.Outcome]:
     """The end-of-run evaluation (unless this step was just evaluated); a divergence leaves the
@@ -76,21 +100,35 @@ class EvalAction:
     if self.last is not None and self.last['step'] == step:
       return None
     result = self.evaluate(step)
+    if result is None:  # A signal came: the rerun evaluates at this step, at its end.
+      return self._signal.run(step)
     diverged = self._divergence.check(result)
     if diverged is None:
       return self._dispatch.after_eval(self._values(result), final=True)
     self._trainer.last_fault_step.assign(step)
+    keeper = self._checkpoints.keeper if self._checkpoints is not None else None
+    if keeper is not None:  # An interval checkpoint of this step came before the evaluation.
+      keeper.mark_bad(after_step=step - 1)
     self._trainer.emit('eval_divergence', step, reason=diverged.reason,
                        handled='final checkpoint not good')
     return None
 
-  def evaluate(self, step: int) -> Dict[str, Any]:
-    """Evaluates on the fit's eval data; records it (event, log line, eval TensorBoard run)."""
+  def evaluate(self, step: int) -> Optional[Dict[str, Any]]:
+    """Evaluates on the fit's eval data; records it (event, log line, eval TensorBoard run).
+    None, and nothing recorded, when a signal came during it."""
     t = self._trainer
-    result = dict(step=step, **self._evaluator.evaluate(self._dataset, self._steps))
+    stop = None if self._signal is None else lambda: self._signal.due(step)
+    result = self._evaluator.evaluate(self._dataset, self._steps, stop=stop)
+    if result is None:
+      return None
+    result = dict(step=step, **result)
     self.last = result
+    left_out = {'left_out': result['left_out']} if 'left_out' in result else {}
     t.emit('eval', step, loss=result['loss'], batches=result['batches'],
-           metrics=result['metrics'])
+           metrics=result['metrics'], **left_out)
+    if left_out:
+      log.warning('step %d: eval left out %d batch(es) with a label outside [0, %d)', step,
+                  left_out['left_out'], t.label_classes)
     if t.verbose:
       shown = ''.join(f'  {k} {v:.4g}' for k, v in result['metrics'].items())
       log.info('step %d  eval loss %.5g%s  (%d batches)', step, result['loss'], shown,

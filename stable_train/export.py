@@ -1,7 +1,6 @@
 """Inference from a training run: restore a checkpoint into a fresh model, export it atomically."""
 
 import gc
-import json
 import logging
 import os
 import shutil
@@ -11,9 +10,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import keras
 import tensorflow as tf
 
-from stable_train import checkpointing
 from stable_train import errors
 from stable_train import events as events_lib
+from stable_train import manifest as manifest_lib
 
 CHECKPOINT_CHOICES = ('last_good', 'latest', 'best')
 FORMATS = ('keras', 'saved_model')
@@ -21,33 +20,23 @@ FORMATS = ('keras', 'saved_model')
 DEFAULT_NAMES = {'keras': 'model.keras', 'saved_model': 'saved_model'}
 
 
-def _committed_entries(model_dir: str) -> List[Dict[str, Any]]:
-  """The manifest's entries whose files are present, oldest first (read-only: never writes)."""
+def _manifest_entries(model_dir: str) -> Tuple[List[manifest_lib.Entry], set]:
+  """The manifest's entries, oldest first, and the listing of the checkpoint directory
+  (read-only: never writes)."""
   if not os.path.isdir(model_dir):
     raise errors.CheckpointError(
         f'model_dir {model_dir!r} does not exist; pass the --model_dir of a training run.')
   directory = os.path.join(model_dir, 'checkpoints')
-  path = os.path.join(directory, checkpointing.MANIFEST)
+  path = os.path.join(directory, manifest_lib.MANIFEST)
   if not os.path.isfile(path):
     raise errors.CheckpointError(
         f'{path} not found: {model_dir!r} holds no committed checkpoint; train there first or '
         'pass the model_dir of a run that wrote checkpoints.')
-  try:
-    with open(path) as f:
-      entries = list(json.load(f)['checkpoints'])
-  except (ValueError, TypeError, KeyError) as e:
-    raise errors.CheckpointError(
-        f'{path} is unreadable ({str(e).splitlines()[0][:120]}); restore it from a backup.'
-    ) from None
-  present = []
-  for entry in entries:
-    prefix = os.path.join(directory, entry['path'])
-    if os.path.exists(prefix + '.index') and tf.io.gfile.glob(prefix + '.data-*'):
-      present.append(dict(entry, prefix=prefix))
-  return present
+  return manifest_lib.read_entries(path, 'restore it from a backup.'), set(os.listdir(directory))
 
 
-def choose_checkpoint(model_dir: str, checkpoint: str = 'last_good') -> Tuple[str, str]:
+def choose_checkpoint(model_dir: str, checkpoint: str = 'last_good', *,
+                      option: str = 'checkpoint={!r}') -> Tuple[str, str]:
   """A run's committed checkpoint of the kind asked for, and what it is.
 
   Args:
@@ -56,37 +45,48 @@ def choose_checkpoint(model_dir: str, checkpoint: str = 'last_good') -> Tuple[st
       (the newest committed one, good or not) or 'best' (the one marked `best` in the manifest:
       the best evaluation of a run with an EarlyStopping or BestCheckpoint policy; when none is
       marked, 'last_good', with a warning and a note saying so).
+    option: how the caller spells the choice, for the advice in errors: 'checkpoint={!r}' (this
+      function's argument), '--checkpoint={}' (scripts/export.py), ...
 
   Returns:
     (the checkpoint prefix, e.g. `<model_dir>/checkpoints/ckpt-3`; a description, e.g.
     'best (step 400)' or 'last_good (step 900): no checkpoint is marked best').
 
   Raises:
-    CheckpointError: the directory, its manifest or a checkpoint of that kind is missing.
+    CheckpointError: the directory, its manifest or a checkpoint of that kind is missing (a best
+      checkpoint whose files are gone included).
   """
   if checkpoint not in CHECKPOINT_CHOICES:
     raise errors.ConfigError(f'checkpoint={checkpoint!r} must be one of {CHECKPOINT_CHOICES} '
                              'or a checkpoint path.')
-  entries = _committed_entries(model_dir)
-  if not entries:
+  entries, names = _manifest_entries(model_dir)
+  directory = os.path.join(model_dir, 'checkpoints')
+  present = [e for e in entries if manifest_lib.files_present(e, names)]
+  best = [e for e in entries if e.best]
+  if checkpoint == 'best' and best and best[-1] not in present:
+    raise errors.CheckpointError(
+        f'the best checkpoint of {model_dir!r} ({best[-1].path}, step {best[-1].step}) is marked '
+        f'in its manifest but its files are gone from {directory}; restore them, or use '
+        f'{option.format("last_good")} or {option.format("latest")}.')
+  if not present:
     raise errors.CheckpointError(
         f'{model_dir!r} has no committed checkpoint with its files present; train there first.')
-  best = [e for e in entries if e.get('best')]
-  good = [e for e in entries if e.get('good')]
+  good = [e for e in present if e.good]
+  prefix = lambda e: os.path.join(directory, e.path)
   if checkpoint == 'latest':
-    return entries[-1]['prefix'], f'latest (step {entries[-1]["step"]})'
+    return prefix(present[-1]), f'latest (step {present[-1].step})'
   if checkpoint == 'best' and best:
-    return best[-1]['prefix'], f'best (step {best[-1]["step"]})'
+    return prefix(best[-1]), f'best (step {best[-1].step})'
   if not good:
     raise errors.CheckpointError(
-        f'{model_dir!r} has no checkpoint marked good (newest: step {entries[-1]["step"]})'
+        f'{model_dir!r} has no checkpoint marked good (newest: step {present[-1].step})'
         + (' and none marked best' if checkpoint == 'best' else '')
-        + "; use checkpoint='latest' to take it anyway.")
-  description = f'last_good (step {good[-1]["step"]})'
+        + f'; use {option.format("latest")} to take it anyway.')
+  description = f'last_good (step {good[-1].step})'
   if checkpoint == 'best':
     description += (': no checkpoint is marked best (the run had no EarlyStopping or '
                     'BestCheckpoint policy, or no evaluation)')
-  return good[-1]['prefix'], description
+  return prefix(good[-1]), description
 
 
 def checkpoint_path(model_dir: str, checkpoint: str = 'last_good') -> str:
@@ -234,34 +234,47 @@ def export(model: keras.Model, path: str, *,
   model = _inference_copy(model)
   parent = os.path.dirname(os.path.abspath(path))
   os.makedirs(parent, exist_ok=True)
+  (_write_keras if format == 'keras' else _write_saved_model)(model, path, parent)
+  return path
+
+
+def _write_keras(model: keras.Model, path: str, parent: str) -> None:
+  """Saves a temporary `.keras` file in `parent`, then renames it to `path`."""
+  fd, temp = tempfile.mkstemp(prefix=f'.{os.path.basename(path)}.', suffix='.tmp.keras',
+                              dir=parent)
+  os.close(fd)
+  try:
+    model.save(temp)
+    os.chmod(temp, events_lib.default_file_mode())  # mkstemp made it 0600.
+    os.replace(temp, path)  # The commit point.
+  except BaseException:
+    if os.path.exists(temp):
+      os.remove(temp)
+    raise
+
+
+def _write_saved_model(model: keras.Model, path: str, parent: str) -> None:
+  """Exports into a temporary folder in `parent`, then swaps it in for `path`: interrupted at
+  any point, `path` holds the previous export (or none) or the new one, whole."""
   name = os.path.basename(path)
-  if format == 'keras':
-    fd, temp = tempfile.mkstemp(prefix=f'.{name}.', suffix='.tmp.keras', dir=parent)
-    os.close(fd)
-    try:
-      model.save(temp)
-      os.chmod(temp, events_lib.default_file_mode())  # mkstemp made it 0600.
-      os.replace(temp, path)  # The commit point.
-    except BaseException:
-      if os.path.exists(temp):
-        os.remove(temp)
-      raise
-    return path
   temp = events_lib.make_temp_dir(f'.{name}.', parent, suffix='.tmp')
+  old = None
   try:
     model.export(temp, format='tf_saved_model', verbose=False)
     if os.path.isdir(path):  # A folder cannot be replaced by rename: move the old one aside.
       old = tempfile.mkdtemp(prefix=f'.{name}.', suffix='.old', dir=parent)
       os.rmdir(old)
       os.rename(path, old)
-      os.rename(temp, path)
-      shutil.rmtree(old, ignore_errors=True)
-    else:
-      os.rename(temp, path)
-  except BaseException:
+    os.rename(temp, path)  # The commit point.
+  except BaseException:  # A full disk, a signal: the previous export stays where it was.
+    if old is not None and not os.path.exists(path):
+      os.rename(old, path)
+      old = None
     shutil.rmtree(temp, ignore_errors=True)
     raise
-  return path
+  finally:
+    if old is not None:
+      shutil.rmtree(old, ignore_errors=True)
 
 
 def model_from_config(gin_files: Sequence[str], gin_params: Sequence[str] = ()) -> keras.Model:

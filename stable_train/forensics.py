@@ -118,6 +118,7 @@ class Forensics(interfaces.Policy):
   """
 
   WHEN = ('first', 'every', 'never')
+  end_step_compiles = False  # The stash's variables take a batch of any shape.
 
   def __init__(self, *, when: str = 'first', recheck: bool = False, name: str = 'forensics'):
     """Initialises the policy.
@@ -242,10 +243,11 @@ class Forensics(interfaces.Policy):
 
 
 def _num_classes(probe) -> Optional[int]:
+  """The class count labels are checked against: ValidateInputs', else the step's own."""
   for p in probe.policies:
     if isinstance(p, ValidateInputs) and p.num_classes is not None:
       return p.num_classes
-  return None
+  return probe.label_classes
 
 
 def build_report(probe, batch, *, step: int, observed: Dict[str, Any],

@@ -21,6 +21,7 @@ class Probe:
     model_checkpoint: () -> a `tf.train.Checkpoint` of the model, optimizer and forward state.
     first_batch: () -> the first batch of the run's dataset, or None.
     jit_compile: whether the training step is compiled with XLA.
+    label_classes_of: () -> the class count the step checks sparse labels against, or None.
   """
   model: Any
   policies: Sequence[interfaces.Policy]
@@ -29,6 +30,12 @@ class Probe:
   model_checkpoint: Callable[[], Any]
   first_batch: Callable[[], Any]
   jit_compile: bool = False
+  label_classes_of: Callable[[], Optional[int]] = lambda: None
+
+  @property
+  def label_classes(self) -> Optional[int]:
+    """The class count of the checked sparse labels (`Trainer.label_classes`), or None."""
+    return self.label_classes_of()
 
 
 class LiveRun(interfaces.RunHandle):
@@ -41,7 +48,7 @@ class LiveRun(interfaces.RunHandle):
     self.probe = Probe(model=t.model, policies=t.policies, split_batch=t.split_batch,
                        loss_and_gradients=t.loss_and_gradients,
                        model_checkpoint=t.model_checkpoint, first_batch=self._first_batch,
-                       jit_compile=t.jit_compile)
+                       jit_compile=t.jit_compile, label_classes_of=lambda: t.label_classes)
 
   def _first_batch(self):
     dataset = self._controller.input.dataset

@@ -70,7 +70,7 @@ class Policy(tf.Module):
     `RunHandle`.
   Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
     `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
-    `decides_on_clean_loops`.
+    `decides_on_clean_loops`, `end_step_compiles`.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -85,6 +85,11 @@ class Policy(tf.Module):
   # True for the policy that marks the checkpoint of the best evaluation `best` (at most one per
   # Trainer: one best mark).
   marks_best = False
+
+  # False for a policy whose `end_step` cannot be compiled with XLA (it stashes tensors of any
+  # shape). The Trainer's loop runs `end_step` outside XLA; a Keras `fit` with jit_compile=True
+  # compiles its whole step, and refuses such a policy.
+  end_step_compiles = True
 
   # True for a policy that scales the loss before differentiation (fp16 loss scaling; at most one
   # per Trainer). The step differentiates `scale_loss(loss)`; every other hook sees the gradients

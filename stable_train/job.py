@@ -149,7 +149,8 @@ def _export(trainer, model_dir: str, export_format: str, checkpoint: str):
   (the run is over) and exports it to `<model_dir>/export/`; returns (the path written, which
   checkpoint it holds, e.g. 'best (step 400)')."""
   from stable_train import export  # pylint: disable=g-import-not-at-top
-  _, described = export.choose_checkpoint(model_dir, checkpoint)
+  _, described = export.choose_checkpoint(model_dir, checkpoint,
+                                          option='train.export_checkpoint = {!r}')
   export.load_for_inference(trainer.model, model_dir, checkpoint=checkpoint)
   path = os.path.join(model_dir, 'export', export.DEFAULT_NAMES[export_format])
   return export.export(trainer.model, path, format=export_format), described

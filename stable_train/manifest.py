@@ -31,6 +31,47 @@ class Entry:
   best: bool = False  # The checkpoint of the best evaluation so far (at most one entry).
   # The batches' dtypes and shapes (`inputs.batch_signature`); None in older manifests.
   input_signature: Optional[str] = None
+  # An evaluation was due at this step and had not run (a signal stopped the run first, or
+  # during it): a run resumed from here evaluates before it trains.
+  eval_due: bool = False
+
+
+_FIELD_TYPES = {'number': int, 'step': int, 'good': bool, 'path': str, 'best': bool,
+                'input_signature': (str, type(None)), 'eval_due': bool}
+_PATH = re.compile(r'ckpt-\d+')
+
+
+def read_entries(path: str, fix: str) -> List[Entry]:
+  """The entries of the manifest file at `path`, each field checked: a file in a form stable_train
+  does not write is a one-line CheckpointError (what is wrong, then `fix`), never a traceback."""
+  try:
+    with open(path) as f:
+      data = json.load(f)  # Invalid UTF-8 or JSON: a ValueError.
+    if not isinstance(data, dict) or not isinstance(data.get('checkpoints'), list):
+      raise ValueError('no "checkpoints" list')
+    return [_entry(e) for e in data['checkpoints']]
+  except (OSError, ValueError, TypeError) as e:
+    raise errors.CheckpointError(
+        f'{path} is unreadable ({errors.one_line(e)[:120]}); {fix}') from None
+
+
+def _entry(value) -> Entry:
+  if not isinstance(value, dict):
+    raise ValueError(f'an entry is {json.dumps(value)[:40]}, not an object')
+  entry = Entry(**value)  # TypeError for a missing or an unknown field.
+  for name, types in _FIELD_TYPES.items():
+    v = getattr(entry, name)
+    if not isinstance(v, types) or (types is int and isinstance(v, bool)):
+      raise ValueError(f'{name}={json.dumps(v)[:40]} in entry {json.dumps(value)[:80]}')
+  if entry.number < 1 or entry.step < 0 or not _PATH.fullmatch(entry.path):
+    raise ValueError(f'entry {json.dumps(value)[:80]} is not a checkpoint of this directory')
+  return entry
+
+
+def files_present(entry: Entry, names: set) -> bool:
+  """Whether the listing `names` of the checkpoint directory holds `entry`'s files."""
+  return (entry.path + '.index' in names and
+          any(n.startswith(entry.path + '.data-') for n in names))
 
 
 class Manifest:
@@ -76,13 +117,7 @@ class Manifest:
       # deleted one (a crash during the first save leaves files and this empty manifest).
       self.write()
       return []
-    try:
-      with open(self.path) as f:
-        data = json.load(f)
-      return [Entry(**e) for e in data['checkpoints']]
-    except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSONDecodeError: ValueError
-      raise errors.CheckpointError(
-          f'{self.path} is unreadable ({str(e).splitlines()[0][:120]}); {fix}') from None
+    return read_entries(self.path, fix)
 
   def write(self) -> None:
     """Writes the entries atomically (the commit point of a checkpoint or a mark)."""
@@ -91,17 +126,12 @@ class Manifest:
           self.path, {'checkpoints': [dataclasses.asdict(e) for e in self.entries]})
 
   # -- queries --------------------------------------------------------------------------------
-  def files_present(self, entry: Entry, names: Optional[set] = None) -> bool:
-    names = set(os.listdir(self.directory)) if names is None else names
-    return (entry.path + '.index' in names and
-            any(n.startswith(entry.path + '.data-') for n in names))
-
   def committed(self) -> List[Entry]:
     """The entries whose files are present, oldest first."""
     with self.lock:
       entries = list(self.entries)
       names = set(os.listdir(self.directory))  # One listing (a rollback reads this).
-    return [e for e in entries if self.files_present(e, names)]
+    return [e for e in entries if files_present(e, names)]
 
   def numbers_on_disk(self) -> List[int]:
     return [int(m.group(2)) for m in map(_CHECKPOINT_FILE.match, os.listdir(self.directory))

@@ -91,7 +91,9 @@ class CheckNumerics(interfaces.Policy):
         raise errors.NumericsError(
             f'non-finite value at step {step}: {tensor} (loss={loss}); '
             "CheckNumerics(mode='raise') stops here; use mode='flag' with SkipNonFinite to skip it.")
-      log.warning('step %d: non-finite %s fault, first offending tensor: %s', step, fault, tensor)
+      what = ('bad input (the batch failed an input check)' if fault == 'input' else
+              f'non-finite {fault}')
+      log.warning('step %d: %s, first offending tensor: %s', step, what, tensor)
     return None
 
 
@@ -130,6 +132,10 @@ class SkipNonFinite(interfaces.Policy):
   """Skips the update when the loss or any gradient is non-finite; escalates after too many in a row.
 
   A skipped step leaves every model and optimizer variable (slots, iteration count) bit-identical.
+  Every skip counts into the streak, a batch that failed an input check too (data that fails on
+  every batch aborts the run). Health is the run's fault mark, not this policy's: a non-finite
+  step keeps the checkpoints of the next `healthy_window` steps from being marked good; a skipped
+  bad batch does not (the state is as it was).
   """
 
   # On a clean loop the streak is 0 and `peak_consecutive` holds at most a streak already found
@@ -174,15 +180,15 @@ class SkipNonFinite(interfaces.Policy):
         0 if consecutive > self.max_consecutive else int(self.consecutive_skips.numpy()))
     if consecutive > self.max_consecutive:
       last = reports.num_steps - 1
+      skipped = [i for i in range(reports.num_steps) if not reports.applied[i]] or [last]
+      # A streak that ends on batches that failed an input check is the data's, not NaN.
+      what = 'skipped steps' if reports.fault(skipped[-1]) == 'input' else 'non-finite steps'
       return interfaces.Decision(
           action=interfaces.ESCALATE, trigger='consecutive_skips',
           step=int(reports.step[last]),
-          reason=(f'{consecutive} consecutive non-finite steps (limit {self.max_consecutive}), '
-                  f'last offending tensor: {reports.offending_tensor(last)}'))
+          reason=(f'{consecutive} consecutive {what} (limit {self.max_consecutive}), last '
+                  f'offending tensor: {reports.offending_tensor(skipped[-1])}'))
     return None
-
-  def is_healthy(self) -> bool:
-    return int(self.consecutive_skips.numpy()) == 0
 
 
 @gin.register(module='stable_train')

@@ -55,13 +55,25 @@ def default_loss_scale() -> 'DynamicLossScale':
   return gin.get_configurable(DynamicLossScale)()
 
 
-def check_optimizer(optimizer) -> None:
-  """Refuses Keras's LossScaleOptimizer: the Trainer scales the loss itself (DynamicLossScale)."""
+def split_loss_scale_optimizer(optimizer):
+  """(the optimizer that applies the updates, the Keras `LossScaleOptimizer` around it or None).
+
+  `compile` wraps the optimizer in a LossScaleOptimizer under mixed_float16. The guarded step
+  scales the loss itself (a `DynamicLossScale` with the wrapper's settings, `loss_scale_like`)
+  and applies through the inner optimizer: the wrapper's own apply would check and unscale the
+  gradients a second time.
+  """
   if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-    raise errors.ConfigError(
-        'Trainer: keras.optimizers.LossScaleOptimizer is not needed here; pass its inner optimizer '
-        '(e.g. Adam()). Under mixed_float16 the Trainer scales the loss itself, skips overflow '
-        'steps and checkpoints the scale (add DynamicLossScale(...) to the policies to tune it).')
+    return optimizer.inner_optimizer, optimizer
+  return optimizer, None
+
+
+def loss_scale_like(optimizer) -> 'DynamicLossScale':
+  """A DynamicLossScale with a LossScaleOptimizer's initial scale and growth interval (built
+  through gin: `DynamicLossScale.*` bindings apply to the rest)."""
+  return gin.get_configurable(DynamicLossScale)(
+      initial_scale=float(optimizer.initial_scale),
+      growth_interval=int(optimizer.dynamic_growth_steps))
 
 
 @gin.register(module='stable_train')
@@ -72,8 +84,8 @@ class DynamicLossScale(interfaces.Policy):
   after, before any aggregation, check or clip. A step with finite inputs and loss but non-finite
   gradients, while `scale > min_scale`, is an overflow: it is skipped (every variable left as it
   was), the scale is halved, and it is reported as `overflow` apart from NaN skips. After
-  `growth_interval` applied steps in a row the scale doubles (up to `max_scale`). The scale and
-  the counters are variables, checkpointed with the run.
+  `growth_interval` applied steps without an overflow the scale doubles (up to `max_scale`), as in
+  Keras's LossScaleOptimizer. The scale and the counters are variables, checkpointed with the run.
   """
 
   scales_loss = True
@@ -85,7 +97,8 @@ class DynamicLossScale(interfaces.Policy):
     Args:
       initial_scale: the starting scale (Keras's default, 2**15); a positive power of two keeps
         scaling exact.
-      growth_interval: applied steps in a row after which the scale doubles; >= 1.
+      growth_interval: applied steps (since the last overflow or growth) after which the scale
+        doubles; >= 1.
       min_scale: the floor; at the floor an overflow counts as an ordinary non-finite fault.
       max_scale: the ceiling.
       name: policy name.
@@ -106,6 +119,13 @@ class DynamicLossScale(interfaces.Policy):
                              name='scale')
     self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='good_steps')
     self.overflows = tf.Variable(0, dtype=tf.int64, trainable=False, name='overflows')
+
+  def follow(self, optimizer) -> None:
+    """From now on scales with a built LossScaleOptimizer's own variables (`dynamic_scale`, and
+    `step_counter` as the applied steps since the last overflow or growth), so the wrapper and
+    what Keras saves of it hold the scale the step uses, as Keras's own step would."""
+    self.scale = optimizer.dynamic_scale
+    self.good_steps = optimizer.step_counter
 
   # -- traced, called by the Trainer around differentiation ------------------------------------
   def scale_loss(self, loss: tf.Tensor) -> tf.Tensor:
@@ -133,7 +153,9 @@ class DynamicLossScale(interfaces.Policy):
 
   def update_state(self, report, applied):
     overflow = report['overflow']
-    good = tf.where(applied, self.good_steps + 1, tf.zeros_like(self.good_steps))
+    # Applied steps since the last overflow or growth (Keras's LossScaleOptimizer counts the
+    # same); a skip that is no overflow says nothing about the scale and leaves the count.
+    good = self.good_steps + tf.cast(applied, tf.as_dtype(self.good_steps.dtype))
     grow = good >= self.growth_interval
     scale = tf.where(overflow, tf.maximum(self.scale * 0.5, self.min_scale),
                      tf.where(grow, tf.minimum(self.scale * 2.0, self.max_scale), self.scale))

@@ -77,6 +77,10 @@ def restore_trainer(trainer, forensics_dir: str, batch, recorded: Dict[str, Any]
   if isinstance(trainer.model, keras.Model) and not trainer.model.built:
     trainer.model(features, training=False)
   trainer.optimizer.build(trainer.model.trainable_variables)
+  # The step's own label check, as in the run: a label out of range must not crash the re-run.
+  from stable_train import trainer_setup  # pylint: disable=g-import-not-at-top  (the runtime's)
+  trainer.label_classes = trainer_setup.label_classes(
+      trainer, tf.nest.map_structure(tf.TensorSpec.from_tensor, batch))
   prefix = os.path.join(forensics_dir, recorded.get('checkpoint', forensics.CHECKPOINT_PREFIX))
   try:
     status = trainer.model_checkpoint().read(prefix)
@@ -109,8 +113,13 @@ def replay(forensics_dir: str, *, trainer=None, gin_files: Sequence[str] = (),
   """
   if not os.path.isfile(os.path.join(forensics_dir, forensics.REPORT_JSON)):
     raise ReplayError(f'{forensics_dir!r} is not a forensics record (no {forensics.REPORT_JSON}).')
-  recorded, batch = forensics.read_record(forensics_dir)
-  batch = tf.nest.map_structure(tf.convert_to_tensor, batch)
+  try:
+    recorded, batch = forensics.read_record(forensics_dir)
+    batch = tf.nest.map_structure(tf.convert_to_tensor, batch)
+  except Exception as e:  # pylint: disable=broad-except  (JSON, npz, structure: not its form)
+    raise ReplayError(f'{forensics_dir!r} is not a readable forensics record '
+                      f'({errors.one_line(e)[:200]}); replay a record as Forensics wrote it.'
+                      ) from None
   if trainer is None:
     from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
     parse_gin(forensics_dir, recorded, gin_files, gin_params)

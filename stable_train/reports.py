@@ -106,6 +106,15 @@ class _StepReportsMethods:
     return fault_kind(inputs_finite=self.inputs_finite[i], loss_finite=self.loss_finite[i],
                       grads_finite=self.grads_finite[i], overflow=self.overflow[i])
 
+  def last_model_fault(self) -> Optional[int]:
+    """The step of the loop's last fault of the model, or None: a skip that was neither an fp16
+    overflow (the loss scale's) nor a batch that failed an input check (the data's); both left
+    the state as it was, so a checkpoint after them is as good as one before."""
+    if self.clean():
+      return None
+    faulty = self.step[~(self.applied | self.overflow | ~self.inputs_finite)]
+    return int(faulty[-1]) if faulty.size else None
+
   def offending_tensor(self, i: int) -> str:
     """Names the first offending tensor of step `i` (see `offending_tensor`)."""
     return offending_tensor(

@@ -45,7 +45,12 @@ class RunLock:
       self._held[key]['count'] += 1
       self._key = key
       return self
-    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+      fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+    except (IsADirectoryError, PermissionError) as e:  # Not the file this module writes.
+      raise errors.ConfigError(
+          f'cannot open the run lock {self.path} ({e.strerror}); it must be a writable file: '
+          'remove or fix it.') from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -84,11 +89,18 @@ class RunLock:
 
 
 def _read_holder(fd: int) -> Optional[Dict[str, Any]]:
+  """The holder the file names (None: empty); {'pid': '?', 'host': '?'} for anything this module
+  did not write there."""
   try:
     text = os.pread(fd, 4096, 0).decode(errors='replace').strip()
-    return json.loads(text) if text else None
+    holder = json.loads(text) if text else None
   except (OSError, ValueError):
-    return {'pid': '?', 'host': '?'}
+    holder = {}
+  if holder is None:
+    return None
+  if not isinstance(holder, dict):
+    holder = {}
+  return {'pid': holder.get('pid', '?'), 'host': holder.get('host', '?')}
 
 
 @contextlib.contextmanager

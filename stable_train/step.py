@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train import guard as guard_lib
+from stable_train import labels as labels_lib
 from stable_train import precision
 from stable_train import reports as reports_lib
 
@@ -45,6 +46,9 @@ class StepParts:
     loss_scale: the policy that scales the loss (`Policy.scales_loss`), or None.
     optimizer: the optimizer `apply` updates (under a strategy its own all-reduce of the already
       aggregated gradients is switched off), or None.
+    label_classes: the class count of sparse labels (`labels.sparse_classes`), or None: a batch
+      with a label outside [0, label_classes) fails its input check (the labels named), and the
+      loss gets safe labels instead (the batch is skipped; it must not crash the step).
   """
   split_batch: Callable[[Any], Tuple[Any, Any]]
   compute: Callable[[Any], Tuple[tf.Tensor, Any, tf.Tensor]]
@@ -62,6 +66,7 @@ class StepParts:
   xla: bool = False
   loss_scale: Any = None
   optimizer: Any = None
+  label_classes: Optional[int] = None
 
 
 class GuardedStep:
@@ -73,8 +78,12 @@ class GuardedStep:
 
   # -- per replica ------------------------------------------------------------------------------
   def input_checks(self, features, labels) -> tf.Tensor:
-    """One flag per flattened input tensor: every policy's `check_batch` passed. Traced."""
+    """One flag per flattened input tensor: the sparse labels are in range and every policy's
+    `check_batch` passed. Traced."""
     ok = tf.ones([len(reports_lib.flatten_inputs(features, labels))], tf.bool)
+    classes = self.parts.label_classes
+    if classes is not None:  # One label tensor: the last input (features come first).
+      ok = tf.concat([ok[:-1], [labels_lib.in_range(labels, classes)]], axis=0)
     for p in self.parts.policies:
       flags = p.check_batch(features, labels)
       if flags is not None:
@@ -82,16 +91,14 @@ class GuardedStep:
     return ok
 
   def sanitize(self, batch):
-    """The batch with labels made safe for the loss by the policies (`sanitize_labels`)."""
+    """The batch with labels made safe for the loss (sparse labels in range, then the policies'
+    `sanitize_labels`)."""
     _, labels = self.parts.split_batch(batch)
-    safe = labels
+    classes = self.parts.label_classes
+    safe = labels if classes is None else labels_lib.safe(labels, classes)
     for p in self.parts.policies:
       safe = p.sanitize_labels(safe)
-    if safe is labels:
-      return batch
-    # split_batch hands out the batch's own label tensors: swap those leaves for the safe ones.
-    swap = {id(t): u for t, u in zip(tf.nest.flatten(labels), tf.nest.flatten(safe))}
-    return tf.nest.map_structure(lambda t: swap.get(id(t), t), batch)
+    return labels_lib.replace_labels(batch, labels, safe)
 
   def loss_and_gradients(self, batch):
     """One replica's loss, gradients (None -> zeros), input-check flags, whether the model outputs
@@ -162,23 +169,36 @@ class GuardedStep:
                          restore=lambda: run(self.restore_forward_state, (snapshot,)),
                          has_snapshot=bool(tf.nest.flatten(snapshot)))
 
-  def in_replica(self, batch):
+  def in_replica(self, batch, record: Optional[Callable[[Any], Any]] = None):
     """One step from replica context (a Keras `train_step`): compute here, then the agreed
     apply-or-skip in cross-replica context (a merge_call: the optimizer's own merge_call cannot
-    run inside a `tf.cond` in replica context). Returns the report dict. Traced."""
+    run inside a `tf.cond` in replica context; Keras's LossScaleOptimizer agrees the same way).
+
+    Args:
+      batch: this replica's batch.
+      record: called in cross-replica context as `record(report, batch)` with the agreed
+        report and the replicas' batches (per-replica values); what it returns is returned
+        instead of the report (e.g. the report stored for the host, and logs).
+
+    Returns:
+      The report dict (or what `record` returned), the same on every replica. Traced.
+    """
     random_snapshot = [tf.identity(v) for v in self.parts.random_states]
     grads, report, snapshot, metric_inputs = self.replica_part(batch)
 
-    def agree(strategy, grads, report, snapshot, metric_inputs):
+    def agree(strategy, grads, report, snapshot, metric_inputs, batches):
+      # Every field is computed from aggregated values, so all replicas agree: take the first.
       report = {k: strategy.experimental_local_results(v)[0] for k, v in report.items()}
       each = lambda fn, args: strategy.extended.call_for_each_replica(fn, args=args)
-      return self._agree(report, random_snapshot,
-                         apply=lambda: each(self.apply_aggregated, (grads, metric_inputs)),
-                         restore=lambda: each(self.restore_forward_state, (snapshot,)),
-                         has_snapshot=bool(snapshot))
+      run = each if self.distributed else (lambda fn, args: fn(*args))
+      report = self._agree(report, random_snapshot,
+                           apply=lambda: run(self.apply_aggregated, (grads, metric_inputs)),
+                           restore=lambda: run(self.restore_forward_state, (snapshot,)),
+                           has_snapshot=bool(tf.nest.flatten(snapshot)))
+      return report if record is None else record(report, batches)
 
     return tf.distribute.get_replica_context().merge_call(
-        agree, args=(grads, report, snapshot, metric_inputs))
+        agree, args=(grads, report, snapshot, metric_inputs, batch if record else ()))
 
   def _agree(self, report, random_snapshot, *, apply, restore, has_snapshot: bool):
     """The apply-or-skip on the one agreed flag, the policies' state updates and the counters."""

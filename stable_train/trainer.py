@@ -13,6 +13,7 @@ from stable_train import distribute
 from stable_train import errors
 from stable_train import evaluation
 from stable_train import events as events_lib
+from stable_train import keras_parts
 from stable_train import lr as lr_lib
 from stable_train import numerics
 from stable_train import precision as precision_lib
@@ -52,8 +53,9 @@ class Trainer:
   `trainer.state`.
 
   Args (keyword-only, the gin `Trainer.*` bindings):
-    model, optimizer, loss: a Keras 3 model (or a callable `tf.Module` with
-      `trainable_variables`), a Keras 3 optimizer, a `(labels, predictions) -> scalar`.
+    model, optimizer, loss: a Keras 3 model (or a callable `tf.Module` with `trainable_variables`),
+      a Keras 3 optimizer or name ('adam'), a `(labels, predictions) -> scalar` or Keras loss name;
+      None: the compiled model's own (`keras_parts`).
     policies: list of `Policy` objects; None means `default_policies()`; `[]` a bare step.
     model_dir: where checkpoints, events.jsonl, summary.json and TensorBoard files go (None:
       nothing on disk).
@@ -69,24 +71,25 @@ class Trainer:
       are a fault: a Rollback takes over, or the run aborts naming the variable.
     strategy: a `tf.distribute.Strategy`; None means the current one.
     faults: a `stable_train.testing.Faults` plan, to rehearse failure; None: none.
-    metrics: Keras metrics updated with (labels, predictions) by applied steps only, reset
-      after each progress line (under a strategy, create them in its scope).
+    metrics: Keras metrics or names ('accuracy'; None: a compiled model's), updated by applied
+      steps only, reset after each progress line (under a strategy, create them in its scope).
     eval_divergence_factor: an evaluation whose loss is non-finite or above this factor times
       the run's best eval loss is a fault (`eval_divergence`); None: only a non-finite one.
     verbose: progress lines on the 'stable_train' logger at INFO (a library caller with no
       logging configured gets a stderr handler); False: none (warnings still show).
   """
 
-  def __init__(self, *, model, optimizer, loss, policies: Optional[Sequence] = None,
+  def __init__(self, *, model, optimizer=None, loss=None, policies: Optional[Sequence] = None,
                model_dir: Optional[str], steps_per_loop: int = 1, jit_compile: bool = False,
                checkpoint_every: int = 100, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
                max_refused_checkpoints: int = 2, strategy=None,
                faults: Optional[faults_lib.Faults] = None, metrics: Optional[Sequence] = None,
                eval_divergence_factor: Optional[float] = 10.0, verbose: bool = True):
-    setup.check_parts(model, optimizer, loss, faults=faults, model_dir=model_dir)
     self.strategy = strategy or tf.distribute.get_strategy()
-    self.policies, self.loss_scale = setup.policy_stack(policies, model, self.strategy)
+    optimizer, loss, metrics, wrapper = setup.model_parts(
+        model, optimizer, loss, metrics, self.strategy, faults=faults, model_dir=model_dir)
+    self.policies, self.loss_scale = setup.policy_stack(policies, model, self.strategy, wrapper)
     self.jit_compile = errors.check_bool('Trainer', 'jit_compile', jit_compile)
     vars(self).update(setup.check_counts(
         steps_per_loop=steps_per_loop, checkpoint_every=checkpoint_every,
@@ -113,6 +116,7 @@ class Trainer:
         os.path.join(self.output_dir, 'events.jsonl') if self.output_dir else None,
         deliver=lambda record: self.on_event(record))
     self._outputs: List[Any] = []  # The model outputs of the forward passes being traced.
+    self.label_classes: Optional[int] = None  # Checked sparse labels' classes (set at build).
     self._variables_finite_fn = None
     self.controller = controller_lib.Controller(self)
     self.last_summary: Dict[str, Any] = {}
@@ -120,17 +124,17 @@ class Trainer:
 
   # -- overridable, traced parts of the step ------------------------------------------------
   def split_batch(self, batch):
-    """Returns (features, labels) from one dataset element: a pair, or a dict with 'labels'."""
+    """(features, labels) of an element: (x, y), (x, y, sample_weight), a dict with 'labels'."""
     if isinstance(batch, dict):
       for key in ('labels', 'label'):
         if key in batch:
           return {k: v for k, v in batch.items() if k != key}, batch[key]
       raise errors.ConfigError(
           f"Trainer: a dict batch needs a 'labels' key; got keys {sorted(batch)}.")
-    if isinstance(batch, (tuple, list)) and len(batch) == 2:
+    if isinstance(batch, (tuple, list)) and len(batch) in (2, 3):
       return batch[0], batch[1]
-    raise errors.ConfigError(
-        'Trainer: each dataset element must be (features, labels) or a dict with a "labels" key.')
+    raise errors.ConfigError('Trainer: each dataset element must be (x, y), (x, y, sample_weight) '
+                             'or a dict with a "labels" key.')
 
   def forward(self, features, training):
     """Runs the model. Traced. Keras models get `training`; plain tf.Modules are just called."""
@@ -145,8 +149,8 @@ class Trainer:
     """Returns the scalar loss of a batch (per replica). Traced. Override for custom losses."""
     features, labels = self.split_batch(batch)
     predictions = self.forward(features, training)
-    loss = precision_lib.widen(
-        distribute.unscale_keras_loss(self.loss_fn, self.loss_fn(labels, predictions)))
+    value = keras_parts.call_loss(self.loss_fn, labels, predictions, batch)  # Sample weights.
+    loss = precision_lib.widen(distribute.unscale_keras_loss(self.loss_fn, value))
     regularization = getattr(self.model, 'losses', None)
     if regularization:  # float32 terms under mixed precision; float64 ones under float64.
       loss = loss + tf.add_n([tf.cast(r, loss.dtype) for r in regularization])
@@ -188,7 +192,7 @@ class Trainer:
         counters=self.state, strategy=self.strategy,
         distributed=distribute.uses_distributed_input(self.strategy),
         update_metrics=self.update_metrics if self.metrics else None, xla=self.jit_compile,
-        loss_scale=self.loss_scale, optimizer=self.optimizer)
+        loss_scale=self.loss_scale, optimizer=self.optimizer, label_classes=self.label_classes)
 
   def loss_and_gradients(self, batch):
     """One replica's loss, gradients, input-check flags and whether the outputs were finite,
@@ -295,12 +299,13 @@ class Trainer:
   # -- fit ----------------------------------------------------------------------------------------
   def fit(self, dataset: tf.data.Dataset, *, num_steps: Optional[int] = None,
           num_epochs: Optional[int] = None, eval_dataset: Optional[tf.data.Dataset] = None,
-          eval_every: Optional[int] = None, eval_steps: Optional[int] = None) -> Dict[str, Any]:
-    """Trains until the global step reaches `num_steps` (a total: a resumed run stops at the same
-    step), or for `num_epochs` passes over a finite dataset, or until the dataset ends.
+          eval_every: Optional[int] = None, eval_steps: Optional[int] = None,
+          class_weight: Optional[Dict[int, float]] = None) -> Dict[str, Any]:
+    """Trains until the global step reaches `num_steps` (a total: a resumed run, or a later fit,
+    stops at the same step), or for `num_epochs` passes over a finite dataset, or to its end.
 
     Args:
-      dataset: a `tf.data.Dataset` of (features, labels) pairs or dicts with a 'labels' key.
+      dataset: a `tf.data.Dataset` of elements `split_batch` takes.
       num_steps: the global step to stop at.
       num_epochs: instead: passes over `dataset` (finite, not repeated); an epoch is its
         cardinality, or counted by reading it once. A resumed run goes on at the same position
@@ -309,11 +314,14 @@ class Trainer:
         every `eval_every` steps and at the end of a run that ended normally.
       eval_every: evaluate when the global step reaches a multiple of this; None: at the end.
       eval_steps: batches per evaluation, from the eval data's start; None: all of it.
+      class_weight: {class id: weight}: labels weigh their batch's loss, as in Keras's fit.
 
     Returns:
       The run summary (also written to `<model_dir>/summary.json`).
     """
-    dataset, num_steps, epochs = setup.fit_length(dataset, num_steps, num_epochs)
+    later = self.global_step if self.controller.fitted else None  # Where a later fit starts.
+    dataset, num_steps, epochs = setup.fit_length(dataset, num_steps, num_epochs, class_weight,
+                                                  later)
     eval_every, eval_steps = evaluation.check_eval_args(eval_dataset, eval_every, eval_steps)
     for p in self.policies:
       p.check_fit(metric_names=[m.name for m in self.metrics],

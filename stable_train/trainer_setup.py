@@ -14,6 +14,8 @@ from stable_train import compat
 from stable_train import distribute
 from stable_train import errors
 from stable_train import interfaces
+from stable_train import keras_parts
+from stable_train import labels as labels_lib
 from stable_train import policies as policies_lib
 from stable_train import precision
 from stable_train import provenance
@@ -37,6 +39,18 @@ def default_policies() -> List[interfaces.Policy]:
   return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite()]
 
 
+def model_parts(model, optimizer, loss, metrics, strategy, *, faults, model_dir):
+  """(optimizer, loss, metrics, the Keras LossScaleOptimizer around the optimizer or None): a
+  compiled model's own parts where none is given, Keras names resolved (in `strategy`'s scope),
+  the wrapper `compile` puts around the optimizer under mixed_float16 taken apart (the step
+  scales the loss and applies through the inner optimizer), all checked (`check_parts`)."""
+  with strategy.scope():
+    optimizer, loss, metrics = keras_parts.parts(model, optimizer, loss, metrics)
+  optimizer, wrapper = precision.split_loss_scale_optimizer(optimizer)
+  check_parts(model, optimizer, loss, faults=faults, model_dir=model_dir)
+  return optimizer, loss, metrics, wrapper
+
+
 def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
   """One-line ConfigErrors for a model, optimizer, loss, fault plan or model_dir the Trainer
   cannot use."""
@@ -57,7 +71,6 @@ def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
   if loss is None or not callable(loss):
     raise errors.ConfigError(
         f'Trainer: loss={loss!r} must be callable (labels, predictions) -> scalar.')
-  precision.check_optimizer(optimizer)
   if faults is not None and not isinstance(faults, faults_lib.Faults):
     raise errors.ConfigError(f'Trainer: faults={faults!r} must be a stable_train Faults plan.')
   if model_dir is not None and (not isinstance(model_dir, (str, os.PathLike))
@@ -65,11 +78,13 @@ def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
     raise errors.ConfigError(f'Trainer: model_dir={model_dir!r} must be a directory path or None.')
 
 
-def policy_stack(policies, model, strategy) -> Tuple[List[interfaces.Policy], Optional[object]]:
+def policy_stack(policies, model, strategy,
+                 wrapper=None) -> Tuple[List[interfaces.Policy], Optional[object]]:
   """The validated policy list (None: `default_policies()`) and its loss-scaling policy.
 
-  Under float16 compute a loss scale is put first when the list has none: float16 gradients
-  underflow without it, so a run never trains fp16 unscaled.
+  Under float16 compute, or with a Keras LossScaleOptimizer `wrapper` around the optimizer, a
+  loss scale is put first when the list has none (with the wrapper's settings): float16
+  gradients underflow without it, so a run never trains fp16 unscaled.
   """
   if policies is None:
     policies = default_policies()
@@ -93,9 +108,11 @@ def policy_stack(policies, model, strategy) -> Tuple[List[interfaces.Policy], Op
     raise errors.ConfigError(
         f'Trainer: policies {best} would each mark a best checkpoint; keep one '
         '(EarlyStopping marks the best checkpoint too).')
-  if precision.compute_dtype(model) == 'float16' and not any(p.scales_loss for p in policies):
+  fp16 = wrapper is not None or precision.compute_dtype(model) == 'float16'
+  if fp16 and not any(p.scales_loss for p in policies):
     with strategy.scope():
-      policies.insert(0, precision.default_loss_scale())
+      policies.insert(0, precision.default_loss_scale() if wrapper is None
+                      else precision.loss_scale_like(wrapper))
   scales = [p for p in policies if p.scales_loss]
   if len(scales) > 1:
     raise errors.ConfigError('Trainer: policies hold more than one loss scale '
@@ -110,17 +127,29 @@ def check_counts(**counts) -> Dict[str, int]:
           for name, value in counts.items()}
 
 
-def fit_length(dataset, num_steps, num_epochs):
+def fit_length(dataset, num_steps, num_epochs, class_weight=None, global_step=None):
   """`fit`'s (dataset, num_steps, epochs) from its arguments: `num_steps`, or `num_epochs` over a
-  finite dataset (repeated; epochs = (num_epochs, steps per epoch)); ConfigError otherwise."""
+  finite dataset (repeated; epochs = (num_epochs, steps per epoch)); ConfigError otherwise.
+  `class_weight` weighs the batches; `global_step`: a later fit's start (a `num_steps` already
+  reached trains nothing: said with a warning); None for a first fit."""
   if not isinstance(dataset, tf.data.Dataset):
-    raise errors.ConfigError(f'Trainer.fit: dataset={dataset!r} must be a tf.data.Dataset.')
+    raise errors.ConfigError(
+        f'Trainer.fit: dataset must be a tf.data.Dataset, got {errors.describe(dataset)}; wrap '
+        'arrays as tf.data.Dataset.from_tensor_slices((x, y)).batch(32).')
   if (num_steps is None) == (num_epochs is None):
     raise errors.ConfigError(
         f'Trainer.fit: pass num_steps= (the global step to stop at) or num_epochs= (passes over '
         f'a finite dataset), not {"both" if num_steps is not None else "neither"}.')
+  if class_weight is not None:
+    dataset = keras_parts.with_class_weight(dataset, class_weight)
   if num_epochs is None:
-    return dataset, errors.check_int('Trainer', 'num_steps', num_steps, minimum=1), None
+    num_steps = errors.check_int('Trainer', 'num_steps', num_steps, minimum=1)
+    at = int(global_step.numpy()) if global_step is not None else None
+    if at is not None and num_steps <= at:
+      log.warning('fit(num_steps=%d) trains nothing: the run is at step %d already (num_steps '
+                  'is the global step to stop at); pass num_steps=%d to train %d more',
+                  num_steps, at, at + num_steps, num_steps)
+    return dataset, num_steps, None
   num_epochs = errors.check_int('Trainer.fit', 'num_epochs', num_epochs, minimum=1)
   epochs = (num_epochs, steps_per_epoch(dataset))
   # num_steps until the controller knows the resumed position.
@@ -186,12 +215,40 @@ def build(trainer, dataset) -> Tuple[List[tf.Variable], List[str]]:
         'model its own optimizer (e.g. keras.optimizers.Adam()).')
   with t.strategy.scope():
     t.optimizer.build(variables)
+  t.label_classes = label_classes(t, dataset.element_spec)
   paths = [provenance.variable_path(v) for v in variables]
   for p in t.policies:
     p.build(variables, paths)
   if t.faults is not None:
     t.faults.bind(global_step=t.global_step, variables=variables, variable_paths=paths)
   return variables, paths
+
+
+def label_classes(trainer, element_spec) -> Optional[int]:
+  """The class count of the sparse labels (`labels.sparse_classes`) where the Trainer's own
+  `forward` and `compute_loss` feed a Keras model's one output and the labels to the loss, after
+  a ConfigError for labels that would broadcast against that output (`labels.check_broadcast`).
+  None where that cannot be told from the specs, and for a bare step (`policies=[]`, no guard at
+  all): the labels are then not checked."""
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  t, base = trainer, trainer_lib.Trainer
+  if (not isinstance(t.model, keras.Model) or type(t).forward is not base.forward
+      or type(t).compute_loss is not base.compute_loss):
+    return None
+  features, label_spec = t.split_batch(element_spec)
+  outputs = getattr(t.model, 'outputs', None)  # A functional or Sequential model's.
+  if outputs is None:
+    try:
+      outputs = t.model.compute_output_spec(
+          tf.nest.map_structure(lambda s: keras.KerasTensor(s.shape, s.dtype.name), features))
+    except Exception:  # pylint: disable=broad-except  (a model Keras cannot trace symbolically)
+      return None
+  outputs = tf.nest.flatten(outputs)
+  output_spec = outputs[0] if len(outputs) == 1 else None
+  labels_lib.check_broadcast(label_spec, output_spec, t.loss_fn)
+  if not t.policies:
+    return None
+  return labels_lib.sparse_classes(label_spec, output_spec, t.loss_fn)
 
 
 def random_state_variables() -> List[tf.Variable]:
@@ -224,11 +281,18 @@ def steps_per_epoch(dataset: tf.data.Dataset) -> int:
 
 def show_progress(logger: logging.Logger) -> None:
   """Makes `logger`'s INFO progress lines visible when nothing else would show them: with no
-  handler on it or on the root logger (a plain library caller), a stderr handler at INFO."""
+  handler on it or on the root logger (a plain library caller), a stderr handler at INFO.
+
+  That logger then stops propagating to the root: TensorFlow's checkpoint saver logs through
+  absl, which calls `logging.basicConfig()`, and every line would otherwise be printed twice
+  from then on. A caller who wants the lines in their own handlers configures logging before
+  building the Trainer (it is then left alone).
+  """
   if logger.handlers or logging.getLogger().handlers:
     return  # Configured by the caller (absl in the CLI, logging.basicConfig, pytest).
   handler = logging.StreamHandler()
   handler.setFormatter(logging.Formatter('%(message)s'))
   logger.addHandler(handler)
+  logger.propagate = False
   if logger.level == logging.NOTSET or logger.level > logging.INFO:
     logger.setLevel(logging.INFO)

@@ -34,6 +34,7 @@ def test_quick_benchmark_prints_every_ratio_and_metric():
                          'disk_path.b_over_d.k10', 'disk_path.b_over_d.k10.xla',
                          'keras_best_disk.c_best_disk_over_b_best',
                          'quickstart.q_over_a', 'quickstart.c_over_q',
+                         'keras_fit_guarded.g_over_p.k1', 'keras_fit_guarded.g_over_p.k10.xla',
                          'peak_rss.process.d_over_a.k10.xla']
   for name in expected_ratios:
     assert name in ratios and math.isfinite(ratios[name]) and ratios[name] > 0, (name, ratios)

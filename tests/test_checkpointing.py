@@ -235,6 +235,65 @@ class KeeperTest(tf.test.TestCase):
     self.assertEqual(self._save(self.keeper, 4.0, 40).step, 40)
 
 
+  def test_a_full_disk_inside_the_traced_write_is_named_in_the_event_and_the_error(self):
+    self._save(self.keeper, 1.0, 10)
+    # How TensorFlow reports it from the traced writer (seen on a full tmpfs; test_errors.py).
+    full = tf.errors.ResourceExhaustedError(None, None, (
+        'Graph execution error:\n\nDetected at node SaveV2 defined at (most recent call last):'
+        '\n/tmp/tiny/ckpt-1_temp/part-00000-of-00001.data-00000-of-00001.tempstate1; No space '
+        'left on device\n\t [[{{node SaveV2}}]]\n [Op:__inference_write_31]'))
+    keeper = self._keeper(writer=mock.Mock(side_effect=full))
+    with self.assertRaises(errors.CheckpointError) as ctx:
+      self._save(keeper, 2.0, 20)
+    message = str(ctx.exception)
+    self.assertRegex(message, r'^could not write a checkpoint at step 20: No space left on '
+                     r'device: /tmp/tiny/ckpt-1_temp/.*; free space .*resumes from ckpt-1 ')
+    self.assertNotIn('Graph execution error', message)
+    self.assertEqual(self.warnings[-1][:2], ('checkpoint_failed', 20))
+    self.assertStartsWith(self.warnings[-1][2]['error'], 'No space left on device: /tmp/tiny/')
+
+
+class AnotherModelTest(tf.test.TestCase):
+
+  def test_another_float32_model_is_named_as_such_after_one_try(self):
+    from stable_train import data, events, models  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    model_dir = self.get_temp_dir()
+    images = data.synthetic_images(num_examples=32, image_shape=(8, 8, 3), num_classes=4,
+                                   batch_size=8)
+
+    def trainer(model):
+      return trainer_lib.Trainer(
+          model=model, optimizer=keras.optimizers.Adam(1e-3), model_dir=model_dir,
+          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), checkpoint_every=2,
+          log_every=100)
+
+    trainer(models.convnet_bn(image_shape=(8, 8, 3), num_classes=4, filters=(4,))).fit(
+        images, num_steps=6)  # BatchNorm statistics first among its non-trainable variables.
+    dropout = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                                keras.layers.Dropout(0.2), keras.layers.Dense(4)])
+    with self.assertRaises(errors.CheckpointError) as ctx:
+      trainer(dropout).fit(images, num_steps=8)  # A seed-generator state first: int64.
+    message = str(ctx.exception)
+    self.assertIn('could be restored: ckpt-3 was written for another model or policy set '
+                  '(tensor_name = model_state/0/.ATTRIBUTES/VARIABLE_VALUE; expected dtype int64 '
+                  'does not equal original dtype float); resume with the same model and '
+                  'Trainer.policies that wrote it', message)
+    for raw in ('precision', 'function_node', 'RestoreV2', '\n'):
+      self.assertNotIn(raw, message)
+    tried = [e['checkpoint'] for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+             if e['event'] == 'checkpoint_corrupt']
+    self.assertEqual(tried, ['ckpt-3'])  # The older two were written by the same program.
+
+  def test_a_float_for_double_mismatch_is_another_precision(self):
+    why = checkpointing.why_unrestorable([(
+        'ckpt-2', 'tensor_name = model/.ATTRIBUTES/VARIABLE_VALUE; expected dtype double does '
+        'not equal original dtype float')])
+    self.assertEqual(why, 'ckpt-2 was written in another precision (float variables; this run '
+                     'has double); resume with the train.precision that wrote it')
+    self.assertIn('is corrupt (Truncated', checkpointing.why_unrestorable(
+        [('ckpt-2', 'Truncated read of a checkpoint data file')]))
+
 class BackgroundWriteTest(tf.test.TestCase):
   """A good checkpoint captured in memory at the save, written from there, synced and committed
   in a thread; waited for before anything else touches the checkpoints."""

@@ -13,6 +13,7 @@ from absl import flags
 from absl.testing import flagsaver
 import tensorflow as tf
 
+from stable_train import checkpointing
 from stable_train import cli
 from stable_train import events
 
@@ -249,6 +250,27 @@ class CliTest(tf.test.TestCase):
     self.assertIn('operative_config.gin', err)
     self.assertNotIn('Traceback', err)
 
+  def test_a_full_disk_inside_a_checkpoint_write_is_named_in_the_stop_line(self):
+    model_dir = self.get_temp_dir() + '/full'
+    full = tf.errors.ResourceExhaustedError(None, None, (  # TensorFlow's words (test_errors.py).
+        'Graph execution error:\n\nDetected at node SaveV2 defined at (most recent call last):'
+        f'\n{model_dir}/checkpoints/ckpt-1_temp/part-00000-of-00001.data-00000-of-00001.t1; '
+        'No space left on device\n\t [[{{node SaveV2}}]]\n [Op:__inference_write_31]'))
+    with mock.patch.object(checkpointing.CheckpointKeeper, '_write_files', side_effect=full):
+      code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                           *[f'--gin_param={p}' for p in SMALL])
+    self.assertEqual(code, 1, err)
+    self.assertEqual(err.strip().splitlines(), [
+        'stable_train: checkpoint error: could not write a checkpoint at step 10: No space left '
+        f'on device: {model_dir}/checkpoints/ckpt-1_temp/part-00000-of-00001.data-00000-of-00001'
+        '.t1; free space (or fix the directory) and rerun the same command: it resumes from '
+        'step 0.'])
+    failed = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+              if e['event'] in ('checkpoint_failed', 'abort')]
+    self.assertEqual([e['event'] for e in failed], ['checkpoint_failed', 'abort'])
+    self.assertStartsWith(failed[0]['error'], 'No space left on device: ')
+    self.assertIn('No space left on device', failed[1]['reason'])
+
   def test_missing_model_dir_and_unknown_flag_in_a_subprocess(self):
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')
     script = os.path.join(REPO, 'scripts', 'train.py')
@@ -282,6 +304,44 @@ class CliTest(tf.test.TestCase):
       self.assertEqual(json.load(f)['status'], 'aborted')
 
 
+  def test_frequent_bad_batches_still_export_and_the_advice_names_the_binding(self):
+    model_dir = self.get_temp_dir() + '/bad_batches'
+    common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
+        f'--gin_param={p}' for p in SMALL + [
+            'Trainer.policies = [@ValidateInputs(), @CheckNumerics(), @AdaptiveClip(), '
+            '@SkipNonFinite()]', 'synthetic_regression.poison_batches = [2, 9, 19, 29]',
+            "train.export_format = 'keras'"]]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+      code, err = run_main(*common)
+    self.assertEqual(code, 0, err)  # The bad batches were skipped; every checkpoint is good.
+    self.assertIn('from checkpoint last_good (step 30)', out.getvalue())
+    # A non-finite step within healthy_window of every checkpoint: none is good, and the advice
+    # is the binding a CLI user sets.
+    faulty = model_dir + '_nan'
+    code, err = run_main(*common, f'--model_dir={faulty}',
+                         '--gin_param=Trainer.healthy_window = 1000',
+                         '--gin_param=Trainer.faults = @Faults()',
+                         '--gin_param=Faults.loss_nan_steps = [5]')
+    self.assertEqual(code, 1, err)
+    self.assertEqual(err.strip().splitlines(), [
+        f"stable_train: checkpoint error: '{faulty}' has no checkpoint marked good (newest: "
+        "step 30); use train.export_checkpoint = 'latest' to take it anyway."])
+
+  def test_eval_data_the_model_cannot_take_exits_2_before_training(self):
+    model_dir = self.get_temp_dir() + '/bad_eval'
+    code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+                         *[f'--gin_param={p}' for p in SMALL + EVAL],
+                         '--gin_param=eval/synthetic_regression.num_features = 5')
+    self.assertEqual(code, 2, err)
+    lines = err.strip().splitlines()
+    self.assertLen(lines, 1, err)
+    self.assertStartsWith(lines[0], 'stable_train: configuration error: the eval dataset (elements '
+                          'float32[32, 5], float32[32, 1]) does not fit the model: ')
+    self.assertEndsWith(lines[0], '; check train.eval_dataset_fn / fit(eval_dataset=...).')
+    # No step, no checkpoint, no event: the lock and the configuration only.
+    self.assertEqual(sorted(os.listdir(model_dir)), ['operative_config.gin', 'run.lock'])
+
   def test_a_changed_precision_or_policy_set_on_resume_is_named(self):
     model_dir = self.get_temp_dir()
     common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
@@ -305,6 +365,109 @@ class CliTest(tf.test.TestCase):
     self.assertEqual(code, 1, err)
     self.assertIn('another model or policy set', err)
     self.assertIn('Trainer.policies', err)
+
+class UserModulesTest(tf.test.TestCase):
+  """A user's own factories: `--gin_import=module` or a gin `import` line, from the cwd."""
+
+  def setUp(self):
+    super().setUp()
+    self.folder = os.path.join(self.get_temp_dir(), f'user_{self.id().rsplit(".", 1)[-1]}')
+    os.makedirs(self.folder, exist_ok=True)
+    self._cwd = os.getcwd()
+    os.chdir(self.folder)
+
+  def tearDown(self):
+    os.chdir(self._cwd)
+    super().tearDown()
+
+  def _module(self, name, factory):
+    with open(os.path.join(self.folder, f'{name}.py'), 'w') as f:
+      f.write('import gin\nfrom stable_train import data\n\n\n@gin.configurable\n'
+              f'def {factory}(num_examples=64):\n'
+              '  return data.synthetic_regression(num_examples=num_examples, num_features=32,\n'
+              '                                   batch_size=8)\n')
+    config = os.path.join(self.folder, f'{name}.gin')
+    with open(config, 'w') as f:
+      f.write(f'train.dataset_fn = @{factory}\n')
+    return config
+
+  def _run(self, *argv):
+    params = [f'--gin_param={p}' for p in SMALL + ['train.num_steps = 3']]
+    return run_main(f'--gin_file={QUICKSTART}', *argv, *params,
+                    f'--model_dir={os.path.join(self.folder, "run")}')
+
+  def test_gin_import_makes_a_users_factory_bindable(self):
+    config = self._module('user_factories_flag', 'user_regression_flag')
+    code, err = self._run(f'--gin_file={config}')  # Not imported: named, with the fix.
+    self.assertEqual(code, 2, err)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertIn("No configurable matching reference '@user_regression_flag'", err)
+    self.assertIn('--gin_import=your_module', err)
+    code, err = self._run('--gin_import=user_factories_flag', f'--gin_file={config}')
+    self.assertEqual(code, 0, err)
+
+  def test_a_gin_import_line_sees_the_current_directory(self):
+    config = self._module('user_factories_line', 'user_regression_line')
+    with open(config) as f:
+      text = f.read()
+    with open(config, 'w') as f:
+      f.write('import user_factories_line\n' + text)
+    code, err = self._run(f'--gin_file={config}')
+    self.assertEqual(code, 0, err)
+
+  def test_a_module_that_cannot_be_imported_is_one_line(self):
+    code, err = self._run('--gin_import=no_such_user_module')
+    self.assertEqual(code, 2, err)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertIn("--gin_import=no_such_user_module: ModuleNotFoundError", err)
+    self.assertIn('run from the folder that holds the module', err)
+
+
+class CommandsTest(tf.test.TestCase):
+  """`stable-train COMMAND`: the subcommands of the installed command."""
+
+  def _cli(self, *argv):
+    return subprocess.run([sys.executable, '-m', 'stable_train.cli', *argv], capture_output=True,
+                          text=True, timeout=120, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3'))
+
+  def test_help_lists_the_commands_and_each_command_its_flags(self):
+    for argv, words in ((['--help'], ['Commands:', '  export ', '  replay ', '--gin_import']),
+                        (['export', '--help'], ['stable-train export', '--checkpoint', '--format',
+                                                '--output', '--model_dir']),
+                        (['replay', '--help'], ['stable-train replay', '--forensics_dir'])):
+      proc = self._cli(*argv)
+      self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+      for word in words:
+        self.assertIn(word, proc.stdout, argv)
+
+  def test_commands_fail_with_one_line_and_their_exit_codes(self):
+    for argv, code, text in ((['export', '--model_dir=/no/such/run'], 1, 'export: --model_dir='),
+                             (['export', '--no_such_flag=1'], 2, 'export: usage error'),
+                             (['replay'], 2, 'replay: --forensics_dir is required'),
+                             (['expor'], 2, 'a command: export, replay')):
+      proc = self._cli(*argv)
+      self.assertEqual(proc.returncode, code, proc.stderr)
+      lines = [l for l in proc.stderr.strip().splitlines() if ': ' in l and 'I0000' not in l]
+      self.assertEqual(len(lines), 1, proc.stderr)
+      self.assertIn(text, lines[0])
+
+  def test_a_command_is_one_entry_of_the_registry(self):
+    calls = []
+    module = type(sys)('doctor_for_the_test')
+    module.main = lambda argv: calls.append(argv) or 7
+    with mock.patch.dict(sys.modules, {'doctor_for_the_test': module}), \
+         mock.patch.dict(cli.SUBCOMMANDS, {'doctor': ('doctor_for_the_test', 'check it')}), \
+         mock.patch.object(sys, 'argv', ['stable-train', 'doctor', '--deep']):
+      with self.assertRaises(SystemExit) as ctx:
+        cli.run()
+      out = io.StringIO()
+      with contextlib.redirect_stdout(out), self.assertRaises(SystemExit):
+        cli._parse_flags(['stable-train', '--help'])  # pylint: disable=protected-access
+    self.assertEqual(ctx.exception.code, 7)
+    self.assertEqual(calls, [['stable-train doctor', '--deep']])
+    self.assertIn('  doctor   check it', out.getvalue())
+
 
 if __name__ == '__main__':
   tf.test.main()

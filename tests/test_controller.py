@@ -194,6 +194,24 @@ class ControllerTest(tf.test.TestCase):
       self.assertFalse(hasattr(context, name), name)
 
 
+class HealthTest(tf.test.TestCase):
+
+  def test_a_skipped_bad_batch_is_no_fault_of_the_model_and_a_non_finite_step_is(self):
+    from stable_train import data  # pylint: disable=g-import-not-at-top
+    model_dir = self.get_temp_dir() + '/health'
+    t = make_trainer([policies.ValidateInputs()] + trainer_lib.default_policies(),
+                     model_dir=model_dir, checkpoint_every=4, healthy_window=3, log_every=100,
+                     faults=faults.Faults(loss_nan_steps=[14]))
+    # Bad batches at steps 4, 8, 12, 16 and 20, on the checkpoint steps themselves; a NaN loss
+    # at step 14, two steps before the checkpoint of step 16.
+    dataset = data.synthetic_regression(num_examples=64, num_features=FEATURES, batch_size=8,
+                                        poison_batches=[3, 7, 11, 15, 19])
+    summary = t.fit(dataset, num_steps=20)
+    self.assertEqual((summary['status'], summary['input_faults'], summary['skipped_steps']),
+                     ('completed', 5, 6))
+    self.assertEqual([(e.step, e.good) for e in t.checkpoints.committed()],
+                     [(4, True), (8, True), (12, True), (16, False), (20, True)])
+
 class EvalDecisionsTest(tf.test.TestCase):
 
   def test_decide_eval_only_decides_and_execute_acts(self):

@@ -1,4 +1,4 @@
-"""Tests for stable_train.errors: the shared integer validation."""
+"""Tests for stable_train.errors: the shared integer validation and the description of a value."""
 
 import numpy as np
 import tensorflow as tf
@@ -47,5 +47,58 @@ class CheckIntTest(tf.test.TestCase):
                      (None, 4))
 
 
+# What TensorFlow 2.21 raised on this machine when a checkpoint write met a full disk (a 16 kB
+# tmpfs): from the traced writer, and from an eager `tf.train.Checkpoint.write`.
+FULL_DISK_GRAPH = (
+    'Graph execution error:\n\nDetected at node SaveV2 defined at (most recent call last):\n'
+    '  File "/tmp/r_full.py", line 7, in <module>\n\n'
+    '  File "/repo/stable_train/state.py", line 206, in write\n\n'
+    '/tmp/tiny/ckpt-1_temp/part-00000-of-00001.data-00000-of-00001.tempstate1083; No space left '
+    'on device\n\t [[{{node SaveV2}}]]\nHint: If you want to see a list of allocated tensors '
+    'when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for current '
+    "allocation info. This isn't available when running in Eager mode.\n [Op:__inference_write_31]")
+FULL_DISK_EAGER = (
+    '{{function_node __wrapped__SaveV2_dtypes_3_device_/job:localhost/replica:0/task:0/device:CPU:0'
+    '}} /tmp/tiny/ckpt-2_temp/part-00000-of-00001.data-00000-of-00001.tempstate8443; No space '
+    'left on device [Op:SaveV2]')
+
+
+class OneLineTest(tf.test.TestCase):
+
+  def test_a_full_disk_inside_tensorflow_is_named(self):
+    for text, path in ((FULL_DISK_GRAPH, '/tmp/tiny/ckpt-1_temp/'),
+                       (FULL_DISK_EAGER, '/tmp/tiny/ckpt-2_temp/')):
+      line = errors.one_line(tf.errors.ResourceExhaustedError(None, None, text))
+      self.assertStartsWith(line, 'No space left on device: ' + path)
+      self.assertNotIn('function_node', line)
+      self.assertNotIn('[Op:', line)
+    full = OSError(28, 'No space left on device', '/tmp/run/events.jsonl')
+    self.assertEqual(errors.one_line(full), 'No space left on device: /tmp/run/events.jsonl')
+
+  def test_the_informative_line_of_a_wrapped_error(self):
+    wrapped = ValueError('Exception encountered when calling Sequential.call().\n\n'
+                         '\x1b[1mInput 0 of layer "dense" is incompatible with the layer: '
+                         'expected axis -1 of input shape to have value 8\x1b[0m\n\n'
+                         'Arguments received by Sequential.call():\n  \u2022 inputs=tf.Tensor\n'
+                         "  In call to configurable 'train' (<function train at 0x7f>)")
+    self.assertEqual(errors.one_line(wrapped), 'Input 0 of layer "dense" is incompatible with '
+                     'the layer: expected axis -1 of input shape to have value 8')
+    self.assertEqual(errors.one_line(RuntimeError()), 'RuntimeError')
+
+
 if __name__ == '__main__':
   tf.test.main()
+
+
+class DescribeTest(tf.test.TestCase):
+
+  def test_names_kind_shape_and_dtype_never_the_values(self):
+    big = np.full((500, 30), 7.25, np.float32)
+    self.assertEqual(errors.describe(big), 'a numpy array of shape (500, 30) (float32)')
+    self.assertEqual(errors.describe(tf.zeros([2, 3])), 'a tensor of shape (2, 3) (float32)')
+    text = errors.describe({'x': big, 'y': big[:, 0], 'w': big, 'z': big})
+    self.assertTrue(text.startswith('a dict of 4 (a numpy array of shape (500, 30)'), text)
+    self.assertNotIn('7.25', text)
+    self.assertLessEqual(len(text), 300)
+    self.assertEqual(errors.describe(3), '3')
+    self.assertEqual(errors.describe('x' * 100), 'a str')

@@ -57,6 +57,25 @@ class EvaluatorTest(tf.test.TestCase):
     self.assertAllClose(result['loss'], loss, rtol=1e-5)
     self.assertAllClose(result['metrics']['accuracy'], accuracy)
 
+  def test_a_batch_with_a_label_out_of_range_is_left_out(self):
+    t = make_trainer()
+    t.fit(images(repeat=True), num_steps=2)
+    self.assertEqual(t.label_classes, 4)
+    x, y = (np.concatenate(a) for a in zip(*[(bx.numpy(), by.numpy()) for bx, by in images(seed=1)]))
+    y[9] = 7  # In the second batch of 8: TensorFlow's CPU kernel would raise on it.
+    result = evaluation.Evaluator(t).evaluate(
+        tf.data.Dataset.from_tensor_slices((x, y)).batch(8), None)
+    kept = tf.data.Dataset.from_tensor_slices((np.delete(x, np.s_[8:16], 0),
+                                               np.delete(y, np.s_[8:16]))).batch(8)
+    loss, accuracy = inference_loss_and_accuracy(t.model, kept)
+    self.assertEqual((result['batches'], result['left_out']), (3, 1))
+    self.assertAllClose(result['loss'], loss, rtol=1e-5)
+    self.assertAllClose(result['metrics']['accuracy'], accuracy)
+    everything_bad = tf.data.Dataset.from_tensor_slices((x, y + 4)).batch(8)
+    with self.assertRaisesRegex(errors.ConfigError, r'every eval batch \(4\) has a label outside '
+                                r'\[0, 4\)'):
+      evaluation.Evaluator(t).evaluate(everything_bad, None)
+
   def test_eval_steps_limits_the_batches(self):
     t = make_trainer()
     t.fit(images(repeat=True), num_steps=1)
@@ -86,6 +105,16 @@ class MirroredEvaluatorTest(tf.test.TestCase):
     self.assertEqual(result['batches'], 4)
     self.assertAllClose(result['loss'], loss, atol=1e-5, rtol=0)
     self.assertAllClose(result['metrics']['accuracy'], accuracy, atol=1e-6, rtol=0)
+    # A label out of range in the first batch: that replica's shard (rows 0-3) is left out.
+    x, y = (np.concatenate(a) for a in zip(*[(bx.numpy(), by.numpy()) for bx, by in held_out]))
+    y[1] = 4
+    bad = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    result = evaluation.Evaluator(t).evaluate(bad, None)
+    kept = tf.data.Dataset.from_tensor_slices((x[4:8], y[4:8])).batch(8).concatenate(
+        tf.data.Dataset.from_tensor_slices((x[8:], y[8:])).batch(8))
+    loss, _ = inference_loss_and_accuracy(t.model, kept)
+    self.assertEqual((result['batches'], result['left_out']), (4, 1))
+    self.assertAllClose(result['loss'], loss, atol=1e-5, rtol=0)
 
 
 class FitEvalTest(tf.test.TestCase):
@@ -223,3 +252,33 @@ class EvalDivergenceTest(tf.test.TestCase):
     t.fit(images(repeat=True), num_steps=2, eval_dataset=images(seed=1))
     entries = t.checkpoints.committed()
     self.assertEqual([(e.step, e.good) for e in entries], [(2, False)])
+
+  def test_also_when_an_interval_checkpoint_was_written_at_that_step(self):
+    from stable_train import export  # pylint: disable=g-import-not-at-top
+    model_dir = self.get_temp_dir() + '/same_step'
+    t = make_bad_eval_trainer(model_dir, checkpoint_every=2, healthy_window=0)
+    t.fit(images(repeat=True), num_steps=4, eval_dataset=images(seed=1))
+    self.assertEqual([(e.step, e.good) for e in t.checkpoints.committed()],
+                     [(2, True), (4, False)])
+    self.assertEqual(export.choose_checkpoint(model_dir)[1], 'last_good (step 2)')
+
+
+class EvalDataCheckTest(tf.test.TestCase):
+  """Eval data that cannot work is refused before the first step, with nothing written."""
+
+  def test_empty_or_unfit_eval_data_is_refused_before_training(self):
+    for name, eval_data, words in (
+        ('empty', images(seed=1).take(0), 'the eval dataset is empty (not one batch)'),
+        ('channels', data.synthetic_images(num_examples=16, image_shape=(8, 8, 1),
+                                           num_classes=4, batch_size=8, repeat=False),
+         'the eval dataset (elements float32[8, 8, 8, 1], int32[8]) does not fit the '
+         'model: ')):
+      model_dir = os.path.join(self.get_temp_dir(), name)
+      t = make_trainer(model_dir, checkpoint_every=1)
+      with self.assertRaises(errors.ConfigError) as ctx:
+        t.fit(images(repeat=True), num_steps=4, eval_dataset=eval_data, eval_every=2)
+      self.assertIn(words, str(ctx.exception))
+      self.assertIn('check train.eval_dataset_fn / fit(eval_dataset=...)', str(ctx.exception))
+      self.assertNotIn('\n', str(ctx.exception))
+      self.assertEqual(int(t.global_step.numpy()), 0)
+      self.assertEqual(sorted(os.listdir(model_dir)), ['run.lock'])  # No checkpoint, no event.

@@ -135,6 +135,16 @@ class LoadForInferenceTest(tf.test.TestCase):
     _set_manifest(model_dir, step_3={'good': False}, step_6={'good': False})
     with self.assertRaisesRegex(errors.CheckpointError, "no checkpoint marked good.*'latest'"):
       export.checkpoint_path(model_dir, 'last_good')
+    # The best checkpoint's files are gone: said so, not "none is marked best".
+    for name in os.listdir(os.path.join(model_dir, 'checkpoints')):
+      if name.startswith('ckpt-1.'):
+        os.remove(os.path.join(model_dir, 'checkpoints', name))
+    with self.assertRaises(errors.CheckpointError) as ctx:
+      export.choose_checkpoint(model_dir, 'best', option='--checkpoint={}')
+    self.assertEqual(str(ctx.exception), (
+        f"the best checkpoint of {model_dir!r} (ckpt-1, step 3) is marked in its manifest but its "
+        f"files are gone from {model_dir}/checkpoints; restore them, or use "
+        '--checkpoint=last_good or --checkpoint=latest.'))
 
   def test_unbuilt_model_is_built_from_a_shape_or_a_sample(self):
     model_dir = self.get_temp_dir()
@@ -209,6 +219,28 @@ class ExportTest(tf.test.TestCase):
         export.export(model, os.path.join(folder, 'sm'), format='saved_model')
     self.assertEqual(os.listdir(folder), ['m.keras'])
 
+  def test_an_interrupted_replacement_keeps_the_previous_saved_model(self):
+    model = models.mlp(input_dim=8, hidden=(4,), seed=0)
+    folder = tempfile.mkdtemp(dir=self.get_temp_dir())
+    target = os.path.join(folder, 'sm')
+    export.export(model, target, format='saved_model')
+    before = sorted(os.listdir(target))
+    rename, calls = os.rename, []
+
+    def rename_then_a_signal(src, dst):  # SIGINT between moving the old one aside and the new in.
+      calls.append(dst)
+      if len(calls) == 2:
+        raise KeyboardInterrupt
+      rename(src, dst)
+
+    with mock.patch.object(os, 'rename', rename_then_a_signal):
+      with self.assertRaises(KeyboardInterrupt):
+        export.export(models.mlp(input_dim=8, hidden=(4,), seed=1), target, format='saved_model')
+    self.assertEqual(os.listdir(folder), ['sm'])  # Neither the new folder nor the old one aside.
+    self.assertEqual(sorted(os.listdir(target)), before)
+    x, loaded = tf.ones((2, 8)), tf.saved_model.load(target)  # Kept: `serve` needs it alive.
+    self.assertAllClose(loaded.serve(x), model(x, training=False))
+
   def test_bad_arguments(self):
     model = models.mlp(input_dim=8, hidden=(4,))
     with self.assertRaisesRegex(errors.ConfigError, "format='onnx'"):
@@ -278,6 +310,53 @@ class ExportScriptTest(tf.test.TestCase):
       self.assertEqual(code, 1, err)
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertIn(text, err)
+
+  def test_a_missing_best_or_no_good_checkpoint_is_named_with_the_flag_to_use(self):
+    model_dir = os.path.join(self.root, 'marked')
+    shutil.copytree(self.model_dir, model_dir)
+    _set_manifest(model_dir, step_10={'best': True, 'good': False}, step_20={'good': False})
+    code, _, err = _run('export.py', f'--model_dir={model_dir}')
+    self.assertEqual((code, err.strip().splitlines()), (1, [
+        f"export: no usable checkpoint: '{model_dir}' has no checkpoint marked good (newest: step "
+        "20); use --checkpoint=latest to take it anyway."]))
+    for name in os.listdir(os.path.join(model_dir, 'checkpoints')):
+      if name.startswith('ckpt-1.'):
+        os.remove(os.path.join(model_dir, 'checkpoints', name))
+    code, _, err = _run('export.py', f'--model_dir={model_dir}', '--checkpoint=best')
+    self.assertEqual(code, 1, err)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertIn('the best checkpoint', err)
+    self.assertIn('(ckpt-1, step 10) is marked in its manifest but its files are gone', err)
+
+  def test_a_full_disk_or_a_signal_during_the_export_is_one_line(self):
+    model_dir = os.path.join(self.root, 'broken')
+    shutil.copytree(self.model_dir, model_dir)
+    with open(os.path.join(model_dir, 'export', 'model.keras'), 'rb') as f:
+      before = f.read()
+    full = ('tf.errors.ResourceExhaustedError(None, None, "Graph execution error:\\n'
+            '/x/variables/variables_temp/part-0; No space left on device\\n [Op:SaveV2]")')
+    for fmt, patch, code, words in (
+        ('keras', 'keras.Model.save = lambda *a, **k: (_ for _ in ()).throw(OSError(28, '
+         '"No space left on device"))', 2, 'No space left on device; free space or choose'),
+        ('saved_model', f'keras.Model.export = lambda *a, **k: (_ for _ in ()).throw({full})', 2,
+         'No space left on device: /x/variables/variables_temp/part-0; free space'),
+        ('keras', 'save = keras.Model.save\nkeras.Model.save = lambda *a, **k: (os.kill('
+         'os.getpid(), signal.SIGTERM), time.sleep(5), save(*a, **k))', 143,
+         'interrupted by signal 15; an export is written atomically')):
+      script = os.path.join(REPO, 'scripts', 'export.py')
+      wrapper = ('import os, runpy, signal, sys, time, keras, tensorflow as tf\n'
+                 f'{patch}\nsys.argv = [{script!r}, {"--model_dir=" + model_dir!r}, '
+                 f'{"--format=" + fmt!r}]\nrunpy.run_path({script!r}, run_name="__main__")\n')
+      proc = subprocess.run([sys.executable, '-c', wrapper], capture_output=True, text=True,
+                            timeout=300, env=ENV, cwd=REPO)
+      lines = [l for l in proc.stderr.splitlines() if l.startswith('export:')]
+      self.assertEqual(proc.returncode, code, proc.stderr[-2000:])
+      self.assertLen(lines, 1, proc.stderr[-2000:])
+      self.assertIn(words, lines[0])
+      self.assertNotIn('Traceback', proc.stderr)
+      self.assertEqual(sorted(os.listdir(os.path.join(model_dir, 'export'))), ['model.keras'])
+      with open(os.path.join(model_dir, 'export', 'model.keras'), 'rb') as f:
+        self.assertEqual(f.read(), before)
 
   def test_usage_errors_exit_2_with_one_line(self):
     for args, text in ((['--format=onnx'], "--format='onnx' must be one of"),

@@ -57,7 +57,9 @@ class SkipNonFiniteTest(tf.test.TestCase):
     self._run(p, [True, False, False, True, False])
     self.assertEqual(int(p.total_skips.numpy()), 3)
     self.assertEqual(int(p.consecutive_skips.numpy()), 1)
-    self.assertFalse(p.is_healthy())
+    # Health is the run's fault mark, which tells a bad batch from a non-finite step
+    # (test_controller.py: HealthTest).
+    self.assertTrue(p.is_healthy())
 
   def test_allow_update_requires_finite_loss_and_grads(self):
     p = policies.SkipNonFinite()
@@ -97,6 +99,35 @@ class CheckNumericsTest(tf.test.TestCase):
       self.assertIsNone(p.execute(decision, None))
     self.assertIn('dense/kernel', logs.output[0])
 
+
+
+class InputFaultWordingTest(tf.test.TestCase):
+  """A batch that failed an input check (say, a finite label out of range) is not a NaN."""
+
+  def _input_faults(self, n):
+    return interfaces.StepReports(
+        step=np.arange(1, n + 1), loss=np.ones(n), grad_norm=np.ones(n),
+        clipped_grad_norm=np.ones(n), loss_finite=np.ones(n, bool), grads_finite=np.ones(n, bool),
+        inputs_finite=np.zeros(n, bool), outputs_finite=np.ones(n, bool),
+        first_bad_grad=-np.ones(n, int), first_bad_input=np.ones(n, int),
+        applied=np.zeros(n, bool), learning_rate=np.ones(n), variable_paths=['dense/kernel'],
+        input_paths=['features', 'labels'])
+
+  def test_check_numerics_and_skip_non_finite_name_a_bad_batch(self):
+    p = policies.CheckNumerics(mode='flag')
+    with self.assertLogs('stable_train', level='WARNING') as logs:
+      p.execute(p.decide(self._input_faults(1), None), None)
+    self.assertEqual(logs.output, ['WARNING:stable_train:step 1: bad input (the batch failed an '
+                                   'input check), first offending tensor: input labels'])
+    skip = policies.SkipNonFinite(max_consecutive=2)
+    self._run_skips(skip, 3)
+    decision = skip.decide(self._input_faults(3), None)
+    self.assertEqual(decision.reason, '3 consecutive skipped steps (limit 2), last offending '
+                     'tensor: input labels')
+
+  def _run_skips(self, policy, n):
+    for _ in range(n):
+      policy.update_state({}, tf.constant(False))
 
 if __name__ == '__main__':
   tf.test.main()

@@ -1,5 +1,5 @@
 """Tests for stable_train.precision: the precision setting, dynamic loss scaling tied into the skip,
-float64 kept float64, and LossScaleOptimizer refused."""
+float64 kept float64, and a LossScaleOptimizer applied through its inner optimizer."""
 
 import gin
 import keras
@@ -77,11 +77,30 @@ class SetPrecisionTest(PrecisionTestCase):
 
 class MixedFloat16Test(PrecisionTestCase):
 
-  def test_loss_scale_optimizer_refused(self):
-    with self.assertRaisesRegex(errors.ConfigError, 'LossScaleOptimizer is not needed'):
-      trainer_lib.Trainer(model=models.mlp(input_dim=4, hidden=(2,)),
-                          optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam()),
-                          loss=keras.losses.MeanSquaredError(), model_dir=None)
+  def test_a_loss_scale_optimizer_applies_through_its_inner_one_with_its_settings(self):
+    precision.set_precision('mixed_float16')
+    inner = keras.optimizers.Adam(1e-3)
+    wrapper = keras.optimizers.LossScaleOptimizer(inner, initial_scale=2.0**10,
+                                                  dynamic_growth_steps=7)
+    trainer = trainer_lib.Trainer(model=models.mlp(input_dim=32, hidden=(8,), seed=0),
+                                  optimizer=wrapper, loss='mse', model_dir=None)
+    self.assertIs(trainer.optimizer, inner)  # Its own apply would check and unscale again.
+    self.assertEqual(float(trainer.loss_scale.scale.numpy()), 2.0**10)
+    self.assertEqual(trainer.loss_scale.growth_interval, 7)
+    summary = trainer.fit(_dataset(), num_steps=14)
+    self.assertEqual(summary['applied_steps'], 14)
+    self.assertEqual(int(inner.iterations.numpy()), 14)
+    self.assertEqual(float(trainer.loss_scale.scale.numpy()), 2.0**12)  # Grown twice.
+
+  def test_a_skip_that_is_no_overflow_leaves_the_growth_count(self):
+    precision.set_precision('mixed_float16')
+    trainer = _trainer(extra=[precision.DynamicLossScale(growth_interval=3)])
+    nan_second = _dataset().take(4).enumerate().map(
+        lambda i, b: (tf.where(tf.equal(i, 1), b[0] * np.nan, b[0]), b[1]))
+    trainer.fit(nan_second, num_steps=4)  # applied, NaN skip, applied, applied: 3 applied.
+    self.assertEqual(list(trainer.column('applied')), [True, False, True, True])
+    self.assertEqual(float(trainer.loss_scale.scale.numpy()), 2.0**16)  # Grown once.
+    self.assertEqual(int(trainer.loss_scale.good_steps.numpy()), 0)
 
   def test_loss_scale_added_and_trains_like_float32(self):
     # Plain SGD: an update is as large as the gradient (Adam would hide a wrong gradient scale).

@@ -5,13 +5,17 @@ import subprocess
 import sys
 
 import gin
+import keras
 import numpy as np
 import tensorflow as tf
 
 from stable_train import cli
 from stable_train import configurables  # pylint: disable=unused-import
 from stable_train import forensics
+from stable_train import losses
+from stable_train import models
 from stable_train import replay
+from stable_train import trainer as trainer_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'scripts', 'replay.py')
@@ -84,6 +88,59 @@ class ReplayTest(tf.test.TestCase):
     done = _run_replay(f'--forensics_dir={record}')
     self.assertEqual(done.returncode, 1, done.stderr[-2000:])
     self.assertIn('NOT REPRODUCED', done.stdout)
+
+  def test_a_record_of_a_run_with_fault_injection_replays(self):
+    # The run's operative_config.gin binds Trainer.faults: the replay builds that Trainer, and
+    # the plan's loss seam stays a no-op (unbound): a replay never injects.
+    model_dir = self.get_temp_dir() + '/faults'
+    gin.parse_config(CONFIG + '\n'.join([
+        '', 'Trainer.faults = @Faults()', 'Faults.loss_nan_steps = [2]',
+        'Faults.gradient_nan_steps = [3]', "Faults.gradient_variable = 'mlp/dense_0/kernel'"]))
+    cli.train(model_dir=model_dir)
+    gin.clear_config()
+    record = os.path.join(model_dir, 'forensics', 'step_1')
+    with open(os.path.join(model_dir, 'operative_config.gin')) as f:
+      self.assertIn('Faults.loss_nan_steps = [2]', f.read())
+    result = replay.replay(record)
+    self.assertTrue(result.reproduced)
+    self.assertTrue(result.same_op)
+    done = _run_replay(f'--forensics_dir={record}')
+    self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+    self.assertIn('REPRODUCED', done.stdout)
+    self.assertNotIn('Traceback', done.stderr)
+
+  def test_a_record_in_a_form_it_did_not_write_is_one_line(self):
+    record = self._record()
+    with open(os.path.join(record, forensics.REPORT_JSON), 'w') as f:
+      f.write('{"step": 1, "batch_structure": ')
+    with self.assertRaisesRegex(replay.ReplayError, 'is not a readable forensics record'):
+      replay.replay(record)
+    done = _run_replay(f'--forensics_dir={record}')
+    self.assertEqual(done.returncode, 2, done.stderr[-2000:])
+    self.assertIn('is not a readable forensics record', done.stderr.strip().splitlines()[-1])
+    self.assertNotIn('Traceback', done.stderr)
+
+  def test_a_label_out_of_range_is_recorded_and_replayed_by_the_default_stack(self):
+    model_dir = self.get_temp_dir() + '/label'
+    t = trainer_lib.Trainer(
+        model=models.mlp(input_dim=16, hidden=(8,), outputs=4), model_dir=model_dir,
+        optimizer=keras.optimizers.SGD(0.1), loss=losses.sparse_softmax_cross_entropy,
+        policies=trainer_lib.default_policies() + [forensics.Forensics()], log_every=100)
+    x = np.random.RandomState(0).normal(size=(16, 16)).astype(np.float32)
+    y = np.arange(16) % 4
+    y[10] = 9  # The second batch.
+    summary = t.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), num_steps=2)
+    self.assertEqual((summary['status'], summary['input_faults']), ('completed', 1))
+    record = os.path.join(model_dir, 'forensics', 'step_2')
+    recorded, _ = forensics.read_record(record)
+    self.assertEqual((recorded['fault'], recorded['offending_tensor']), ('input', 'input labels'))
+    labels = [i for i in recorded['inputs'] if i['path'] == 'labels'][0]
+    self.assertEqual(labels['labels_out_of_range'], 1)
+    result = replay.replay(record, trainer=trainer_lib.Trainer(
+        model=models.mlp(input_dim=16, hidden=(8,), outputs=4), model_dir=None,
+        optimizer=keras.optimizers.SGD(0.1), loss=losses.sparse_softmax_cross_entropy))
+    self.assertTrue(result.reproduced)  # The batch fails the labels' check again, no crash.
+    self.assertEqual(result.report['offending_tensor'], 'input labels')
 
   def test_usage_errors_exit_2_in_one_line(self):
     missing = os.path.join(self.get_temp_dir(), 'nope')

@@ -67,5 +67,35 @@ class RunLockTest(tf.test.TestCase):
       self.assertEqual(f.read(), '')
 
 
+  def test_a_lock_file_this_module_did_not_write_is_taken_over_or_one_line(self):
+    model_dir = self.get_temp_dir() + '/odd'
+    os.makedirs(model_dir)
+    path = os.path.join(model_dir, runlock.LOCK)
+    for text in (b'[1, 2]', b'42', b'"me"', b'\xff\xfe{', b'{"host": "h2"}'):
+      with open(path, 'wb') as f:
+        f.write(text)
+      lock = runlock.RunLock(model_dir).acquire()
+      expected = {'pid': '?', 'host': 'h2' if b'h2' in text else '?'}
+      self.assertEqual(lock.taken_over, expected, text)
+      lock.release()
+    with open(path, 'w') as f:
+      f.write('[1, 2]')
+    from stable_train import events, trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    import keras  # pylint: disable=g-import-not-at-top
+    t = trainer_lib.Trainer(model=keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]),
+                            optimizer=keras.optimizers.SGD(), loss=keras.losses.MeanSquaredError(),
+                            model_dir=model_dir, policies=[], log_every=100)
+    ds = tf.data.Dataset.from_tensors((tf.ones([2, 2]), tf.ones([2, 1]))).repeat()
+    self.assertEqual(t.fit(ds, num_steps=1)['status'], 'completed')
+    taken = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+             if e['event'] == 'lock_taken_over']
+    self.assertEqual([(e['pid'], e['host']) for e in taken], [('?', '?')])
+    os.remove(path)
+    os.mkdir(path)  # Not a file at all.
+    with self.assertRaises(errors.ConfigError) as ctx:
+      runlock.RunLock(model_dir).acquire()
+    self.assertEqual(str(ctx.exception), f'cannot open the run lock {path} (Is a directory); it '
+                     'must be a writable file: remove or fix it.')
+
 if __name__ == '__main__':
   tf.test.main()

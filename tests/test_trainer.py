@@ -38,8 +38,8 @@ def make_model(seed=1, name='net'):
 
 
 def make_trainer(model_dir=None, policies_=None, steps_per_loop=1, jit=False, lr=1e-2, loss=None,
-                 cls=trainer_lib.Trainer, **kwargs):
-  return cls(model=make_model(), optimizer=keras.optimizers.Adam(lr),
+                 cls=trainer_lib.Trainer, model=None, **kwargs):
+  return cls(model=model or make_model(), optimizer=keras.optimizers.Adam(lr),
              loss=loss or keras.losses.MeanSquaredError(), policies=policies_,
              model_dir=model_dir, steps_per_loop=steps_per_loop, jit_compile=jit, **kwargs)
 
@@ -69,6 +69,25 @@ class SqrtScale(keras.layers.Layer):
     return x * tf.sqrt(self.scale)
 
 
+class ZeroNaN(keras.layers.Layer):
+  """Maps NaN to 0. Whether ReLU does that depends on the CPU's kernels (oneDNN picks them per
+  instruction set: on an AMD EPYC with AVX2, relu(NaN) is NaN); this layer does it on any CPU."""
+
+  def call(self, x):
+    return tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)
+
+
+def make_nan_model(*, swallow, seed=1):
+  """make_model's shape with what a NaN input does pinned. dense_0 is linear; with `swallow` then
+  ZeroNaN and a ReLU: the NaN stops there, the loss stays finite, and dense_0's kernel gradient
+  (the input times a zero delta: NaN * 0) is the only NaN gradient. Without: the NaN reaches the
+  loss."""
+  keras.utils.set_random_seed(seed)
+  middle = [ZeroNaN(name='zero_nan'), keras.layers.ReLU(name='relu')] if swallow else []
+  return keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, name='dense_0'),
+                           *middle, keras.layers.Dense(1, name='dense_1')], name='net')
+
+
 class ValidationTest(tf.test.TestCase):
 
   def test_bad_arguments(self):
@@ -76,7 +95,8 @@ class ValidationTest(tf.test.TestCase):
                 model_dir=None)
     cases = [
         ('steps_per_loop', 0), ('steps_per_loop', 2.5), ('checkpoint_every', -1),
-        ('model', None), ('optimizer', 'adam'), ('loss', 3), ('policies', ['clip']),
+        ('model', None), ('optimizer', 'adamm'), ('optimizer', 3), ('loss', 3), ('loss', 'msee'),
+        ('policies', ['clip']),
         ('jit_compile', 'yes'), ('log_every', 0),
     ]
     for name, value in cases:
@@ -156,6 +176,31 @@ class ValidationTest(tf.test.TestCase):
     with self.assertRaisesRegex(errors.ConfigError, 'dataset'):
       t.fit([1, 2], num_steps=3)
 
+  def test_a_numpy_dataset_is_described_not_dumped(self):
+    x = np.arange(1000 * 64, dtype=np.float32).reshape(1000, 64)
+    for data, what in ((x, r'a numpy array of shape \(1000, 64\) \(float32\)'),
+                       ((x, x[:, 0]), r'a tuple of 2 \(a numpy array of shape \(1000, 64\)')):
+      with self.assertRaisesRegex(errors.ConfigError, f'must be a tf.data.Dataset, got {what}.*'
+                                  r'from_tensor_slices\(\(x, y\)\)') as ctx:
+        make_trainer().fit(data, num_steps=3)
+      message = str(ctx.exception)
+      self.assertLess(len(message), 400, message)
+      self.assertNotIn('63999', message)  # None of the array's values.
+    with self.assertRaisesRegex(errors.ConfigError, 'eval_dataset must be a tf.data.Dataset, got '
+                                r'a numpy array of shape \(1000, 64\)'):
+      make_trainer().fit(make_data(), num_steps=3, eval_dataset=x)
+
+  def test_a_second_fit_to_a_step_reached_says_so_and_trains_nothing(self):
+    t = make_trainer()
+    t.fit(make_data(), num_steps=4)
+    with self.assertLogs('stable_train', level='WARNING') as logs:
+      summary = t.fit(make_data(), num_steps=4)
+    self.assertEqual(summary['steps_this_run'], 0)
+    self.assertIn('fit(num_steps=4) trains nothing: the run is at step 4 already (num_steps is '
+                  'the global step to stop at); pass num_steps=8 to train 4 more', logs.output[0])
+    summary = t.fit(make_data(), num_steps=8)  # As the warning says: 4 more.
+    self.assertEqual((summary['steps_this_run'], summary['global_step']), (4, 8))
+
 
 class SkipTest(tf.test.TestCase, parameterized.TestCase):
 
@@ -197,16 +242,29 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(skips[0]['fault'], 'gradient')
     self.assertTrue(any('net/sqrt_scale/scale' in line for line in logs.output))
 
-  def test_nan_input_names_the_gradient_when_relu_swallows_it(self):
-    # ReLU maps NaN to 0 on CPU, so the loss stays finite while dense_0's kernel gradient is NaN.
+  def test_nan_input_names_the_gradient_when_the_loss_stays_finite(self):
+    # The NaN stops at ZeroNaN: the loss is finite, dense_0's kernel gradient is NaN.
     model_dir = self.get_temp_dir()
-    t = make_trainer(model_dir=model_dir)
+    t = make_trainer(model_dir=model_dir, model=make_nan_model(swallow=True))
     summary = t.fit(make_data(num_batches=3, poison=[1]), num_steps=3)
     self.assertEqual(summary['skipped_steps'], 1)
     skip = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
             if e['event'] == 'skip'][0]
     self.assertEqual(skip['step'], 2)
+    self.assertEqual(skip['fault'], 'gradient')
     self.assertEqual(skip['tensor'], 'gradient of net/dense_0/kernel')
+
+  def test_nan_input_that_reaches_the_loss_names_the_loss_then_the_gradient(self):
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir=model_dir, model=make_nan_model(swallow=False))
+    summary = t.fit(make_data(num_batches=3, poison=[1]), num_steps=3)
+    self.assertEqual(summary['skipped_steps'], 1)
+    skip = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+            if e['event'] == 'skip'][0]
+    self.assertEqual(skip['step'], 2)
+    self.assertEqual(skip['fault'], 'loss')
+    self.assertEqual(skip['tensor'], 'loss (model outputs already non-finite); '
+                                     'first non-finite gradient of net/dense_0/kernel')
 
   @parameterized.named_parameters(('graph', False), ('xla', True))
   def test_huge_but_finite_gradients_are_clipped_not_skipped(self, jit):
@@ -242,15 +300,17 @@ class CheckNumericsRaiseTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(('graph', False), ('xla', True))
   def test_raise_mode_stops_with_named_tensor(self, jit):
+    # The loss stays finite (ZeroNaN): the one non-finite tensor is dense_0's kernel gradient.
     model_dir = self.get_temp_dir()
     t = make_trainer(model_dir=model_dir, jit=jit, steps_per_loop=2,
+                     model=make_nan_model(swallow=True),
                      policies_=[policies.CheckNumerics(mode='raise'), policies.SkipNonFinite()])
     t.fit(make_data(num_batches=2), num_steps=2)
     before = state(t)
     with self.assertRaises(errors.NumericsError) as ctx:
       t.fit(make_data(num_batches=2, poison=[0]), num_steps=4)
     message = str(ctx.exception)
-    self.assertIn('net/dense_0/kernel', message)
+    self.assertIn('gradient of net/dense_0/kernel', message)
     self.assertIn('step 3', message)
     self.assertEqual(len(message.splitlines()), 1)
     assert_bit_identical(self, before, state(t))  # The faulty update was never applied.
@@ -610,7 +670,7 @@ class MetricsTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_metrics_are_config_errors(self):
     for bad, words in ((keras.metrics.Accuracy(), 'must be a list'),
                        ([keras.metrics.Accuracy], 'pass an instance'),
-                       (['accuracy'], 'not a Keras metric'),
+                       (['acuracy'], 'not a Keras metric'), ([3], 'not a Keras metric'),
                        ([CountSamples(), CountSamples()], 'unique')):
       with self.assertRaisesRegex(errors.ConfigError, words):
         make_trainer(metrics=bad)

@@ -38,6 +38,7 @@ class VerboseTest(tf.test.TestCase):
       trainer_lib.show_progress(logger)
       self.assertLen(logger.handlers, 1)
       self.assertEqual(logger.level, logging.INFO)
+      self.assertFalse(logger.propagate)  # A root handler added later does not print it again.
       root.handlers = saved or [logging.NullHandler()]
       other = logging.getLogger('stable_train.test_verbose_configured')
       trainer_lib.show_progress(other)
@@ -45,6 +46,27 @@ class VerboseTest(tf.test.TestCase):
     finally:
       root.handlers = saved
       logger.handlers = []
+      logger.propagate = True
+
+  def test_each_progress_line_is_printed_once_by_a_plain_library_caller(self):
+    import os  # pylint: disable=g-import-not-at-top
+    import subprocess  # pylint: disable=g-import-not-at-top
+    import sys  # pylint: disable=g-import-not-at-top
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = (  # The README's library example, small, with checkpoints.
+        'import keras, stable_train\n'
+        'from stable_train import data, models\n'
+        'trainer = stable_train.Trainer(model=models.mlp(input_dim=8, hidden=(4,)), '
+        'optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.MeanSquaredError(), '
+        f'model_dir={self.get_temp_dir()!r}, checkpoint_every=5, log_every=5)\n'
+        'trainer.fit(data.synthetic_regression(num_features=8, batch_size=8), num_steps=20)\n')
+    proc = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                          timeout=300, cwd=repo,
+                          env=dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    progress = [l for l in proc.stderr.splitlines() if 'steps/s' in l]
+    self.assertEqual([l.split()[:2] for l in progress],
+                     [['step', f'{s}/20'] for s in (5, 10, 15, 20)], proc.stderr[-2000:])
 
   def test_bad_verbose_is_a_config_error(self):
     import keras  # pylint: disable=g-import-not-at-top

@@ -1,0 +1,154 @@
+"""The Trainer's parts taken as Keras's `compile` and `fit` take them: a compiled model's own
+optimizer, loss and metrics, string identifiers ('adam', 'sparse_categorical_crossentropy',
+'accuracy'), `(x, y, sample_weight)` batches and class weights."""
+
+import logging
+from typing import Any, List, Optional, Tuple
+
+import keras
+import tensorflow as tf
+
+from stable_train import errors
+
+log = logging.getLogger('stable_train')
+
+_ACCURACY = ('accuracy', 'acc')
+
+
+def parts(model, optimizer, loss, metrics) -> Tuple[Any, Any, Optional[List[Any]]]:
+  """(optimizer, loss, metrics) with a compiled model's own filling those not given, and string
+  identifiers resolved as `compile` resolves them. Metrics are created here (in the caller's
+  strategy scope); the compiled ones are new objects of the same configuration."""
+  compiled = isinstance(model, keras.Model) and getattr(model, 'compiled', False)
+  if compiled:
+    optimizer = model.optimizer if optimizer is None else optimizer
+    loss = model.loss if loss is None else loss
+    if metrics is None:
+      metrics = _compiled_metrics(model)
+  for name, value in (('optimizer', optimizer), ('loss', loss)):
+    if value is None:
+      raise errors.ConfigError(
+          f'Trainer: {name}=None; pass one (e.g. optimizer=\'adam\', loss='
+          "'sparse_categorical_crossentropy'), or a model compiled with it (model.compile(...)).")
+  if isinstance(loss, (list, tuple, dict)):
+    raise errors.ConfigError(
+        f'Trainer: loss={loss!r} is one loss per output; pass one loss for the whole model, or '
+        'override Trainer.compute_loss.')
+  if isinstance(optimizer, str):
+    optimizer = _get('optimizer', optimizer, keras.optimizers.get)
+  if isinstance(loss, str) or (compiled and loss is model.loss and not _is_loss(loss)):
+    loss = as_loss(loss)
+  if metrics is not None and not isinstance(metrics, (str, keras.metrics.Metric)):
+    metrics = [as_metric(m) for m in metrics]
+  return optimizer, loss, metrics
+
+
+def as_loss(identifier) -> keras.losses.Loss:
+  """A Keras loss object from a string or a per-example loss function, reduced to a scalar mean
+  over the batch (and weighted by a sample weight) as `compile` does."""
+  fn = _get('loss', identifier, keras.losses.get) if isinstance(identifier, str) else identifier
+  if _is_loss(fn):
+    return fn
+  name = identifier if isinstance(identifier, str) else getattr(fn, '__name__', 'loss')
+  return _FunctionLoss(fn, name=name)
+
+
+def as_metric(identifier):
+  """A Keras metric object from a string or a function (a metric object is kept); 'accuracy' is
+  the binary, sparse or categorical accuracy by the labels' and predictions' shapes, as in
+  `compile`."""
+  if isinstance(identifier, str) and identifier.lower() in _ACCURACY:
+    return keras.metrics.MeanMetricWrapper(accuracy_by_shape, name=identifier)
+  fn = _get('metric', identifier, keras.metrics.get) if isinstance(identifier, str) else identifier
+  if isinstance(fn, (keras.metrics.Metric, type)) or not callable(fn):
+    return fn  # A metric object, or what the Trainer's own check refuses with one line.
+  name = identifier if isinstance(identifier, str) else getattr(fn, '__name__', 'metric')
+  return keras.metrics.MeanMetricWrapper(fn, name=name)
+
+
+def call_loss(loss, labels, predictions, batch):
+  """`loss(labels, predictions)`, with `sample_weight=` the third part of an (x, y,
+  sample_weight) batch; a loss that takes no sample weights (a plain function) then is a
+  ConfigError naming the fix."""
+  if not (isinstance(batch, (tuple, list)) and len(batch) == 3):
+    return loss(labels, predictions)
+  if not _is_loss(loss):
+    raise errors.ConfigError(
+        f'Trainer: (features, labels, sample_weight) batches need a Keras loss, but loss={loss!r} '
+        'takes no sample_weight; pass e.g. keras.losses.MeanSquaredError() or its name.')
+  return loss(labels, predictions, sample_weight=batch[2])
+
+
+def with_class_weight(dataset: tf.data.Dataset, class_weight) -> tf.data.Dataset:
+  """`dataset` of (x, y) batches as (x, y, w): w the weight of each label's class (1.0 for a
+  class not listed), as Keras's fit turns class weights into sample weights."""
+  if not isinstance(class_weight, dict) or not class_weight or not all(
+      isinstance(k, int) and k >= 0 for k in class_weight):
+    raise errors.ConfigError(
+        f'Trainer.fit: class_weight={class_weight!r} must map class ids (ints >= 0) to weights, '
+        'e.g. {0: 1.0, 1: 5.0}.')
+  table = tf.constant([float(class_weight.get(c, 1.0)) for c in range(max(class_weight) + 1)])
+
+  def weigh(*batch):
+    if len(batch) != 2 or tf.nest.is_nested(batch[1]):
+      raise errors.ConfigError(
+          'Trainer.fit: class_weight needs (features, labels) batches with one label tensor '
+          '(no sample weights besides).')
+    x, y = batch
+    classes = (tf.argmax(y, axis=-1) if y.shape.rank >= 2 and y.shape[-1] != 1
+               else tf.reshape(y, tf.shape(y)[:1]))
+    classes = tf.cast(tf.round(tf.cast(classes, tf.float32)), tf.int32)
+    return x, y, tf.gather(table, tf.minimum(classes, len(table) - 1))
+
+  return dataset.map(weigh)
+
+
+@keras.saving.register_keras_serializable(package='stable_train')
+def accuracy_by_shape(y_true, y_pred):
+  """Keras's rule for 'accuracy': binary for one output, sparse for class-id labels, else
+  categorical. Registered: the evaluation's copy of a metric is made from its config."""
+  if y_pred.shape[-1] == 1:
+    return keras.metrics.binary_accuracy(y_true, y_pred)
+  if len(y_true.shape) < len(y_pred.shape) or (len(y_true.shape) >= 2 and y_true.shape[-1] == 1):
+    return keras.metrics.sparse_categorical_accuracy(y_true, y_pred)
+  return keras.metrics.categorical_accuracy(y_true, y_pred)
+
+
+class _FunctionLoss(keras.losses.Loss):
+  """A per-example loss function as a Keras loss (mean over the batch, sample weights)."""
+
+  def __init__(self, fn, name: str):
+    super().__init__(name=name)
+    self.fn = fn
+
+  def call(self, y_true, y_pred):
+    return self.fn(y_true, y_pred)
+
+
+def _is_loss(value) -> bool:
+  return isinstance(value, keras.losses.Loss)
+
+
+def _get(kind: str, identifier: str, get):
+  try:
+    return get(identifier)
+  except ValueError:
+    raise errors.ConfigError(
+        f'Trainer: {kind}={identifier!r} is not a Keras {kind} name; e.g. '
+        f'{ {"optimizer": "adam", "loss": "mse", "metric": "accuracy"}[kind]!r}, or an '
+        'object.') from None
+
+
+def _compiled_metrics(model) -> Optional[List[Any]]:
+  """The metrics a compiled model was given (new objects), from its compile config; None when
+  the config cannot be read (a lambda: pass Trainer(metrics=...))."""
+  try:
+    config = model.get_compile_config() or {}
+  except Exception as e:  # pylint: disable=broad-except  (Keras cannot serialize a lambda)
+    log.warning("the compiled model's metrics could not be read (%s); pass Trainer(metrics=...)",
+                str(e).splitlines()[0][:120])
+    return None
+  metrics = config.get('metrics')
+  if not metrics:
+    return None
+  return [m if isinstance(m, str) else keras.metrics.get(m) for m in metrics]

@@ -1,0 +1,237 @@
+"""Tests for stable_train.keras_callbacks: the host half of a guarded `model.fit` (a skip-streak
+limit, rollback with the learning-rate backoff from memory and from a model_dir, forensics of the
+offending batch, events.jsonl and summary.json), and Keras's own callbacks beside the guard."""
+
+import glob
+import json
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train import errors
+from stable_train import events
+from stable_train import forensics
+from stable_train import keras_fit
+from stable_train import models
+from stable_train import policies
+from stable_train import recovery
+from stable_train import stopping
+from stable_train import trainer as trainer_lib
+
+BATCH = 8
+FEATURES = 6
+
+
+def _arrays(num_batches=12, nan_batches=(), seed=0):
+  rng = np.random.RandomState(seed)
+  x = rng.normal(size=(num_batches * BATCH, FEATURES)).astype(np.float32)
+  y = (x @ rng.normal(size=(FEATURES, 1)) / 3).astype(np.float32)
+  for b in nan_batches:
+    x[b * BATCH:(b + 1) * BATCH] = np.nan
+  return x, y
+
+
+def _model(strategy=None, lr=1e-2, **compile_kwargs):
+  with (strategy or tf.distribute.get_strategy()).scope():
+    model = models.mlp(input_dim=FEATURES, hidden=(8,), outputs=1, seed=0)
+    model.compile(optimizer=keras.optimizers.Adam(lr), loss='mse', **compile_kwargs)
+  return model
+
+
+def _stack(**rollback):
+  return [policies.CheckNumerics(), policies.SkipNonFinite(max_consecutive=2),
+          recovery.Rollback(**rollback)]
+
+
+def _weights(model):
+  return [v.numpy().copy() for v in model.trainable_variables]
+
+
+class WeightsAt(keras.callbacks.Callback):
+  """Keeps (global step, weights) after each execution, once the guard's callback has acted."""
+
+  def __init__(self, guard):
+    super().__init__()
+    self.guard = guard
+    self.seen = []
+
+  def on_train_batch_end(self, batch, logs=None):
+    self.seen.append((int(self.guard.state.global_step.numpy()), _weights(self.guard.model)))
+
+  def at(self, step):
+    return [w for s, w in self.seen if s == step]
+
+
+class RollbackTest(tf.test.TestCase):
+  test_session = None
+
+  def test_from_memory_with_the_learning_rate_backoff(self):
+    model = _model()
+    guard = keras_fit.guard_fit(model, policies=_stack())
+    callback = guard.callback(checkpoint_every=4, healthy_window=1)
+    seen = WeightsAt(guard)
+    x, y = _arrays(nan_batches=(6, 7, 8))  # Three skips in a row: over the limit of 2.
+    model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[callback, seen])
+    summary = callback.last_summary
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['rollbacks'], 1)
+    self.assertEqual(callback.run.restored_from, 'memory')
+    self.assertAlmostEqual(float(model.optimizer.learning_rate.numpy()), 5e-3)
+    self.assertAlmostEqual(callback.run.lr_scale, 0.5)
+    # Back to step 4 (the last good state, kept at step 4), then the 3 batches after the trigger.
+    self.assertEqual(summary['global_step'], 4 + 3)
+    self.assertEqual(int(model.optimizer.iterations.numpy()), 4 + 3)
+    self.assertEqual([s for s, _ in seen.seen], [1, 2, 3, 4, 5, 6, 7, 8, 4, 5, 6, 7])
+    first, restored = seen.at(4)  # Step 4 as it was, and right after the rollback at step 9.
+    for a, b in zip(first, restored):
+      np.testing.assert_array_equal(a, b)
+
+  def test_from_a_model_dir_under_mirrored_strategy(self):
+    strategy = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    model = _model(strategy)
+    guard = keras_fit.guard_fit(model, policies=_stack())
+    model_dir = self.get_temp_dir()
+    callback = guard.callback(model_dir=model_dir, checkpoint_every=4, healthy_window=1)
+    x, y = _arrays(nan_batches=(6, 7, 8))
+    model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[callback])
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    rollback = [r for r in records if r['event'] == 'rollback']
+    self.assertLen(rollback, 1)
+    self.assertEqual(rollback[0]['restored_from'], 'disk')  # No memory copy under a strategy.
+    self.assertEqual(rollback[0]['to_step'], 4)
+    self.assertEqual(rollback[0]['lr_scale'], 0.5)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      self.assertEqual(json.load(f)['rollbacks'], 1)
+    with open(os.path.join(model_dir, 'checkpoints', 'manifest.json')) as f:
+      manifest = json.load(f)
+    self.assertTrue(any(e['step'] == 4 and e['good'] for e in manifest['checkpoints']))
+    self.assertEqual([r['event'] for r in records][-1], 'done')
+
+
+class AbortTest(tf.test.TestCase):
+  test_session = None
+
+  def test_the_skip_streak_limit_raises_and_backup_and_restore_keeps_its_backup(self):
+    model = _model()
+    guard = keras_fit.guard_fit(model, policies=[policies.SkipNonFinite(max_consecutive=2)])
+    model_dir, backup = (os.path.join(self.get_temp_dir(), d) for d in ('run', 'backup'))
+    callback = guard.callback(model_dir=model_dir)
+    backup_and_restore = keras.callbacks.BackupAndRestore(backup)
+    x, y = _arrays()
+    bad_x, _ = _arrays(nan_batches=range(12))
+
+    class Poison(keras.callbacks.Callback):  # Epoch 2 reads NaN from its first batch on.
+      def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 1:
+          x[:] = bad_x
+
+    data = tf.data.Dataset.from_generator(lambda: iter(zip(x, y)), output_signature=(
+        tf.TensorSpec([FEATURES], tf.float32), tf.TensorSpec([1], tf.float32))).batch(BATCH)
+    with self.assertRaisesRegex(errors.RunAborted, '3 consecutive non-finite steps'):
+      model.fit(data, epochs=3, verbose=0, callbacks=[backup_and_restore, callback, Poison()])
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      self.assertEqual(json.load(f)['status'], 'aborted')
+    self.assertTrue(os.path.exists(os.path.join(backup, 'latest.weights.h5')))  # Kept.
+    x[:] = _arrays()[0]
+    history = model.fit(data, epochs=3, verbose=0, callbacks=[backup_and_restore, callback])
+    self.assertLen(history.history['loss'], 2)  # Resumed after epoch 1.
+    self.assertTrue(all(np.all(np.isfinite(w)) for w in _weights(model)))
+
+
+class ForensicsTest(tf.test.TestCase):
+  test_session = None
+
+  def test_the_offending_batch_and_the_state_before_it_are_recorded(self):
+    model = _model()
+    guard = keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + [
+        forensics.Forensics()])
+    model_dir = self.get_temp_dir()
+    x, y = _arrays(num_batches=6)
+    x[3 * BATCH + 2, 1] = np.nan  # Step 4.
+    seen = WeightsAt(guard)
+    model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0,
+              callbacks=[guard.callback(model_dir=model_dir), seen])
+    record, batch = forensics.read_record(os.path.join(model_dir, 'forensics', 'step_4'))
+    np.testing.assert_array_equal(batch[0], x[3 * BATCH:4 * BATCH])
+    np.testing.assert_array_equal(batch[1], y[3 * BATCH:4 * BATCH])
+    self.assertEqual(record['fault'], 'loss')
+    self.assertIn('MatMul', record['op_level']['op_type'])
+    fresh = models.mlp(input_dim=FEATURES, hidden=(8,), outputs=1, seed=1)
+    tf.train.Checkpoint(model=fresh).read(
+        os.path.join(model_dir, 'forensics', 'step_4', forensics.CHECKPOINT_PREFIX)
+    ).expect_partial()
+    for a, b in zip(_weights(fresh), seen.at(3)[0]):  # The state before the faulty step.
+      np.testing.assert_array_equal(a, b)
+    names = [r['event'] for r in events.read_events(os.path.join(model_dir, 'events.jsonl'))]
+    self.assertEqual((names[0], names[-1]), ('start', 'done'))
+    self.assertIn('forensics', names)
+    self.assertIn('skip', names)
+
+
+class KerasCallbacksTest(tf.test.TestCase):
+  test_session = None
+
+  def test_model_checkpoint_early_stopping_tensorboard_and_reduce_lr_beside_the_guard(self):
+    model = _model(lr=0.05)
+    guard = keras_fit.guard_fit(model)
+    root = self.get_temp_dir()
+    x, y = _arrays(nan_batches=(2,))
+    xv, yv = _arrays(num_batches=2, seed=1)
+    keras_callbacks = [
+        keras.callbacks.ModelCheckpoint(os.path.join(root, 'best.keras'), monitor='val_loss',
+                                        save_best_only=True),
+        keras.callbacks.EarlyStopping(monitor='val_loss', patience=1, min_delta=1e9),
+        keras.callbacks.TensorBoard(os.path.join(root, 'tb')),
+        keras.callbacks.ReduceLROnPlateau(monitor='loss', factor=0.5, patience=0, min_delta=1e9),
+    ]
+    callback = guard.callback(model_dir=os.path.join(root, 'run'))
+    history = model.fit(x, y, batch_size=BATCH, epochs=5, shuffle=False, verbose=0,
+                        validation_data=(xv, yv), callbacks=[callback] + keras_callbacks)
+    # EarlyStopping: min_delta 1e9 makes no epoch an improvement: epochs 1 and 2, then stop.
+    self.assertLen(history.history['loss'], 2)
+    self.assertEqual(callback.last_summary['status'], 'stopped_early')
+    self.assertEqual(history.history['skipped_steps'], [1.0, 2.0])
+    self.assertTrue(np.all(np.isfinite(history.history['val_loss'])))
+    # ModelCheckpoint: a finite model that loads and predicts as the one it saved.
+    saved = keras.models.load_model(os.path.join(root, 'best.keras'))
+    self.assertTrue(all(np.all(np.isfinite(v.numpy())) for v in saved.variables))
+    # ReduceLROnPlateau: halved after epoch 2 (epoch 1 improved on nothing), the rate the guard's
+    # step applies.
+    self.assertAlmostEqual(float(model.optimizer.learning_rate.numpy()), 0.05 / 2, places=6)
+    # TensorBoard: the guard's log fields are scalars of every epoch.
+    files = glob.glob(os.path.join(root, 'tb', 'train', 'events.out.tfevents.*'))
+    tags = {v.tag for path in files for record in tf.compat.v1.train.summary_iterator(path)
+            for v in record.summary.value}
+    for tag in ('epoch_loss', 'epoch_skipped_steps', 'epoch_grad_norm', 'epoch_clipped_steps'):
+      self.assertIn(tag, tags)
+
+
+class ArgumentsTest(tf.test.TestCase):
+  test_session = None
+
+  def test_what_fit_cannot_do_is_a_one_line_config_error(self):
+    with self.assertRaisesRegex(errors.ConfigError, 'skip_batches=3, but model.fit owns'):
+      keras_fit.guard_fit(_model(), policies=[recovery.Rollback(skip_batches=3)]).callback()
+    with self.assertRaisesRegex(errors.ConfigError, 'checkpoint_every=0'):
+      keras_fit.guard_fit(_model()).callback(checkpoint_every=0)
+    model = _model()
+    callback = keras_fit.guard_fit(model, policies=[stopping.EarlyStopping()]).callback()
+    with self.assertRaises(errors.ConfigError):  # It needs the Trainer's evaluations.
+      model.fit(*_arrays(num_batches=1), verbose=0, callbacks=[callback])
+
+  def test_a_learning_rate_schedule_is_scaled_not_replaced(self):
+    model = models.mlp(input_dim=FEATURES, hidden=(8,), outputs=1, seed=0)
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)
+    model.compile(optimizer=keras.optimizers.SGD(schedule), loss='mse')
+    callback = keras_fit.guard_fit(model).callback()
+    callback.run.set_lr_scale(0.25)
+    self.assertAlmostEqual(callback.run.learning_rate, 0.1 * 0.25, places=6)
+    callback.run.set_lr_scale(0.5)
+    self.assertAlmostEqual(callback.run.learning_rate, 0.1 * 0.5, places=6)
+
+
+if __name__ == '__main__':
+  tf.test.main()
