@@ -823,12 +823,51 @@ def cadences(a):
                    note='[vs no summaries and no progress lines]')
     for line in ratios.lines:
       print(line)
-    for line in event_record_costs(root):
+    for line in event_record_costs(root) + recorder_costs(root):
       print(line)
   finally:
     shutil.rmtree(root, ignore_errors=True)
   print(f'# load avg at the end {os.getloadavg()[0]:.2f}')
   return sanity(wall, problems)
+
+
+def recorder_costs(root, loops=2000, repeats=5):
+  """METRIC lines: host us per clean loop of 10 steps (the recorder with a real TensorBoard file,
+  events.jsonl and a progress logger to /dev/null, the loop's flush_due) at each cadence and at
+  the defaults, min of `repeats` interleaved runs: what a cadence costs without the step's noise."""
+  from stable_train import events, reports  # pylint: disable=g-import-not-at-top
+  from stable_train import recorder as recorder_lib  # pylint: disable=g-import-not-at-top
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  defaults = trainer_lib.Trainer.__init__.__kwdefaults__
+  n, ones = 10, np.ones(10, np.float32)
+  loops_of = [reports.StepReports(
+      step=np.arange(1 + i * n, 1 + (i + 1) * n), loss=ones, grad_norm=ones,
+      clipped_grad_norm=ones, loss_finite=ones > 0, grads_finite=ones > 0, inputs_finite=ones > 0,
+      outputs_finite=ones > 0, first_bad_grad=-np.ones(n, int), first_bad_input=-np.ones(n, int),
+      applied=ones > 0, learning_rate=ones, variable_paths=['w']) for i in range(loops)]
+  never = 10**9
+  cases = [('none', never, never)] + [
+      (f'{name}_{value}', value if name == 'summary_every' else never,
+       value if name == 'log_every' else never) for name, value in CADENCES] + [
+           ('defaults', defaults['summary_every'], defaults['log_every'])]
+  best = {}
+  for r in range(repeats):
+    for name, summary_every, log_every in cases:
+      scalars = events.Scalars(os.path.join(root, f'tb_{name}_{r}'))
+      log = events.EventLog(os.path.join(root, f'rec_{name}_{r}.jsonl'))
+      recorder = recorder_lib.LoopRecorder(emit=log.emit, scalars=scalars, num_steps=never,
+                                           summary_every=summary_every, log_every=log_every)
+      t0 = time.perf_counter()
+      for reps in loops_of:
+        with log.batched():
+          recorder.record(reps, 0)
+        scalars.flush_due()
+      best[name] = min(best.get(name, float('inf')), (time.perf_counter() - t0) / loops * 1e6)
+      scalars.close()
+  return [f'METRIC recorder_us_per_loop.{name} {value:.1f}  (+{value - best["none"]:.1f} over '
+          f'none; one clean loop of {n} steps, min of {repeats} x {loops}'
+          f'{"; summary_every, log_every = " + str(cases[-1][1:]) if name == "defaults" else ""})'
+          for name, value in best.items()]
 
 
 def event_record_costs(root, records=1000, per_loop=10, repeats=5):
