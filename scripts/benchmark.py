@@ -6,6 +6,7 @@
   python scripts/benchmark.py --model convnet              # BatchNorm + Dropout convnet
   python scripts/benchmark.py --quick                      # smoke test: a few steps of everything
   python scripts/benchmark.py --section cadences           # what each summary/progress cadence costs
+  python scripts/benchmark.py --section recorder           # its host part alone, per loop (quick)
   python scripts/benchmark.py --section healthy            # final loss: default stack vs bare;
                                                            # guarded vs plain model.fit
 
@@ -637,7 +638,8 @@ def _speed(a, work, root, keras, tf):
   modes = [m for m in ('k1', 'k1.xla', 'k10', 'k10.xla') if f'a.{m}' in ratios.med]
   speed_ratios(ratios, modes)
   by_name = {c.name: c for c in configs}
-  out = ratios.lines
+  print('\n'.join(ratios.lines), flush=True)  # Before the metrics below, which take a while.
+  out = []
   b = by_name['b.k10'].trainer
   saves, fits = [], []  # After the rounds: one save, its size, a zero-step fit().
   for _ in range(5):
@@ -659,7 +661,9 @@ def _speed(a, work, root, keras, tf):
       pb, pa = peak[f'd.{mode}'], peak[f'a.{mode}']
       out.append(f'METRIC peak_rss_above_bare_mb.d.{mode} {pb - pa:.1f}  (peak RSS above the '
                  f'start over build + warm-up: d {pb:.1f} MB, a {pa:.1f} MB)')
-  if a.rollbacks:
+  if a.rollbacks and not np.issubdtype(work.x.dtype, np.floating):
+    out.append('# no rollback latency: the NaN stretches poison float features, these are tokens')
+  elif a.rollbacks:
     ms, values, first = rollback_latency(work, root, a.rollbacks)
     shown = ' '.join(f'{v:.1f}' for v in values)
     verdict = 'meets' if ms <= 20 else 'misses'
@@ -831,6 +835,19 @@ def cadences(a):
   return sanity(wall, problems)
 
 
+def recorder(a):  # pylint: disable=unused-argument
+  """The cadences section's host costs alone (no step, no wall-clock noise of a training run)."""
+  root = tempfile.mkdtemp(prefix='st_recorder.')
+  try:
+    print(f'# stable_train recorder costs; load avg {os.getloadavg()[0]:.2f}', flush=True)
+    for line in event_record_costs(root) + recorder_costs(root):
+      print(line)
+  finally:
+    shutil.rmtree(root, ignore_errors=True)
+  print(f'# load avg at the end {os.getloadavg()[0]:.2f}')
+  return 0
+
+
 def recorder_costs(root, loops=2000, repeats=5):
   """METRIC lines: host us per clean loop of 10 steps (the recorder with a real TensorBoard file,
   events.jsonl and a progress logger to /dev/null, the loop's flush_due) at each cadence and at
@@ -898,7 +915,8 @@ def event_record_costs(root, records=1000, per_loop=10, repeats=5):
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split('\n\n', 1)[0],
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument('--section', choices=('speed', 'cadences', 'healthy'), default='speed')
+  p.add_argument('--section', choices=('speed', 'cadences', 'recorder', 'healthy'),
+                 default='speed')
   p.add_argument('--model', choices=('mlp', 'convnet', 'transformer'), default='mlp')
   p.add_argument('--batch', type=int, default=32)
   p.add_argument('--steps', type=int, default=200, help='steps per round (a multiple of 10)')
@@ -929,7 +947,8 @@ def main(argv=None):
   tf.get_logger().setLevel(logging.ERROR)  # One variables_finite function per Trainer: "retracing".
   if a.rss_child:
     return rss_child(a)
-  return {'speed': speed, 'cadences': cadences, 'healthy': healthy}[a.section](a)
+  sections = {'speed': speed, 'cadences': cadences, 'recorder': recorder, 'healthy': healthy}
+  return sections[a.section](a)
 
 
 if __name__ == '__main__':

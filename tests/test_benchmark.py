@@ -43,3 +43,18 @@ def test_quick_benchmark_prints_every_ratio_and_metric():
     assert name in metrics and math.isfinite(metrics[name]), (name, metrics)
   # Every configuration ran exactly its steps (a skip or a stopped run would be named here).
   assert 'SANITY ok' in result.stdout, result.stdout[-3000:]
+
+
+def test_recorder_section_prints_the_host_cost_of_every_cadence():
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+  result = subprocess.run(
+      [sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--section', 'recorder'],
+      capture_output=True, text=True, env=env, timeout=600, check=False)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  metrics = _figures(result.stdout, 'METRIC')
+  names = ['events_jsonl_record_us.alone', 'events_jsonl_record_us.batched'] + [
+      f'recorder_us_per_loop.{case}' for case in (
+          'none', 'defaults', 'summary_every_1', 'summary_every_10', 'summary_every_100',
+          'log_every_10', 'log_every_100', 'log_every_1000')]
+  for name in names:
+    assert name in metrics and math.isfinite(metrics[name]) and metrics[name] > 0, (name, metrics)
