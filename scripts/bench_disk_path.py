@@ -61,7 +61,8 @@ def main():
   log = logging.getLogger('stable_train')
   log.setLevel(logging.INFO)
   log.propagate = False
-  log.addHandler(logging.StreamHandler(open(os.devnull, 'w')))  # pylint: disable=consider-using-with
+  devnull = open(os.devnull, 'w')  # pylint: disable=consider-using-with
+  log.addHandler(logging.StreamHandler(devnull))
   tf.get_logger().setLevel(logging.ERROR)
   rng = np.random.RandomState(0)
   x = rng.normal(size=(4096, 1000)).astype(np.float32)

@@ -5,7 +5,7 @@
   python scripts/benchmark.py --model transformer --batch 256 --steps 50   # a larger step
   python scripts/benchmark.py --model convnet              # BatchNorm + Dropout convnet
   python scripts/benchmark.py --quick                      # smoke test: a few steps of everything
-  python scripts/benchmark.py --section cadences           # what each summary/progress cadence costs
+  python scripts/benchmark.py --section cadences           # what each summary/log cadence costs
   python scripts/benchmark.py --section recorder           # its host part alone, per loop (quick)
   python scripts/benchmark.py --section healthy            # final loss: default stack vs bare;
                                                            # guarded vs plain model.fit
@@ -24,12 +24,12 @@ TensorBoard summaries, progress lines, which go to /dev/null) unless a line says
              minus every check.
   b.*        Trainer, default stack (CheckNumerics, AdaptiveClip, SkipNonFinite), with a model_dir;
              steps_per_loop 1 | 10, jit False | True.
-  b2.*       as b at 10 steps/loop + LossSpike(min_ratio=10) + Rollback + ValidateInputs + Forensics.
+  b2.*       b at 10 steps/loop + LossSpike(min_ratio=10) + Rollback + ValidateInputs + Forensics.
   c.*        Keras fit with Adam(global_clipnorm=1.0) + TerminateOnNaN: compile defaults, and its
-             best (steps_per_execution=10, jit_compile=True); c.best.disk: its best with files at the
-             Trainer's default cadence (BackupAndRestore every checkpoint_every steps, TensorBoard
-             every summary_every steps; the TensorBoard callback needs the `tensorboard` package:
-             `pip install -e '.[bench]'`).
+             best (steps_per_execution=10, jit_compile=True); c.best.disk: its best with files at
+             the Trainer's default cadence (BackupAndRestore every checkpoint_every steps,
+             TensorBoard every summary_every steps; the TensorBoard callback needs the
+             `tensorboard` package: `pip install -e '.[bench]'`).
   p.*, g.*   plain Keras fit (no clipping, no callback) and the same fit guarded by stable_train
              (guard_fit: default stack + its callback, nothing on disk): compile defaults (k1), and
              steps_per_execution=10 with jit_compile=True (k10.xla).
@@ -49,8 +49,8 @@ fit() call, peak RSS above the start per configuration (build + warm-up), the ro
 (trigger -> first applied step) of a Trainer with Rollback meeting NaN stretches, and the peak RSS
 of a fresh process training with the default stack against one training the bare step, per mode.
 
-Output lines: `CONFIG name median cpu_median ...`, `RATIO name value target verdict (notes)` with the
-ratio of medians first and the paired per-round ratios (mean and median) in the notes,
+Output lines: `CONFIG name median cpu_median ...`, `RATIO name value target verdict (notes)` with
+the ratio of medians first and the paired per-round ratios (mean and median) in the notes,
 `METRIC name value (notes)`.
 """
 
@@ -794,7 +794,8 @@ def healthy(a):
 # ------------------------------------------------------------------------------------------------
 # The cadences section: what each summary and progress cadence costs a run with a model_dir.
 # ------------------------------------------------------------------------------------------------
-CADENCES = [('summary_every', v) for v in (1, 10, 100)] + [('log_every', v) for v in (10, 100, 1000)]
+CADENCES = ([('summary_every', v) for v in (1, 10, 100)]
+            + [('log_every', v) for v in (10, 100, 1000)])
 
 
 def cadences(a):
@@ -814,8 +815,8 @@ def cadences(a):
     for jit in (False, True):
       mode = 'k10.xla' if jit else 'k10'
       configs.append(Stable(f'quiet.{mode}', work, root, 10, jit, **quiet))
-      configs += [Stable(f'{name}_{value}.{mode}', work, root, 10, jit, **dict(quiet, **{name: value}))
-                  for name, value in CADENCES]
+      configs += [Stable(f'{name}_{value}.{mode}', work, root, 10, jit,
+                         **dict(quiet, **{name: value})) for name, value in CADENCES]
     wall, cpu, by_round, _, problems = run_rounds(a, configs)
     ratios = Ratios(wall, cpu, by_round)
     for c in configs:
