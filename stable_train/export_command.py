@@ -32,14 +32,14 @@ flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.', flag_values=FL
 
 EXIT_OK, EXIT_NO_CHECKPOINT, EXIT_USAGE = 0, 1, 2
 _FORMATS = ('keras', 'saved_model')
-_INTERRUPTED = ('an export is written atomically: its path holds what it held before, or the '
+INTERRUPTED = ('an export is written atomically: its path holds what it held before, or the '
                 'complete new export; rerun to export.')
 
 
 def run(argv) -> int:
   """The entry point (`stable-train export`, scripts/export.py): `main` under the process's
   signal handling; SIGTERM/SIGINT end it with one line and 128+N."""
-  return commands.run_command('export', main, argv, _INTERRUPTED)
+  return commands.run_command('export', main, argv, INTERRUPTED)
 
 
 def main(argv) -> int:
@@ -95,7 +95,9 @@ def _export(gin_files) -> int:
 def _write(export, gin_files, output):
   """Chooses the checkpoint, rebuilds the model, restores and writes it; (checkpoint, what)."""
   chosen, described = FLAGS.checkpoint, 'given path'
-  if FLAGS.checkpoint in export.CHECKPOINT_CHOICES:  # Before building anything.
+  if FLAGS.checkpoint not in export.CHECKPOINT_CHOICES:  # A path, or a name in the run's.
+    chosen = export.checkpoint_prefix(FLAGS.model_dir, FLAGS.checkpoint)
+  else:  # Before building anything.
     chosen, described = export.choose_checkpoint(FLAGS.model_dir, FLAGS.checkpoint,
                                                  option='--checkpoint={}')
     if FLAGS.checkpoint == 'best' and not described.startswith('best'):

@@ -60,6 +60,8 @@ def as_metric(identifier):
   if isinstance(identifier, str) and identifier.lower() in _ACCURACY:
     return keras.metrics.MeanMetricWrapper(accuracy_by_shape, name=identifier)
   fn = _get('metric', identifier, keras.metrics.get) if isinstance(identifier, str) else identifier
+  if isinstance(fn, keras.metrics.Metric) and isinstance(identifier, str):
+    fn.name = identifier  # A new object from its name, named as compile names it ('mae').
   if isinstance(fn, (keras.metrics.Metric, type)) or not callable(fn):
     return fn  # A metric object, or what the Trainer's own check refuses with one line.
   name = identifier if isinstance(identifier, str) else getattr(fn, '__name__', 'metric')
@@ -72,11 +74,18 @@ def call_loss(loss, labels, predictions, batch):
   ConfigError naming the fix."""
   if not (isinstance(batch, (tuple, list)) and len(batch) == 3):
     return loss(labels, predictions)
-  if not _is_loss(loss):
+  check_sample_weights(batch, loss)
+  return loss(labels, predictions, sample_weight=batch[2])
+
+
+def check_sample_weights(batch, loss) -> None:
+  """A ConfigError naming the fix when `batch` (a batch or its element spec) is (features,
+  labels, sample_weight) and `loss` takes no sample weights (a plain function); eager, before
+  the first trace, and again in the traced call."""
+  if isinstance(batch, (tuple, list)) and len(batch) == 3 and not _is_loss(loss):
     raise errors.ConfigError(
         f'Trainer: (features, labels, sample_weight) batches need a Keras loss, but loss={loss!r} '
         'takes no sample_weight; pass e.g. keras.losses.MeanSquaredError() or its name.')
-  return loss(labels, predictions, sample_weight=batch[2])
 
 
 def with_class_weight(dataset: tf.data.Dataset, class_weight) -> tf.data.Dataset:
@@ -87,18 +96,22 @@ def with_class_weight(dataset: tf.data.Dataset, class_weight) -> tf.data.Dataset
     raise errors.ConfigError(
         f'Trainer.fit: class_weight={class_weight!r} must map class ids (ints >= 0) to weights, '
         'e.g. {0: 1.0, 1: 5.0}.')
-  table = tf.constant([float(class_weight.get(c, 1.0)) for c in range(max(class_weight) + 1)])
+  spec = dataset.element_spec
+  if not isinstance(spec, tuple) or len(spec) != 2 or tf.nest.is_nested(spec[1]):
+    raise errors.ConfigError(
+        'Trainer.fit: class_weight needs (features, labels) batches with one label tensor '
+        '(no sample weights besides).')
+  # One more entry, 1.0, for every class above the highest listed; a label out of range weighs
+  # 1.0 too (the step's label check fails its batch: no gather error in the input pipeline).
+  table = tf.constant([float(class_weight.get(c, 1.0)) for c in range(max(class_weight) + 2)])
 
-  def weigh(*batch):
-    if len(batch) != 2 or tf.nest.is_nested(batch[1]):
-      raise errors.ConfigError(
-          'Trainer.fit: class_weight needs (features, labels) batches with one label tensor '
-          '(no sample weights besides).')
-    x, y = batch
+  def weigh(x, y):
     classes = (tf.argmax(y, axis=-1) if y.shape.rank >= 2 and y.shape[-1] != 1
                else tf.reshape(y, tf.shape(y)[:1]))
     classes = tf.cast(tf.round(tf.cast(classes, tf.float32)), tf.int32)
-    return x, y, tf.gather(table, tf.minimum(classes, len(table) - 1))
+    unlisted = len(table) - 1
+    classes = tf.where((classes < 0) | (classes > unlisted), unlisted, classes)
+    return x, y, tf.gather(table, classes)
 
   return dataset.map(weigh)
 

@@ -20,12 +20,13 @@ flags.DEFINE_multi_string('gin_file', [], "Gin files to rebuild the model with (
 flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.', flag_values=FLAGS)
 
 EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_USAGE = 0, 1, 2
+INTERRUPTED = 'a replay writes nothing; rerun to replay.'  # After a SIGTERM/SIGINT.
 
 
 def run(argv) -> int:
   """The entry point (`stable-train replay`, scripts/replay.py): `main` under the process's
   signal handling; SIGTERM/SIGINT end it with one line and 128+N."""
-  return commands.run_command('replay', main, argv, 'a replay writes nothing; rerun to replay.')
+  return commands.run_command('replay', main, argv, INTERRUPTED)
 
 
 def main(argv) -> int:

@@ -216,6 +216,9 @@ def build(trainer, dataset) -> Tuple[List[tf.Variable], List[str]]:
   with t.strategy.scope():
     t.optimizer.build(variables)
   t.label_classes = label_classes(t, dataset.element_spec)
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  if type(t).compute_loss is trainer_lib.Trainer.compute_loss:  # The Trainer's own loss call.
+    keras_parts.check_sample_weights(dataset.element_spec, t.loss_fn)
   paths = [provenance.variable_path(v) for v in variables]
   for p in t.policies:
     p.build(variables, paths)
