@@ -2,48 +2,62 @@
 """What stable_train costs, as ratios to baselines run in the same process (interleaved rounds).
 
   python scripts/benchmark.py                              # seed MLP, batch 32 (the speed issue)
-  python scripts/benchmark.py --batch 256
+  python scripts/benchmark.py --model transformer --batch 256 --steps 50   # a larger step
   python scripts/benchmark.py --model convnet              # BatchNorm + Dropout convnet
   python scripts/benchmark.py --quick                      # smoke test: a few steps of everything
+  python scripts/benchmark.py --section cadences           # what each summary/log cadence costs
+  python scripts/benchmark.py --section recorder           # its host part alone, per loop (quick)
   python scripts/benchmark.py --section healthy            # final loss: default stack vs bare;
                                                            # guarded vs plain model.fit
 
 Section `speed` (the default) follows the reference protocol of ../shared/bench/perf.py. Every
 configuration trains its own seed-0 model (Adam 1e-3) on one shared in-memory pipeline
 (`from_tensor_slices(x, y).cache().repeat().batch(B, drop_remainder=True).prefetch(2)`, tf.data
-autotune off); each round, each configuration runs exactly `--steps` optimizer steps from a fresh
-iterator, round-robin with a rotating start (gc off inside a round). Warm-up passes (tracing, XLA
+autotune off); each round, each configuration runs exactly its steps from a fresh iterator,
+round-robin with a rotating start (gc off inside a round). Warm-up passes (tracing, XLA
 compiles, first checkpoint) are excluded. Figures: median wall ms/step and median process-CPU
-ms/step over the timed rounds.
+ms/step over the timed rounds. Trainers run with the Trainer's default cadences (checkpoints,
+TensorBoard summaries, progress lines, which go to /dev/null) unless a line says otherwise.
 
-  a.*      bare: a tf.function GradientTape step (jit_compile True|None) called from a tf.function
-           loop `for _ in tf.range(n): next(iterator)`, n = 1 | 10 -- the Trainer's structure
-           minus every check.
-  b.*      Trainer, default stack (CheckNumerics, AdaptiveClip, SkipNonFinite), model_dir with
-           checkpoints and summaries every 100 steps; steps_per_loop 1 | 10, jit False | True.
-  b2.*     as b at 10 steps/loop + LossSpike(min_ratio=10) + Rollback + ValidateInputs + Forensics.
-  c.*      Keras fit with Adam(global_clipnorm=1.0) + TerminateOnNaN: compile defaults, and its
-           best (steps_per_execution=10, jit_compile=True).
-  p.*, g.* plain Keras fit (no clipping, no callback) and the same fit guarded by stable_train
-           (guard_fit: default stack + its callback, nothing on disk): compile defaults (k1), and
-           steps_per_execution=10 with jit_compile=True (k10.xla).
-  d.*      Trainer, default stack, 10 steps/loop, nothing on disk (model_dir=None).
-  f.k10    b.k10 with checkpoint_every=10**9 (the checkpoint cost is b.k10 / f.k10).
-  s.best   stable_train at its best setting with checkpoints on: default stack, steps_per_loop
-           100, jit_compile=True, checkpoints and summaries every 100 steps.
+  a.*        bare: a tf.function GradientTape step (jit_compile True|None) called from a tf.function
+             loop `for _ in tf.range(n): next(iterator)`, n = 1 | 10 -- the Trainer's structure
+             minus every check.
+  b.*        Trainer, default stack (CheckNumerics, AdaptiveClip, SkipNonFinite), with a model_dir;
+             steps_per_loop 1 | 10, jit False | True.
+  b2.*       b at 10 steps/loop + LossSpike(min_ratio=10) + Rollback + ValidateInputs + Forensics.
+  c.*        Keras fit with Adam(global_clipnorm=1.0) + TerminateOnNaN: compile defaults, and its
+             best (steps_per_execution=10, jit_compile=True); c.best.disk: its best with files at
+             the Trainer's default cadence (BackupAndRestore every checkpoint_every steps,
+             TensorBoard every summary_every steps; the TensorBoard callback needs the
+             `tensorboard` package: `pip install -e '.[bench]'`).
+  p.*, g.*   plain Keras fit (no clipping, no callback) and the same fit guarded by stable_train
+             (guard_fit: default stack + its callback, nothing on disk): compile defaults (k1), and
+             steps_per_execution=10 with jit_compile=True (k10.xla).
+  d.*        b without a model_dir (nothing on disk).
+  f.k10      b.k10 with checkpoint_every=10**9 (the checkpoint cost is b.k10 / f.k10).
+  s.best     stable_train at its best with a model_dir: steps_per_loop 100, jit_compile=True.
+  q.cli      configs/quickstart.gin as the CLI runs it: the config parsed by gin (the CLI's search
+             paths, unknown bindings rejected), the Trainer and the dataset built from its bindings
+             with a model_dir, its cadences as shipped (10 steps/loop, checkpoints and progress
+             lines every 500 steps, summaries at the Trainer's default); rounds of 1000 steps.
+  a.q        bare on q.cli's dataset and model, 10 steps/call.
+  c.q        Keras fit on q.cli's dataset, steps_per_execution=10, BackupAndRestore + TensorBoard
+             at q.cli's cadence.
 
 After the rounds: one Trainer.save_checkpoint() (median of 5), the checkpoint's size, a zero-step
 fit() call, peak RSS above the start per configuration (build + warm-up), the rollback latency
 (trigger -> first applied step) of a Trainer with Rollback meeting NaN stretches, and the peak RSS
 of a fresh process training with the default stack against one training the bare step, per mode.
 
-Output lines: `CONFIG name median cpu_median ...`, `RATIO name value target verdict (notes)`,
+Output lines: `CONFIG name median cpu_median ...`, `RATIO name value target verdict (notes)` with
+the ratio of medians first and the paired per-round ratios (mean and median) in the notes,
 `METRIC name value (notes)`.
 """
 
 import argparse
 import gc
 import glob
+import logging
 import os
 import shutil
 import statistics
@@ -51,13 +65,16 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 SEED = 0
 LR = 1e-3
+QUICKSTART = os.path.join(REPO, 'configs', 'quickstart.gin')
+QUICKSTART_STEPS = 1000  # Steps per round of the q configurations: two of its checkpoint intervals.
 
 
 # ------------------------------------------------------------------------------------------------
@@ -86,12 +103,22 @@ def reset_peak() -> bool:
 # ------------------------------------------------------------------------------------------------
 # Models and data.
 # ------------------------------------------------------------------------------------------------
+def no_autotune(ds):
+  """Autotune's model thread makes deleting an idle iterator block (0.3-2 s seen), and every
+  fit() replaces one: nothing here is autotuned, so it is off for every configuration alike."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return ds.with_options(options)
+
+
 class Workload:
   """The model factory, loss and one shared in-memory pipeline of a benchmark run."""
 
   def __init__(self, model: str, batch: int, examples: int):
     import keras  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from stable_train import data as data_lib  # pylint: disable=g-import-not-at-top
     from stable_train import losses  # pylint: disable=g-import-not-at-top
     from stable_train import models  # pylint: disable=g-import-not-at-top
     rng = np.random.RandomState(SEED)
@@ -103,12 +130,18 @@ class Workload:
       self.new_model = lambda: models.mlp(seed=SEED)
       self.loss = keras.losses.MeanSquaredError()
       self.describe = 'seed MLP 1000->256->128->1, MSE'
-    else:
+    elif model == 'convnet':
       x = rng.normal(size=(examples, 16, 16, 3)).astype(np.float32)
       y = rng.randint(0, 10, size=(examples,)).astype(np.int32)
       self.new_model = lambda: models.convnet_bn(seed=SEED)
       self.loss = losses.sparse_softmax_cross_entropy
       self.describe = 'convnet_bn (Conv-BN-ReLU-Pool x2, Dropout), sparse softmax CE'
+    else:  # The zoo's transformer on its own token data (one batch of all the examples).
+      x, y = (v.numpy() for v in next(iter(data_lib.synthetic_sequences(
+          num_examples=examples, batch_size=examples, seed=SEED, repeat=False))))
+      self.new_model = lambda: models.transformer(seed=SEED)
+      self.loss = losses.sparse_softmax_cross_entropy
+      self.describe = 'transformer (2 blocks, dim 32, attention + FFN, dropout), sparse softmax CE'
     self.x, self.y, self.tf = x, y, tf
     self.dataset = self.pipeline()
     for _ in self.dataset.take(len(x) // batch + 2):  # Fill the cache outside every timing.
@@ -120,21 +153,29 @@ class Workload:
     ds = ds.batch(self.batch, drop_remainder=True)
     if poison is not None:
       ds = ds.enumerate().map(poison)
-    options = tf.data.Options()
-    # Autotune's model thread makes deleting an idle iterator block (0.3-2 s seen): nothing here
-    # is autotuned, so it is off for every configuration alike.
-    options.autotune.enabled = False
-    return ds.prefetch(2).with_options(options)
+    return no_autotune(ds.prefetch(2))
+
+
+class QuickstartData:
+  """configs/quickstart.gin's dataset, models and loss, for the configurations compared with it
+  (set by `Quickstart.build`, while its bindings are in force)."""
+
+  def __init__(self):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    self.tf, self.dataset, self.loss, self.models = tf, None, None, []
+
+  def new_model(self):
+    return self.models.pop()
 
 
 # ------------------------------------------------------------------------------------------------
-# Configurations: build(), run_round(steps), check(steps) -> problems, model.
+# Configurations: build(), run_round(steps), check(steps) -> problems, model; `steps`: per round.
 # ------------------------------------------------------------------------------------------------
 class Bare:
   """A plain GradientTape step in a tf.function loop: the floor every ratio is taken against."""
 
-  def __init__(self, name, work, k, jit):
-    self.name, self.work, self.k, self.jit = name, work, k, jit
+  def __init__(self, name, work, k, jit, steps=None):
+    self.name, self.work, self.k, self.jit, self.steps = name, work, k, jit, steps
     self.desc = f'bare tf.function step, {k}/call, jit_compile={jit}'
 
   def build(self):
@@ -193,14 +234,16 @@ def full_stack():
 
 
 class Stable:
-  """A Trainer, one `fit` per round to the next target step."""
+  """A Trainer, one `fit` per round to the next target step; the Trainer's default cadences
+  unless given (`settings`)."""
 
   def __init__(self, name, work, root, k, jit, *, stack=default_stack, model_dir=True,
-               checkpoint_every=100):
+               **settings):
     self.name, self.work, self.root, self.k, self.jit = name, work, root, k, jit
-    self.stack, self.use_dir, self.checkpoint_every = stack, model_dir, checkpoint_every
+    self.stack, self.use_dir, self.settings, self.steps = stack, model_dir, settings, None
+    shown = ''.join(f', {k}={v}' for k, v in settings.items())
     self.desc = (f'Trainer {stack.__name__}, steps_per_loop={k}, jit_compile={jit}, '
-                 f'model_dir={"tmp" if model_dir else None}, checkpoint_every={checkpoint_every}')
+                 f'model_dir={"tmp" if model_dir else None}{shown}')
     self.target = 0
 
   def build(self):
@@ -210,15 +253,17 @@ class Stable:
     self.trainer = stable_train.Trainer(
         model=self.work.new_model(), optimizer=keras.optimizers.Adam(LR), loss=self.work.loss,
         policies=self.stack(), model_dir=self.model_dir, steps_per_loop=self.k,
-        jit_compile=self.jit, checkpoint_every=self.checkpoint_every, summary_every=100,
-        log_every=10**9, verbose=False)
+        jit_compile=self.jit, **self.settings)
     self.model = self.trainer.model
 
   def run_round(self, steps):
     t = self.trainer
     self._before = (int(t.applied_steps.numpy()), int(t.skipped_steps.numpy()))
     self.target += steps
-    self.summary = t.fit(self.work.dataset, num_steps=self.target)
+    self.summary = t.fit(self.dataset(), num_steps=self.target)
+
+  def dataset(self):
+    return self.work.dataset
 
   def check(self, steps):
     t, s = self.trainer, self.summary
@@ -229,11 +274,55 @@ class Stable:
     return [f"status {s.get('status')}, {applied} applied, {skipped} skipped: {s.get('reason', '')}"]
 
 
-class KerasFit:
-  """Keras `fit` with global_clipnorm=1.0 + TerminateOnNaN."""
+class Quickstart(Stable):
+  """configs/quickstart.gin as the CLI runs it (see the module docstring); its dataset, model
+  and loss are given to `data` for the configurations compared with it."""
 
-  def __init__(self, name, work, steps_per_execution=None, jit=None):
+  def __init__(self, name, data: QuickstartData, root, comparisons: int):
+    super().__init__(name, data, root, 10, False)
+    self.steps, self.comparisons = QUICKSTART_STEPS, comparisons
+    self.desc = 'configs/quickstart.gin through gin, as the CLI builds it; a model_dir'
+
+  def build(self):
+    import gin  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
+    from stable_train import job  # pylint: disable=g-import-not-at-top,unused-import
+    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    gin.clear_config()
+    folder = os.path.dirname(QUICKSTART)  # The CLI's search paths: next to the config, above.
+    gin.add_config_file_search_path(folder)
+    gin.add_config_file_search_path(os.path.dirname(folder))
+    gin.parse_config_files_and_bindings([QUICKSTART], [], skip_unknown=False)
+    try:
+      self.model_dir = tempfile.mkdtemp(prefix=self.name + '.', dir=self.root)
+      strategy = tf.distribute.get_strategy()
+      with strategy.scope():  # As job.train builds it: every setting from the config.
+        self.trainer = trainer_lib.Trainer(model_dir=self.model_dir, strategy=strategy)
+      self._dataset = no_autotune(gin.query_parameter('train.dataset_fn').scoped_configurable_fn())
+      make_model = gin.query_parameter('Trainer.model').scoped_configurable_fn
+      self.work.models = [make_model() for _ in range(self.comparisons)]  # The same seed.
+      self.work.dataset, self.work.loss = self._dataset, self.trainer.loss_fn
+    finally:
+      gin.clear_config()  # Nothing else built here may read the quickstart's bindings.
+    t = self.trainer
+    self.desc += (f' (steps_per_loop {t.steps_per_loop}, checkpoint_every {t.checkpoint_every}, '
+                  f'summary_every {t.summary_every}, log_every {t.log_every}, jit_compile '
+                  f'{t.jit_compile}, policies {", ".join(p.name for p in t.policies)})')
+    self.model = t.model
+
+  def dataset(self):
+    return self._dataset
+
+
+class KerasFit:
+  """Keras `fit` with global_clipnorm=1.0 + TerminateOnNaN; with `files` (checkpoint_every,
+  summary_every) in steps, BackupAndRestore and TensorBoard at that cadence."""
+
+  def __init__(self, name, work, steps_per_execution=None, jit=None, files=None, root=None,
+               steps=None):
     self.name, self.work, self.spe, self.jit = name, work, steps_per_execution, jit
+    self.files, self.root, self.steps = files, root, steps
     self.desc = ''
 
   def build(self):
@@ -246,7 +335,25 @@ class KerasFit:
                        loss=self.work.loss, **kwargs)
     self.callbacks = [keras.callbacks.TerminateOnNaN()]
     self.desc = (f'keras fit, global_clipnorm=1.0 + TerminateOnNaN, steps_per_execution='
-                 f'{self.model.steps_per_execution}, jit_compile={self.model.jit_compile}')
+                 f'{self.model.steps_per_execution}, jit_compile={self.model.jit_compile}'
+                 + (self._file_callbacks(keras) if self.files else ''))
+
+  def _file_callbacks(self, keras) -> str:
+    checkpoint_every, summary_every = self.files
+    folder = tempfile.mkdtemp(prefix=self.name + '.', dir=self.root)
+    # delete_checkpoint=False would restore "epoch 1 done" at the next fit() and train nothing.
+    self.callbacks.append(keras.callbacks.BackupAndRestore(
+        os.path.join(folder, 'backup'), save_freq=checkpoint_every))
+    shown = f' + BackupAndRestore(save_freq={checkpoint_every})'
+    try:  # Keras's TensorBoard callback needs the tensorboard package (TF 2.21 does not pull it).
+      import tensorboard  # pylint: disable=g-import-not-at-top,unused-import
+    except ImportError:
+      return shown + ' (no TensorBoard callback: the tensorboard package is not installed)'
+    # Its update_freq counts calls of on_train_batch_end: one per execution of spe steps.
+    every = max(summary_every // (self.spe or 1), 1)
+    self.callbacks.append(keras.callbacks.TensorBoard(
+        os.path.join(folder, 'tb'), update_freq=every, write_graph=False, profile_batch=0))
+    return shown + f' + TensorBoard(update_freq={every}: every {every * (self.spe or 1)} steps)'
 
   def run_round(self, steps):
     self._before = int(self.model.optimizer.iterations.numpy())
@@ -266,7 +373,7 @@ class GuardedFit:
 
   def __init__(self, name, work, guarded, steps_per_execution=1, jit=False):
     self.name, self.work, self.guarded = name, work, guarded
-    self.spe, self.jit = steps_per_execution, jit
+    self.spe, self.jit, self.steps = steps_per_execution, jit, None
     self.desc = (f'keras fit{" guarded (default stack + GuardCallback)" if guarded else ""}, '
                  f'steps_per_execution={steps_per_execution}, jit_compile={jit}')
 
@@ -354,29 +461,55 @@ def speed(a):
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _speed(a, work, root, keras, tf):
-  print(f'# stable_train benchmark: {work.describe}, batch {a.batch}; TF {tf.__version__}, Keras '
-        f'{keras.__version__}, {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.2f}; '
-        f'{a.rounds} timed rounds x {a.steps} steps', flush=True)
+def configurations(a, work, root):
+  """The configurations of this run: every mode on the seed MLP (and the quickstart through
+  the CLI's parts); the bare step, the Trainer with and without a model_dir and Keras at its best
+  on the other models, in the modes that suit them (no XLA on the transformer: XLA:CPU ran its
+  step ~10x slower than the plain one here)."""
   S = lambda name, k, jit, **kw: Stable(name, work, root, k, jit, **kw)  # noqa: E731
+  if a.model != 'mlp':
+    modes = [(10, False)] + ([(10, True)] if a.model == 'convnet' else [])
+    configs = []
+    for k, jit in modes:
+      mode = f'k{k}{".xla" if jit else ""}'
+      configs += [Bare(f'a.{mode}', work, k, jit), S(f'b.{mode}', k, jit),
+                  S(f'd.{mode}', k, jit, model_dir=False)]
+    return configs + [KerasFit('c.best', work, steps_per_execution=10, jit=modes[-1][1])]
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  defaults = trainer_lib.Trainer.__init__.__kwdefaults__
+  cadence = (defaults['checkpoint_every'], defaults['summary_every'])
   configs = [
       Bare('a.k1', work, 1, False), Bare('a.k1.xla', work, 1, True),
       Bare('a.k10', work, 10, False), Bare('a.k10.xla', work, 10, True),
       S('b.k1', 1, False), S('b.k1.xla', 1, True), S('b.k10', 10, False), S('b.k10.xla', 10, True),
       S('b2.k10', 10, False, stack=full_stack), S('b2.k10.xla', 10, True, stack=full_stack),
       KerasFit('c.default', work), KerasFit('c.best', work, steps_per_execution=10, jit=True),
+      KerasFit('c.best.disk', work, steps_per_execution=10, jit=True, files=cadence, root=root),
       S('d.k1', 1, False, model_dir=False), S('d.k1.xla', 1, True, model_dir=False),
       S('d.k10', 10, False, model_dir=False), S('d.k10.xla', 10, True, model_dir=False),
       S('f.k10', 10, False, checkpoint_every=10**9),
-      S('s.best', 100, True),
       GuardedFit('p.k1', work, False), GuardedFit('g.k1', work, True),
       GuardedFit('p.k10.xla', work, False, 10, True), GuardedFit('g.k10.xla', work, True, 10, True),
   ]
-  if a.steps % 100:
-    configs = [c for c in configs if c.name != 's.best']  # 100 steps per loop.
-  # Pre-warm the runtimes (oneDNN, XLA) so that the first configuration's memory is not theirs.
-  for jit in (False, True):
-    warm = Bare('warm', work, 1, jit)
+  if a.steps % 100 == 0:
+    configs.append(S('s.best', 100, True))  # 100 steps per loop.
+  quick = QuickstartData()
+  steps = min(QUICKSTART_STEPS, a.steps) if a.quick else QUICKSTART_STEPS
+  q = Quickstart('q.cli', quick, root, comparisons=2)
+  q.steps = steps
+  configs += [q, Bare('a.q', quick, 10, False, steps=steps)]
+  q_cadence = (500, defaults['summary_every'])  # The quickstart's checkpoint_every, summaries.
+  configs.append(KerasFit('c.q', quick, steps_per_execution=10, jit=False, files=q_cadence,
+                          root=root, steps=steps))
+  return configs
+
+
+def run_rounds(a, configs):
+  """Warm-up, then `a.rounds` interleaved timed rounds. Returns (wall, cpu, by_round, peak,
+  problems): wall and CPU ms/step per configuration, wall ms/step per round, peak RSS (MB above
+  the start over build + warm-up, None where it cannot be reset), problems."""
+  for jit in (False, True):  # Pre-warm the runtimes: the first configuration's memory is its own.
+    warm = Bare('warm', configs[0].work, 1, jit)
     warm.build()
     warm.run_round(3)
   del warm
@@ -385,88 +518,130 @@ def _speed(a, work, root, keras, tf):
   wall = {c.name: [] for c in configs}
   cpu = {c.name: [] for c in configs}
   by_round = {c.name: {} for c in configs}  # Wall ms/step per round, for the paired ratios.
-  peak = {}
-  problems = {c.name: [] for c in configs}
-  warmup = max(a.steps, 100)
-  for c in configs:  # Build, trace, one round of `warmup` steps: excluded; peak RSS measured.
+  peak, problems = {}, {c.name: [] for c in configs}
+  for c in configs:  # Build, trace, one round of at least 100 steps: excluded; peak RSS measured.
     gc.collect()
     reset_peak()
     start_rss = _status_mb('VmRSS')
     c.build()
-    c.run_round(warmup)
+    steps = max(c.steps or a.steps, 100)
+    c.run_round(steps)
     peak[c.name] = (_status_mb('VmHWM') - start_rss) if can_reset else None
-    problems[c.name] += c.check(warmup)
+    problems[c.name] += c.check(steps)
   for c in configs:  # A second untimed pass: first calls after other configurations traced.
-    c.run_round(a.steps)
+    c.run_round(c.steps or a.steps)
   print('# warm-up done', file=sys.stderr, flush=True)
   for r in range(a.rounds):
     shift = r % len(configs)
     for c in configs[shift:] + configs[:shift]:
+      steps = c.steps or a.steps
       gc.collect()
       gc.disable()
       try:
         c0, t0 = time.process_time(), time.perf_counter()
-        c.run_round(a.steps)
+        c.run_round(steps)
         t1, c1 = time.perf_counter(), time.process_time()
       finally:
         gc.enable()
-      bad = c.check(a.steps)
+      bad = c.check(steps)
       if bad:
         problems[c.name] += [f'round {r + 1} excluded: {m}' for m in bad]
         continue
-      wall[c.name].append((t1 - t0) / a.steps * 1e3)
+      wall[c.name].append((t1 - t0) / steps * 1e3)
       by_round[c.name][r] = wall[c.name][-1]
-      cpu[c.name].append((c1 - c0) / a.steps * 1e3)
+      cpu[c.name].append((c1 - c0) / steps * 1e3)
     print(f'# round {r + 1}/{a.rounds} done', file=sys.stderr, flush=True)
+  return wall, cpu, by_round, peak, problems
 
-  nan = float('nan')
-  med = {n: statistics.median(v) if v else nan for n, v in wall.items()}
-  cmed = {n: statistics.median(v) if v else nan for n, v in cpu.items()}
-  by_name = {c.name: c for c in configs}
+
+class Ratios:
+  """The RATIO lines: the ratio of medians (the verdict's figure), then the per-round ratios of
+  the two configurations run in the same round (mean and median), which stay steady when the
+  machine's speed drifts between rounds."""
+
+  def __init__(self, wall, cpu, by_round):
+    nan = float('nan')
+    self.med = {n: statistics.median(v) if v else nan for n, v in wall.items()}
+    self.cmed = {n: statistics.median(v) if v else nan for n, v in cpu.items()}
+    self.by_round = by_round
+    self.lines = []
+
+  def fastest(self, names):
+    names = [n for n in names if n in self.med]
+    return min(names, key=lambda n: (np.isnan(self.med[n]), self.med[n]))
+
+  def add(self, name, num, den, target=None, higher_is_better=False, note=''):
+    if num not in self.med or den not in self.med:
+      return
+    value = self.med[num] / self.med[den]
+    if target is None:
+      goal = verdict = ''
+    elif higher_is_better:
+      goal, verdict = f'>= {target:.2f}', 'meets' if value >= target else 'misses'
+    else:
+      goal, verdict = f'<= {target:.2f}', 'meets' if value <= target else 'misses'
+    pairs = [self.by_round[num][r] / self.by_round[den][r] for r in self.by_round[num]
+             if r in self.by_round[den]]
+    paired = (f'; paired mean {statistics.mean(pairs):.3f}, median {statistics.median(pairs):.3f}'
+              if pairs else '')
+    self.lines.append(f'RATIO {name} {value:.3f} {goal} {verdict}  ({num} / {den}, medians; cpu '
+                      f'{self.cmed[num] / self.cmed[den]:.3f}{paired}){" " + note if note else ""}')
+
+
+def speed_ratios(ratios, modes):
+  """Every target line of the speed section (those whose configurations ran)."""
+  for mode in modes:
+    ratios.add(f'nothing_on_disk.d_over_a.{mode}', f'd.{mode}', f'a.{mode}', 1.05)
+  for mode in modes:
+    ratios.add(f'with_disk.b_over_a.{mode}', f'b.{mode}', f'a.{mode}', 1.10)
+  for mode in modes:
+    ratios.add(f'disk_path.b_over_d.{mode}', f'b.{mode}', f'd.{mode}',
+               1.03 if mode.startswith('k10') else None,
+               note='[a model_dir (checkpoints, events, summaries) vs none]')
+  for mode in ('k10', 'k10.xla'):
+    ratios.add(f'full_stack.b2_over_a.{mode}', f'b2.{mode}', f'a.{mode}')
+  best = ratios.fastest([f'b.{m}' for m in modes] + ['s.best'])
+  ratios.add('keras_best_disk.c_best_disk_over_b_best', 'c.best.disk', best, 1.10, True,
+             f'[both at their best with files at the same cadence; b_best = {best}]')
+  ratios.add('best_vs_keras_best.c_best_over_s_best', 'c.best', 's.best', 1.10, True,
+             '[throughput of stable_train at its best (model_dir) / Keras fit at its best]')
+  ratios.add('same_mode_vs_keras_best.c_best_over_b.k10.xla', 'c.best', 'b.k10.xla', None, True)
+  ratios.add('defaults_vs_keras_defaults.c_default_over_b.k1', 'c.default', 'b.k1', None, True)
+  for mode in ('k1', 'k10.xla'):  # The same fit, guarded and plain, at its own settings.
+    ratios.add(f'keras_fit_guarded.g_over_p.{mode}', f'g.{mode}', f'p.{mode}', 1.05)
+  ratios.add('checkpoint_cost.b_over_f.k10', 'b.k10', 'f.k10', 1.02,
+             note='[checkpoints every 100 steps vs none but the one at the end of each fit]')
+  ratios.add('quickstart.q_over_a', 'q.cli', 'a.q', 1.10,
+             note='[configs/quickstart.gin through the CLI\'s parts vs a bare step, 10 per call]')
+  ratios.add('quickstart.c_over_q', 'c.q', 'q.cli', None, True,
+             note='[Keras fit with BackupAndRestore + TensorBoard at the quickstart\'s cadence]')
+  if 'c.best.disk' not in ratios.med:  # Another model: its step outweighs the guard's pass.
+    for mode in modes:
+      ratios.add(f'larger_model.b_over_a.{mode}', f'b.{mode}', f'a.{mode}', 1.03,
+                 note='[the default stack with a model_dir vs bare, on a step the guard is a '
+                 'small share of]')
+    ratios.add(f'keras_best.c_best_over_b.{modes[-1]}', 'c.best', f'b.{modes[-1]}', None, True)
+
+
+def _speed(a, work, root, keras, tf):
+  print(f'# stable_train benchmark: {work.describe}, batch {a.batch}; TF {tf.__version__}, Keras '
+        f'{keras.__version__}, {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.2f}; '
+        f'{a.rounds} timed rounds x {a.steps} steps (the q configurations: '
+        f'{QUICKSTART_STEPS if not a.quick else min(QUICKSTART_STEPS, a.steps)})', flush=True)
+  configs = configurations(a, work, root)
+  wall, cpu, by_round, peak, problems = run_rounds(a, configs)
+  ratios = Ratios(wall, cpu, by_round)
   for c in configs:
     pk = 'n/a' if peak[c.name] is None else f'{peak[c.name]:.1f}'
-    print(f'CONFIG {c.name:11s} {med[c.name]:7.3f} ms/step  cpu {cmed[c.name]:7.3f}  '
+    print(f'CONFIG {c.name:11s} {ratios.med[c.name]:7.3f} ms/step  cpu {ratios.cmed[c.name]:7.3f}  '
           f'peak+{pk} MB  | {c.desc}')
-
+  modes = [m for m in ('k1', 'k1.xla', 'k10', 'k10.xla') if f'a.{m}' in ratios.med]
+  speed_ratios(ratios, modes)
+  by_name = {c.name: c for c in configs}
+  print('\n'.join(ratios.lines), flush=True)  # Before the metrics below, which take a while.
   out = []
-
-  def ratio(name, num, den, target=None, higher_is_better=False, note=''):
-    if num not in med or den not in med:
-      return
-    value = med[num] / med[den]
-    shown = value
-    if higher_is_better:
-      verdict = '' if target is None else ('meets' if value >= target else 'misses')
-      goal = '' if target is None else f'>= {target:.2f}'
-    else:
-      verdict = '' if target is None else ('meets' if value <= target else 'misses')
-      goal = '' if target is None else f'<= {target:.2f}'
-    # The median of per-round ratios (the two configurations ran minutes apart at most, in the
-    # same round): steadier than the ratio of medians when the machine's speed drifts.
-    pairs = [by_round[num][r] / by_round[den][r] for r in by_round[num] if r in by_round[den]]
-    paired = f'; paired {statistics.median(pairs):.3f}' if pairs else ''
-    out.append(f'RATIO {name} {shown:.3f} {goal} {verdict}  ({num} / {den}; cpu '
-               f'{cmed[num] / cmed[den]:.3f}{paired}){" " + note if note else ""}')
-
-  for mode in ('k1', 'k1.xla', 'k10', 'k10.xla'):
-    ratio(f'nothing_on_disk.d_over_a.{mode}', f'd.{mode}', f'a.{mode}', 1.05)
-  for mode in ('k1', 'k1.xla', 'k10', 'k10.xla'):
-    ratio(f'with_disk.b_over_a.{mode}', f'b.{mode}', f'a.{mode}', 1.10)
-  for mode in ('k10', 'k10.xla'):
-    ratio(f'full_stack.b2_over_a.{mode}', f'b2.{mode}', f'a.{mode}')
-  if 's.best' in med:
-    ratio('best_vs_keras_best.c_best_over_s_best', 'c.best', 's.best', 1.10, True,
-          '[throughput of stable_train at its best (checkpoints on) / Keras fit at its best]')
-  ratio('same_mode_vs_keras_best.c_best_over_b.k10.xla', 'c.best', 'b.k10.xla', None, True)
-  ratio('defaults_vs_keras_defaults.c_default_over_b.k1', 'c.default', 'b.k1', None, True)
-  for mode in ('k1', 'k10.xla'):  # The same fit, guarded and plain, at its own settings.
-    ratio(f'keras_fit_guarded.g_over_p.{mode}', f'g.{mode}', f'p.{mode}', 1.05)
-  ratio('checkpoint_cost.b_over_f.k10', 'b.k10', 'f.k10', 1.02,
-        note='[checkpoints every 100 steps vs none but the one at the end of each fit]')
-
-  # After the rounds: one save, its size, a zero-step fit().
   b = by_name['b.k10'].trainer
-  saves, fits = [], []
+  saves, fits = [], []  # After the rounds: one save, its size, a zero-step fit().
   for _ in range(5):
     gc.collect()
     t0 = time.perf_counter()
@@ -475,20 +650,20 @@ def _speed(a, work, root, keras, tf):
     t0 = time.perf_counter()
     b.fit(work.dataset, num_steps=int(b.global_step.numpy()))
     fits.append((time.perf_counter() - t0) * 1e3)
-  if hasattr(b, 'wait_for_checkpoints'):
-    b.wait_for_checkpoints()
   out.append(f'METRIC checkpoint_save_ms {statistics.median(saves):.1f}  (Trainer.save_checkpoint '
              f'on b.k10, median of 5: time the loop is blocked)')
   out.append(f'METRIC checkpoint_size_mb {checkpoint_size_mb(b):.2f}  (the dataset in memory is '
              f'{work.x.nbytes / 2**20:.1f} MB; a checkpoint must not hold it)')
   out.append(f'METRIC fit_call_overhead_ms {statistics.median(fits):.1f}  (a zero-step fit() on '
              f'b.k10, median of 5)')
-  if can_reset:
-    for mode in ('k1', 'k1.xla', 'k10', 'k10.xla'):
+  if all(peak.get(f'{k}.{m}') is not None for k in 'ad' for m in modes):
+    for mode in modes:
       pb, pa = peak[f'd.{mode}'], peak[f'a.{mode}']
       out.append(f'METRIC peak_rss_above_bare_mb.d.{mode} {pb - pa:.1f}  (peak RSS above the '
                  f'start over build + warm-up: d {pb:.1f} MB, a {pa:.1f} MB)')
-  if a.rollbacks:
+  if a.rollbacks and not np.issubdtype(work.x.dtype, np.floating):
+    out.append('# no rollback latency: the NaN stretches poison float features, these are tokens')
+  elif a.rollbacks:
     ms, values, first = rollback_latency(work, root, a.rollbacks)
     shown = ' '.join(f'{v:.1f}' for v in values)
     verdict = 'meets' if ms <= 20 else 'misses'
@@ -497,7 +672,9 @@ def _speed(a, work, root, keras, tf):
     if first:
       out.append(f"#   first rollback: step {first['step']} -> {first.get('to_step')}, skipped "
                  f"batches {first.get('skipped_batches')}")
-  for k, jit in ([(10, True)] if a.quick else [(1, False), (10, False), (1, True), (10, True)]):
+  rss_modes = [(10, True)] if a.quick else [(int(m[1:].split('.')[0]), m.endswith('.xla'))
+                                            for m in modes]
+  for k, jit in rss_modes:
     bare, stack = (rss_of_a_process(a, kind, k, jit) for kind in ('bare', 'stack'))
     mode = f'k{k}{".xla" if jit else ""}'
     value = stack / bare
@@ -505,9 +682,16 @@ def _speed(a, work, root, keras, tf):
                f'{"meets" if value <= 1.3 else "misses"}  (peak RSS of a process training '
                f'{a.steps + 100} steps: default stack, nothing on disk {stack:.0f} MB / bare step '
                f'{bare:.0f} MB)')
-  out.append(f'METRIC process_peak_rss_mb {_status_mb("VmHWM") or nan:.0f}')
+  out.append(f'METRIC process_peak_rss_mb {_status_mb("VmHWM") or float("nan"):.0f}')
   for line in out:
     print(line)
+  print(f'# load avg at the end {os.getloadavg()[0]:.2f}')
+  return sanity(wall, problems)
+
+
+def sanity(wall, problems) -> int:
+  """Prints the SANITY lines; returns the exit code (1: a configuration failed outside the timed
+  rounds, or has no timed round)."""
   noisy = [f'{n} x{max(v) / min(v):.1f}' for n, v in wall.items() if v and max(v) / min(v) > 1.5]
   if noisy:
     print('SANITY noisy (rounds more than 1.5x apart; the machine was busy): ' + ', '.join(noisy))
@@ -607,11 +791,134 @@ def healthy(a):
   return 0
 
 
+# ------------------------------------------------------------------------------------------------
+# The cadences section: what each summary and progress cadence costs a run with a model_dir.
+# ------------------------------------------------------------------------------------------------
+CADENCES = ([('summary_every', v) for v in (1, 10, 100)]
+            + [('log_every', v) for v in (10, 100, 1000)])
+
+
+def cadences(a):
+  """The default stack with a model_dir at 10 steps/loop (no XLA and XLA), once per cadence,
+  against the same run that writes no summary and no progress line (checkpoints every 100 in
+  every one of them); then the cost of one events.jsonl record, appended alone or in a batch."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  work = Workload('mlp', a.batch, a.examples)
+  root = tempfile.mkdtemp(prefix='st_cadences.')
+  print(f'# stable_train cadences: {work.describe}, batch {a.batch}; TF {tf.__version__}, Keras '
+        f'{keras.__version__}, {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.2f}; '
+        f'{a.rounds} timed rounds x {a.steps} steps', flush=True)
+  try:
+    quiet = dict(summary_every=10**9, log_every=10**9)
+    configs = []
+    for jit in (False, True):
+      mode = 'k10.xla' if jit else 'k10'
+      configs.append(Stable(f'quiet.{mode}', work, root, 10, jit, **quiet))
+      configs += [Stable(f'{name}_{value}.{mode}', work, root, 10, jit,
+                         **dict(quiet, **{name: value})) for name, value in CADENCES]
+    wall, cpu, by_round, _, problems = run_rounds(a, configs)
+    ratios = Ratios(wall, cpu, by_round)
+    for c in configs:
+      print(f'CONFIG {c.name:20s} {ratios.med[c.name]:7.3f} ms/step  cpu '
+            f'{ratios.cmed[c.name]:7.3f}  | {c.desc}')
+    for mode in ('k10', 'k10.xla'):
+      for name, value in CADENCES:
+        ratios.add(f'cadence.{mode}.{name}_{value}', f'{name}_{value}.{mode}', f'quiet.{mode}',
+                   note='[vs no summaries and no progress lines]')
+    for line in ratios.lines:
+      print(line)
+    for line in event_record_costs(root) + recorder_costs(root):
+      print(line)
+  finally:
+    shutil.rmtree(root, ignore_errors=True)
+  print(f'# load avg at the end {os.getloadavg()[0]:.2f}')
+  return sanity(wall, problems)
+
+
+def recorder(a):  # pylint: disable=unused-argument
+  """The cadences section's host costs alone (no step, no wall-clock noise of a training run)."""
+  root = tempfile.mkdtemp(prefix='st_recorder.')
+  try:
+    print(f'# stable_train recorder costs; load avg {os.getloadavg()[0]:.2f}', flush=True)
+    for line in event_record_costs(root) + recorder_costs(root):
+      print(line)
+  finally:
+    shutil.rmtree(root, ignore_errors=True)
+  print(f'# load avg at the end {os.getloadavg()[0]:.2f}')
+  return 0
+
+
+def recorder_costs(root, loops=2000, repeats=5):
+  """METRIC lines: host us per clean loop of 10 steps (the recorder with a real TensorBoard file,
+  events.jsonl and a progress logger to /dev/null, the loop's flush_due) at each cadence and at
+  the defaults, min of `repeats` interleaved runs: what a cadence costs without the step's noise."""
+  from stable_train import events, reports  # pylint: disable=g-import-not-at-top
+  from stable_train import recorder as recorder_lib  # pylint: disable=g-import-not-at-top
+  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  defaults = trainer_lib.Trainer.__init__.__kwdefaults__
+  n, ones = 10, np.ones(10, np.float32)
+  loops_of = [reports.StepReports(
+      step=np.arange(1 + i * n, 1 + (i + 1) * n), loss=ones, grad_norm=ones,
+      clipped_grad_norm=ones, loss_finite=ones > 0, grads_finite=ones > 0, inputs_finite=ones > 0,
+      outputs_finite=ones > 0, first_bad_grad=-np.ones(n, int), first_bad_input=-np.ones(n, int),
+      applied=ones > 0, learning_rate=ones, variable_paths=['w']) for i in range(loops)]
+  never = 10**9
+  cases = [('none', never, never)] + [
+      (f'{name}_{value}', value if name == 'summary_every' else never,
+       value if name == 'log_every' else never) for name, value in CADENCES] + [
+           ('defaults', defaults['summary_every'], defaults['log_every'])]
+  best = {}
+  for r in range(repeats):
+    for name, summary_every, log_every in cases:
+      scalars = events.Scalars(os.path.join(root, f'tb_{name}_{r}'))
+      log = events.EventLog(os.path.join(root, f'rec_{name}_{r}.jsonl'))
+      recorder = recorder_lib.LoopRecorder(emit=log.emit, scalars=scalars, num_steps=never,
+                                           summary_every=summary_every, log_every=log_every)
+      t0 = time.perf_counter()
+      for reps in loops_of:
+        with log.batched():
+          recorder.record(reps, 0)
+        scalars.flush_due()
+      best[name] = min(best.get(name, float('inf')), (time.perf_counter() - t0) / loops * 1e6)
+      scalars.close()
+  return [f'METRIC recorder_us_per_loop.{name} {value:.1f}  (+{value - best["none"]:.1f} over '
+          f'none; one clean loop of {n} steps, min of {repeats} x {loops}'
+          f'{"; summary_every, log_every = " + str(cases[-1][1:]) if name == "defaults" else ""})'
+          for name, value in best.items()]
+
+
+def event_record_costs(root, records=1000, per_loop=10, repeats=5):
+  """METRIC lines: us per `skip` record appended on its own and in batches of `per_loop` (a
+  loop's skip events), min of `repeats` interleaved runs."""
+  from stable_train import events  # pylint: disable=g-import-not-at-top
+  fields = dict(fault='gradient', tensor='gradient of mlp/dense_0/kernel', loss=float('nan'),
+                grad_norm=float('nan'))
+  best = {'alone': float('inf'), 'batched': float('inf')}
+  for r in range(repeats):
+    for kind in best:
+      log = events.EventLog(os.path.join(root, f'events_{kind}_{r}.jsonl'))
+      t0 = time.perf_counter()
+      for start in range(0, records, per_loop):
+        if kind == 'batched':
+          with log.batched():
+            for step in range(start, start + per_loop):
+              log.emit('skip', step, **fields)
+        else:
+          for step in range(start, start + per_loop):
+            log.emit('skip', step, **fields)
+      best[kind] = min(best[kind], (time.perf_counter() - t0) / records * 1e6)
+  return [f'METRIC events_jsonl_record_us.{kind} {value:.1f}  (one skip record, '
+          f'{"appended alone" if kind == "alone" else f"in one append per {per_loop}"}; min of '
+          f'{repeats} x {records})' for kind, value in best.items()]
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split('\n\n', 1)[0],
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument('--section', choices=('speed', 'healthy'), default='speed')
-  p.add_argument('--model', choices=('mlp', 'convnet'), default='mlp')
+  p.add_argument('--section', choices=('speed', 'cadences', 'recorder', 'healthy'),
+                 default='speed')
+  p.add_argument('--model', choices=('mlp', 'convnet', 'transformer'), default='mlp')
   p.add_argument('--batch', type=int, default=32)
   p.add_argument('--steps', type=int, default=200, help='steps per round (a multiple of 10)')
   p.add_argument('--rounds', type=int, default=7, help='timed rounds')
@@ -629,14 +936,20 @@ def main(argv=None):
     p.error('--steps must be a positive multiple of 10')
   if a.batch <= 0 or a.examples < a.batch:
     p.error('--batch must be positive and at most --examples')
-  import logging  # pylint: disable=g-import-not-at-top
   logging.getLogger('absl').setLevel(logging.WARNING)  # TF's checkpoint writer logs every save.
-  logging.getLogger('stable_train').setLevel(logging.ERROR)
+  # Progress lines are formatted and written, as a user's are, to /dev/null.
+  log = logging.getLogger('stable_train')
+  log.setLevel(logging.INFO)
+  log.propagate = False
+  handler = logging.StreamHandler(open(os.devnull, 'w'))  # pylint: disable=consider-using-with
+  handler.setFormatter(logging.Formatter('%(message)s'))
+  log.addHandler(handler)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.get_logger().setLevel(logging.ERROR)  # One variables_finite function per Trainer: "retracing".
   if a.rss_child:
     return rss_child(a)
-  return speed(a) if a.section == 'speed' else healthy(a)
+  sections = {'speed': speed, 'cadences': cadences, 'recorder': recorder, 'healthy': healthy}
+  return sections[a.section](a)
 
 
 if __name__ == '__main__':

@@ -39,7 +39,7 @@ class RunCheckpoints:
     # (objects key, checkpoint, snapshot, writer, snapshot writer): built once, kept across fits.
     self._cache = None
     self._background = False  # Interval checkpoints are written in the background.
-    self._pending_reason = None  # The reason of the save being written in the background.
+    self._reason = 'interval'  # The reason of the save being written (its `checkpoint` event).
     # step -> whether the fit's evaluation at that step is still to run (`eval_action`).
     self.eval_due: Callable[[int], bool] = lambda step: False
 
@@ -58,7 +58,7 @@ class RunCheckpoints:
         t.strategy, checkpoint, os.path.join(t.model_dir, 'checkpoints'),
         max_to_keep=t.max_checkpoints, keep_good=t.keep_good_checkpoints,
         warn=lambda event, step, **f: t.emit(event, step, **f), snapshot=snapshot,
-        writer=writer, snapshot_writer=snapshot_writer, on_commit=self._committed,
+        writer=writer, snapshot_writer=snapshot_writer, before_commit=self._committed,
         before_write=t.faults.before_checkpoint_write if t.faults is not None else None)
     self.keeper.input_signature = inputs.batch_signature(dataset)
     committed = self.keeper.committed()
@@ -123,8 +123,9 @@ class RunCheckpoints:
 
     An interval checkpoint of fit's loop is captured in memory and written, synced and committed
     in the background while the next loop runs (which waits for it at its end); any other save
-    returns committed. Its `checkpoint` event is written once it is committed. A failed write
-    raises CheckpointError: training on without checkpoints would lose work.
+    returns committed. Its `checkpoint` event is written once its files are on disk, just before
+    the commit. A failed write raises CheckpointError: training on without checkpoints would
+    lose work.
     """
     t = self._trainer
     if self.keeper is None:
@@ -139,13 +140,11 @@ class RunCheckpoints:
                   bad[0] if bad else '?')
       return None
     self.refused = 0
+    self.complete_writes()  # The write in flight reads its own reason before this one is set.
+    self._reason = reason
     entry = self.keeper.save(step, good=self.healthy(),
                              background=self._background and reason == 'interval',
                              eval_due=self.eval_due(step))
-    if self.keeper.pending is entry:
-      self._pending_reason = reason
-    else:
-      self._committed(entry, reason)
     self.last_saved = entry
     return entry
 
@@ -160,26 +159,31 @@ class RunCheckpoints:
       return last
     return self._trainer.save_checkpoint(reason)
 
-  def _committed(self, entry: checkpointing.Entry, reason: Optional[str] = None) -> None:
+  def _committed(self, entry: checkpointing.Entry) -> None:
+    """The keeper's `before_commit`: the `checkpoint` event (from the writing thread)."""
     self._trainer.emit('checkpoint', entry.step, checkpoint=entry.path, good=entry.good,
-                       reason=reason or self._pending_reason)
+                       reason=self._reason)
 
   def complete_writes(self) -> None:
-    """Completes the checkpoint write in flight (committed, or a CheckpointError)."""
+    """Completes the checkpoint write in flight (committed, or a CheckpointError); its
+    `checkpoint` event, written by the writing thread, reaches `on_event` on this one."""
     if self.keeper is not None:
       self.keeper.wait()
+      self._trainer.events.deliver()
 
   @contextlib.contextmanager
   def writes_in_background(self) -> Iterator[None]:
-    """Interval checkpoints are written in the background inside; on the way out, waits for any
-    still in flight (before fit releases the model_dir)."""
+    """Interval checkpoints are written in the background inside, their `checkpoint` events
+    delivered to `on_event` on this thread; on the way out, waits for any still in flight
+    (before fit releases the model_dir)."""
     self._background = True
-    try:
-      yield
-    finally:
-      self._background = False
-      with contextlib.suppress(errors.CheckpointError):  # Only when another error is leaving.
-        self.complete_writes()
+    with self._trainer.events.owned():
+      try:
+        yield
+      finally:
+        self._background = False
+        with contextlib.suppress(errors.CheckpointError):  # Only when another error is leaving.
+          self.complete_writes()
 
   # -- refusals ---------------------------------------------------------------------------------
   def stale_note(self) -> str:

@@ -10,6 +10,7 @@ save; only the chief's files are kept (`WorkerCheckpointKeeper`).
 
 import contextlib
 import errno
+import glob
 import logging
 import os
 import re
@@ -36,7 +37,7 @@ class CheckpointKeeper:
                keep_good: int = 3, warn: Optional[Callable[..., None]] = None,
                snapshot=None, writer: Optional[Callable[[str], str]] = None,
                snapshot_writer: Optional[Callable[[str], str]] = None,
-               on_commit: Optional[Callable[[Entry], None]] = None,
+               before_commit: Optional[Callable[[Entry], None]] = None,
                before_write: Optional[Callable[[str], None]] = None):
     """Initialises the keeper.
 
@@ -50,7 +51,8 @@ class CheckpointKeeper:
       writer: writes the live variables at a prefix (`state.TracedWriter`); None: plain write.
       snapshot_writer: writes the snapshot's copies under the live keys: good checkpoints are
         then written from the snapshot, and may be written in the background.
-      on_commit: called with the entry when a write made in the background is committed.
+      before_commit: called with each entry in its writing thread once its files are on disk,
+        just before the commit (the `checkpoint` event; an error from it fails the write).
       before_write: called with each prefix before its files are written; an OSError from it
         fails that write (the seam fault injection uses for a full disk).
     """
@@ -61,7 +63,7 @@ class CheckpointKeeper:
     self.snapshot = snapshot
     self._writer = writer
     self._snapshot_writer = snapshot_writer
-    self._on_commit = on_commit
+    self._before_commit = before_commit
     self._before_write = before_write
     self.input_signature: Optional[str] = None  # Recorded in each new entry.
     self.restored_from: Optional[str] = None  # 'memory' or 'disk': the last restore's source.
@@ -124,7 +126,7 @@ class CheckpointKeeper:
       prefix = self._writer(prefix)
     else:
       prefix = self.checkpoint.write(prefix)
-    _fsync([prefix + '.index'] + tf.io.gfile.glob(prefix + '.data-*') + [self.directory])
+    _fsync([prefix + '.index'] + glob.glob(glob.escape(prefix) + '.data-*') + [self.directory])
     return prefix
 
   def _write_manifest(self) -> None:
@@ -173,8 +175,6 @@ class CheckpointKeeper:
       _raise_write_error(entry, error, self._warn, self.committed())
     if self.snapshot is not None and self.snapshot.captured_for == entry.number:
       self.snapshot.holds = entry.number
-    if thread is not None and self._on_commit is not None:
-      self._on_commit(entry)
     return entry
 
   def _write_and_commit(self, entry: Entry) -> None:
@@ -183,6 +183,8 @@ class CheckpointKeeper:
     manifest = self.manifest
     try:
       entry.path = os.path.basename(self._write_files(entry.number))
+      if self._before_commit is not None:
+        self._before_commit(entry)
       with manifest.lock:
         before = list(manifest.entries)
         manifest.entries.append(entry)
@@ -206,7 +208,7 @@ class CheckpointKeeper:
   def _remove_uncommitted(self, number: int) -> None:
     """Deletes what a failed save of checkpoint `number` left (it is in no manifest)."""
     prefix = os.path.join(self.directory, f'ckpt-{number}')
-    for name in tf.io.gfile.glob(prefix + '.*'):
+    for name in glob.glob(glob.escape(prefix) + '.*'):
       with contextlib.suppress(OSError):
         os.remove(name)
     shutil.rmtree(prefix + '_temp', ignore_errors=True)

@@ -170,9 +170,25 @@ def _import_user_modules(names) -> Optional[int]:
     try:
       importlib.import_module(name)
     except Exception as e:  # pylint: disable=broad-except  (the module's own error, too)
-      return _fail(f'--gin_import={name}: {type(e).__name__}: {errors.one_line(e)}; run from the folder '
-                   'that holds the module, or put its folder on PYTHONPATH.', EXIT_USAGE)
+      return _fail(f'--gin_import={name}: {_import_failure(name, e)}', EXIT_USAGE)
   return None
+
+
+def _import_failure(name: str, error: Exception) -> str:
+  """What went wrong importing a --gin_import module, and the fix: not found (the path), a
+  dependency missing (install it), or the module's own error (its file and line)."""
+  missing = getattr(error, 'name', None) if isinstance(error, ImportError) else None
+  if missing is not None and (name == missing or name.startswith(missing + '.')):
+    return (f'{type(error).__name__}: {errors.one_line(error)}; run from the folder that holds '
+            'the module, or put its folder on PYTHONPATH.')
+  if missing is not None:
+    return (f"it imports '{missing}', which is not installed; install it, or put its folder on "
+            'PYTHONPATH.')
+  frames = traceback.extract_tb(error.__traceback__)
+  where = (f' ({os.path.basename(frames[-1].filename)}, line {frames[-1].lineno})'
+           if frames else '')
+  return (f'importing it raised {type(error).__name__}: {errors.one_line(error)}{where}; fix the '
+          'module.')
 
 
 def _report(summary) -> int:

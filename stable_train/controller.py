@@ -131,10 +131,12 @@ class Controller:
       step = self.global_step() if self.dispatch.acted else int(reports.step[-1])
       for action in actions:
         if ended is None and action.due(step):
+          self.scalars.flush()  # On disk before a checkpoint this action writes can commit.
           ended = action.run(step)
           step = self.global_step()
       if ended is None and bool(outputs['data_ended'].numpy()):
         ended = self._data_end(num_steps)
+      self.scalars.flush_due()
       if ended is not None:
         return ended
     return outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
@@ -147,7 +149,8 @@ class Controller:
     fault = reports.last_model_fault()
     if fault is not None:  # No checkpoint of the next `healthy_window` steps is good.
       t.last_fault_step.assign(fault)
-    self.recorder.record(reports, skipped_total)
+    with t.events.batched():  # The loop's skip events, in one append.
+      self.recorder.record(reports, skipped_total)
     t.on_loop_end(reports)
     if t.faults is not None:
       t.faults.after_loop(reports, self.run)
@@ -250,9 +253,7 @@ class Controller:
     epoch = self.epoch_of(step)
     if epoch is not None:
       fields.setdefault('epoch', epoch)
-    record = self.trainer.events.emit(event, step, **fields)
-    self.trainer.on_event(record)
-    return record
+    return self.trainer.events.emit(event, step, **fields)
 
   def epoch_of(self, step: int) -> Optional[int]:
     """Under `fit(num_epochs=)`, the 1-based epoch of the batch step `step` consumed; else None."""

@@ -13,6 +13,11 @@ from typing import Any, Optional, Sequence
 class StableTrainError(Exception):
   """Base class of the errors stable_train raises on purpose."""
 
+  # autograph re-raises an error raised while tracing as its own type only where the type's
+  # __init__ is Exception's (else as a StagingError, which `except ConfigError` and the CLI miss);
+  # `one_line` drops the lines it wraps around the message.
+  __init__ = Exception.__init__
+
 
 class ConfigError(StableTrainError, ValueError):
   """A configuration, flag or argument is invalid; the message says how to fix it."""

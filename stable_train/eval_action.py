@@ -127,8 +127,9 @@ class EvalAction:
     t.emit('eval', step, loss=result['loss'], batches=result['batches'],
            metrics=result['metrics'], **left_out)
     if left_out:
-      log.warning('step %d: eval left out %d batch(es) with a label outside [0, %d)', step,
-                  left_out['left_out'], t.label_classes)
+      log.warning('step %d: eval left out %d batch(es) with a non-finite input%s', step,
+                  left_out['left_out'], '' if t.label_classes is None
+                  else f' or a label outside [0, {t.label_classes})')
     if t.verbose:
       shown = ''.join(f'  {k} {v:.4g}' for k, v in result['metrics'].items())
       log.info('step %d  eval loss %.5g%s  (%d batches)', step, result['loss'], shown,

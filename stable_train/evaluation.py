@@ -8,6 +8,7 @@ import tensorflow as tf
 from stable_train import distribute
 from stable_train import errors
 from stable_train import labels as labels_lib
+from stable_train import numerics
 
 _ALL = 2**62  # "every batch": the traced loop stops when the data ends.
 _CALL_SECONDS = 0.25  # An interruptible evaluation's calls grow until they take about this.
@@ -81,15 +82,21 @@ class Evaluator:
     return weighted, size, 1 - tf.cast(ok, tf.int64)
 
   def _checked(self, batch):
-    """Traced: (the batch with safe labels, whether its sparse labels are in range), as the
-    train step checks them (`Trainer.label_classes`; None: not checked): one bad row does not
-    end a run."""
-    classes = self._trainer.label_classes
-    if classes is None:
+    """Traced: (the batch with safe labels, whether it may be evaluated: its sparse labels in
+    range, as the train step checks them (`Trainer.label_classes`), and every floating input
+    finite; None: not checked, for a bare step). One bad row does not end a run: a NaN input
+    would make the evaluation non-finite, a divergence fault, with the model as good as before."""
+    t = self._trainer
+    if not t.policies:
       return batch, None
-    labels = self._trainer.split_batch(batch)[1]
+    floats = [v for v in tf.nest.flatten(t.split_batch(batch)) if v.dtype.is_floating]
+    ok = tf.reduce_all(numerics.finite_flags(floats))
+    classes = t.label_classes
+    if classes is None:
+      return batch, ok
+    labels = t.split_batch(batch)[1]
     return (labels_lib.replace_labels(batch, labels, labels_lib.safe(labels, classes)),
-            labels_lib.in_range(labels, classes))
+            tf.logical_and(ok, labels_lib.in_range(labels, classes)))
 
   def _evaluate_batch(self, batch):
     """Traced: one batch's loss; updates the metrics. (Its own method: AutoGraph would make the
@@ -114,7 +121,8 @@ class Evaluator:
 
     Returns:
       {'loss': the mean batch loss (NaN or Inf as they came), 'batches': n, 'metrics': {name:
-      value}, and 'left_out': n for batches with a sparse label out of range (not evaluated)},
+      value}, and 'left_out': n for batches with a sparse label out of range or a non-finite
+      input (not evaluated)},
       or None when `stop` said so.
     """
     sums = self._sums(dataset, steps, stop)
@@ -124,9 +132,11 @@ class Evaluator:
     if count == 0:
       if not left_out:
         raise _empty()
+      classes = self._trainer.label_classes
       raise errors.ConfigError(
-          f'every eval batch ({left_out}) has a label outside [0, '
-          f'{self._trainer.label_classes}), the classes of the model\'s output: check '
+          f'every eval batch ({left_out}) has '
+          + (f'a label outside [0, {classes}) (the model\'s classes) or '
+             if classes is not None else '') + 'a non-finite input: check '
           'train.eval_dataset_fn / fit(eval_dataset=...).')
     result = {'loss': total / count, 'batches': count,
               'metrics': {m.name: float(m.result()) for m in self.metrics}}
@@ -160,9 +170,13 @@ class Evaluator:
 
   def check(self, dataset: tf.data.Dataset) -> None:
     """Evaluates one batch of `dataset`, before training: eval data that cannot work (empty, or
-    elements the model cannot take) is a one-line ConfigError naming it now, not at the first
-    evaluation after training and checkpoints. Changes nothing (an evaluation)."""
+    elements the model cannot take, labels that would broadcast against its outputs) is a
+    one-line ConfigError naming it now, not at the first evaluation after training and
+    checkpoints. Changes nothing (an evaluation)."""
+    from stable_train import trainer_setup  # pylint: disable=g-import-not-at-top  (it builds us)
     try:
+      # Labels checked as the training data's are (they would give a finite, wrong loss).
+      trainer_setup.label_classes(self._trainer, dataset.element_spec)
       sums = self._sums(dataset, 1, None)
     except (ValueError, TypeError, tf.errors.OpError) as e:
       elements = ', '.join(f'{s.dtype.name}{list(s.shape)}' if hasattr(s, 'dtype') else

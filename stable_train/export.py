@@ -112,8 +112,9 @@ def _build(model: keras.Model, sample_input, input_shape) -> None:
         'input_shape= (with the batch dimension, e.g. (None, 32)).')
 
 
-def _prefix(model_dir: Optional[str], checkpoint: str) -> str:
-  """The checkpoint prefix `load_for_inference` reads: a run's checkpoint of that kind, or a path."""
+def checkpoint_prefix(model_dir: Optional[str], checkpoint: str) -> str:
+  """The checkpoint prefix `load_for_inference` reads: a run's checkpoint of that kind, a path,
+  or a name in the run's checkpoints folder (`ckpt-3`)."""
   if checkpoint in CHECKPOINT_CHOICES:
     if model_dir is None:
       raise errors.ConfigError(f'checkpoint={checkpoint!r} needs model_dir.')
@@ -121,6 +122,10 @@ def _prefix(model_dir: Optional[str], checkpoint: str) -> str:
     if checkpoint == 'best' and not description.startswith('best'):
       logging.getLogger('stable_train').warning('%s: restoring %s', model_dir, description)
     return prefix
+  in_run = os.path.join(model_dir, 'checkpoints', checkpoint) if model_dir else None
+  if (in_run is not None and not tf.io.gfile.exists(checkpoint + '.index')
+      and tf.io.gfile.exists(in_run + '.index')):
+    return in_run  # A name as the export line gives it (ckpt-3), in the run's checkpoints.
   if not tf.io.gfile.exists(checkpoint + '.index'):
     raise errors.CheckpointError(
         f'checkpoint {checkpoint!r} not found (no {checkpoint}.index); pass a prefix such as '
@@ -155,7 +160,7 @@ def load_for_inference(model: keras.Model, model_dir: Optional[str] = None, *,
     ConfigError: a bad `checkpoint` name, or an unbuilt model without a way to build it.
   """
   _check_keras_model(model)
-  prefix = _prefix(model_dir, checkpoint)
+  prefix = checkpoint_prefix(model_dir, checkpoint)
   if not model.built:
     _build(model, sample_input, input_shape)
   # The keys Trainer.model_checkpoint() writes: `model_state` also reaches the seed-generator

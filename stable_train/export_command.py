@@ -66,6 +66,10 @@ def main(argv) -> int:
       return commands.fail('export', f'{operative} not found; pass the run\'s --gin_file.',
                           EXIT_USAGE)
     gin_files = [operative]
+  missing = [f for f in gin_files if not os.path.isfile(f)]
+  if missing:  # A usage error, before any checkpoint is looked at.
+    return commands.fail('export', f'gin file not found: {missing[0]!r}; check the --gin_file '
+                         'path.', EXIT_USAGE)
   commands.quiet_tensorflow()
   return _export(gin_files)
 
@@ -95,7 +99,9 @@ def _export(gin_files) -> int:
 def _write(export, gin_files, output):
   """Chooses the checkpoint, rebuilds the model, restores and writes it; (checkpoint, what)."""
   chosen, described = FLAGS.checkpoint, 'given path'
-  if FLAGS.checkpoint in export.CHECKPOINT_CHOICES:  # Before building anything.
+  if FLAGS.checkpoint not in export.CHECKPOINT_CHOICES:  # A path, or a name in the run's.
+    chosen = export.checkpoint_prefix(FLAGS.model_dir, FLAGS.checkpoint)
+  else:  # Before building anything.
     chosen, described = export.choose_checkpoint(FLAGS.model_dir, FLAGS.checkpoint,
                                                  option='--checkpoint={}')
     if FLAGS.checkpoint == 'best' and not described.startswith('best'):

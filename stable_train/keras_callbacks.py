@@ -89,6 +89,7 @@ class GuardCallback(keras.callbacks.Callback):
   # -- fit's hooks -----------------------------------------------------------------------------
   def on_train_begin(self, logs=None):
     g = self.guard
+    self._check_model()
     self.output_dir = self.model_dir if distribute.is_chief(g.strategy) else None
     out = self.output_dir
     self._lock = runlock.RunLock(out).acquire() if out else None
@@ -110,6 +111,18 @@ class GuardCallback(keras.callbacks.Callback):
                                      'input_faults', 'overflow_steps')})
     self.summary = summary_lib.RunSummary(view, start_step=self._seen)
     self.emit('start', self._seen)
+
+  def _check_model(self) -> None:
+    """This fit runs this guard's step: else the callback would read no reports at all."""
+    g, m = self.guard, self.model
+    if m is not g.model:
+      raise errors.ConfigError(
+          f'GuardCallback: fit of {getattr(m, "name", m)!r}, not the model its guard guards '
+          f'({g.model.name!r}); pass stable_train.guard_fit(model).callback() of the fitted model.')
+    if getattr(m.train_step, '__self__', None) is not g:
+      raise errors.ConfigError(
+          'GuardCallback: another guard took the model over (guard_fit was called again); pass '
+          'the newest guard\'s callback().')
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch

@@ -10,6 +10,7 @@ a `DynamicLossScale` reads and updates them, and the update goes through its inn
 The host halves of the policies run in `keras_callbacks.GuardCallback` (`guard.callback()`).
 """
 
+import dataclasses
 from typing import Any, Dict, Optional, Sequence
 
 import keras
@@ -20,6 +21,7 @@ from stable_train import compat
 from stable_train import distribute
 from stable_train import errors
 from stable_train import interfaces
+from stable_train import labels as labels_lib
 from stable_train import precision
 from stable_train import provenance
 from stable_train import reports as reports_lib
@@ -81,6 +83,9 @@ class KerasGuard:
     # On this instance only: the class, its config and its saved files stay Keras's own.
     model.train_step = self.train_step
     model.make_train_function = self.make_train_function
+    # fit caches its train function: one traced before (a plain or another guard's fit) would
+    # go on running the old step.
+    model.train_function = None
 
   def callback(self, **kwargs):
     """The Keras callback that runs the policies' host halves (`keras_callbacks.GuardCallback`,
@@ -185,7 +190,32 @@ class KerasGuard:
       with tf.init_scope():
         self.prepare(data)
     self.input_paths = reports_lib.input_paths(*split_batch(data))  # Python, at trace time.
+    classes = self._label_classes(data)
+    if classes != self.step.parts.label_classes:
+      self.step = step_lib.GuardedStep(dataclasses.replace(self.step.parts, label_classes=classes))
     return self.step.in_replica(data, record=self._record)
+
+  def _label_classes(self, data) -> Optional[int]:
+    """The class count of sparse labels the compiled loss reads as indices into the model's one
+    (B, C) output (`labels.sparse_classes`), as the Trainer checks them; None where the specs
+    cannot tell, for a `compute_loss` override and for no policies (no guard at all)."""
+    m = self.model
+    x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+    if (not self.policies or y is None or tf.nest.is_nested(y)
+        or type(m).compute_loss is not keras.Model.compute_loss
+        or not isinstance(m.loss, (str, keras.losses.Loss))):
+      return None
+    outputs = getattr(m, 'outputs', None)  # A functional or Sequential model's.
+    if outputs is None:
+      try:
+        outputs = m.compute_output_spec(
+            tf.nest.map_structure(lambda t: keras.KerasTensor(t.shape, t.dtype.name), x))
+      except Exception:  # pylint: disable=broad-except  (a model Keras cannot trace symbolically)
+        return None
+    outputs = tf.nest.flatten(outputs)
+    loss = keras.losses.get(m.loss) if isinstance(m.loss, str) else m.loss
+    return labels_lib.sparse_classes(tf.TensorSpec(y.shape, y.dtype),
+                                     outputs[0] if len(outputs) == 1 else None, loss)
 
   def _compute(self, batch):
     """(loss, what the metrics need, outputs finite) of one replica's batch, in training mode."""

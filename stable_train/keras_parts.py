@@ -96,18 +96,22 @@ def with_class_weight(dataset: tf.data.Dataset, class_weight) -> tf.data.Dataset
     raise errors.ConfigError(
         f'Trainer.fit: class_weight={class_weight!r} must map class ids (ints >= 0) to weights, '
         'e.g. {0: 1.0, 1: 5.0}.')
-  table = tf.constant([float(class_weight.get(c, 1.0)) for c in range(max(class_weight) + 1)])
+  spec = dataset.element_spec
+  if not isinstance(spec, tuple) or len(spec) != 2 or tf.nest.is_nested(spec[1]):
+    raise errors.ConfigError(
+        'Trainer.fit: class_weight needs (features, labels) batches with one label tensor '
+        '(no sample weights besides).')
+  # One more entry, 1.0, for every class above the highest listed; a label out of range weighs
+  # 1.0 too (the step's label check fails its batch: no gather error in the input pipeline).
+  table = tf.constant([float(class_weight.get(c, 1.0)) for c in range(max(class_weight) + 2)])
 
-  def weigh(*batch):
-    if len(batch) != 2 or tf.nest.is_nested(batch[1]):
-      raise errors.ConfigError(
-          'Trainer.fit: class_weight needs (features, labels) batches with one label tensor '
-          '(no sample weights besides).')
-    x, y = batch
+  def weigh(x, y):
     classes = (tf.argmax(y, axis=-1) if y.shape.rank >= 2 and y.shape[-1] != 1
                else tf.reshape(y, tf.shape(y)[:1]))
     classes = tf.cast(tf.round(tf.cast(classes, tf.float32)), tf.int32)
-    return x, y, tf.gather(table, tf.minimum(classes, len(table) - 1))
+    unlisted = len(table) - 1
+    classes = tf.where((classes < 0) | (classes > unlisted), unlisted, classes)
+    return x, y, tf.gather(table, classes)
 
   return dataset.map(weigh)
 

@@ -79,7 +79,9 @@ def check_broadcast(label_spec, output_spec, loss, owner: str = 'Trainer') -> No
   (label_shape, output_shape), classes = shapes, shapes[1][-1]
   if classes is None or classes < 2:
     return
-  name = type(loss).__name__ if isinstance(loss, keras.losses.Loss) else function.__name__
+  name = function.__name__
+  if isinstance(loss, keras.losses.Loss):  # Its class; a private wrapper's name (as given: 'mse').
+    name = loss.name if type(loss).__name__.startswith('_') else type(loss).__name__
   raise errors.ConfigError(
       f'{owner}: labels of shape {tuple(label_shape)} and model outputs of shape {output_shape} '
       f'would broadcast under {name} (each label compared with all {classes} outputs); give '

@@ -14,8 +14,6 @@ import re
 import threading
 from typing import List, Optional
 
-import tensorflow as tf
-
 from stable_train import errors
 from stable_train import events as events_lib
 
@@ -187,8 +185,10 @@ class Manifest:
     for name in os.listdir(self.directory):
       match = _CHECKPOINT_FILE.match(name)
       if match and match.group(1) not in listed:
-        tf.io.gfile.remove(os.path.join(self.directory, name))
+        os.remove(os.path.join(self.directory, name))
     if self.entries:  # TF's CheckpointState text format, paths relative to the directory.
       lines = [f'model_checkpoint_path: {json.dumps(self.entries[-1].path)}']
       lines += [f'all_model_checkpoint_paths: {json.dumps(e.path)}' for e in self.entries]
-      events_lib.write_atomic(os.path.join(self.directory, 'checkpoint'), '\n'.join(lines) + '\n')
+      # Not the commit record (the manifest is): atomic, not synced.
+      events_lib.write_atomic(os.path.join(self.directory, 'checkpoint'), '\n'.join(lines) + '\n',
+                              sync=False)

@@ -11,6 +11,7 @@ import numpy as np
 from stable_train import reports as reports_lib
 
 log = logging.getLogger('stable_train')
+_SCALAR_FIELDS = tuple(f for f in reports_lib.REPORT_FIELDS if f.scalar)
 
 
 class LoopRecorder:
@@ -33,7 +34,7 @@ class LoopRecorder:
     self._num_epochs = num_epochs
     self._verbose = verbose
     self._num_steps = num_steps
-    self._window_losses = []  # Applied, finite losses since the last progress line.
+    self._window = [0.0, 0]  # Sum and count of the applied, finite losses since the last line.
     self._loops = 0  # The first loop of a fit holds the tracing: left out of steps/s.
     self._metrics = metrics
     self._reset_metrics = reset_metrics
@@ -43,62 +44,55 @@ class LoopRecorder:
     self._scalars = scalars
     self._summary_every = summary_every
     self._log_every = log_every
-    self._steps = 0
-    self._counted = 0  # Steps of the current loop already counted into `_steps`.
+    self._steps = 0  # Steps since the last progress line (after the first loop).
     self._time = time.perf_counter()
 
   def record(self, reports: reports_lib.StepReports, skipped_total: int) -> None:
-    """Args: reports: one loop's reports; skipped_total: the skip counter after the loop."""
+    """Args: reports: one loop's reports (consecutive steps); skipped_total: the skip counter
+    after the loop.
+
+    The work is per loop, in array operations; Python visits only the steps that write
+    something (skips, faults, summary and progress steps).
+    """
     n = reports.num_steps
-    if n and reports.clean() and not self._due(int(reports.step[0]), int(reports.step[-1])):
+    first = int(reports.step[0]) if n else 0
+    clean = reports.clean()
+    if clean and not self._due(first, first + n - 1):
       # A clean loop with no summary or progress step in it (most loops): nothing to write.
       self._applied_since_reset += n
-      self._window_losses.extend(reports.loss.tolist())  # Clean: applied and finite, all.
+      self._add_window(reports.loss, None)  # Clean: applied and finite, all.
       self._end_loop(n)
       return
-    skipped = ~reports.applied.astype(bool)
-    steps = reports.step
-    n = reports.num_steps
-    # The counter after each step, derived from its value after the loop.
-    skipped_after = skipped_total - np.cumsum(skipped[::-1])[::-1] + skipped
+    if clean:  # No skip, no fault: the counters stand, scalars only on the summary cadence.
+      skipped, skipped_after = np.zeros(n, bool), np.full(n, skipped_total)
+      written = range((-first) % self._summary_every, n, self._summary_every)
+    else:
+      skipped = ~reports.applied.astype(bool)
+      # The counter after each step, derived from its value after the loop.
+      skipped_after = skipped_total - np.cumsum(skipped[::-1])[::-1] + skipped
+      faulty = ~(reports.inputs_finite & reports.loss_finite & reports.grads_finite) | (
+          reports.overflow.astype(bool))
+      written = np.flatnonzero(faulty | (reports.step % self._summary_every == 0))
+      self._emit_skips(reports, np.flatnonzero(skipped))
     self._applied_since_reset += n - int(skipped.sum())
-    summary_due = steps % self._summary_every == 0
-    log_due = steps % self._log_every == 0
-    # One window per loop end that holds a progress step (steps_per_loop rounds the window up).
-    metrics = self._metrics() if (self._metrics is not None and log_due.any()) else {}
-    if metrics and not self._applied_since_reset:
-      # A window whose every step was skipped counted no sample: Keras reads such a metric as 0,
-      # which a monitor (EarlyStopping on a training metric) would take for a value.
-      metrics = {name: math.nan for name in metrics}
-    # Only the steps that write something are visited in Python: skips, faults, and the steps
-    # on the summary or progress cadence (a healthy loop between them costs a few array ops).
-    faulty = ~(reports.inputs_finite & reports.loss_finite & reports.grads_finite) | (
-        reports.overflow.astype(bool))
-    visit = np.flatnonzero(skipped | faulty | summary_due | log_due)
+    if self._scalars.writing:
+      self._write_scalars(reports, written, skipped, skipped_after)
+    usable = None if clean else ~skipped & np.isfinite(reports.loss)  # The window's losses.
+    losses = reports.loss if clean else np.where(usable, reports.loss, 0.0)
+    log_steps = range((-first) % self._log_every, n, self._log_every)
+    # One metric window per loop end that holds a progress step (steps_per_loop rounds it up).
+    metrics = self._metric_values() if log_steps else {}
     start = 0
-    for i in visit:
-      self._add_window_losses(reports, skipped, start, i)
+    for i in log_steps:
+      self._add_window(losses[start:i + 1], None if clean else usable[start:i + 1])
       start = i + 1
-      step = int(steps[i])
-      fault = reports.fault(i)
-      if skipped[i]:
-        self._emit('skip', step, fault=fault or 'policy', tensor=reports.offending_tensor(i),
-                   loss=reports.loss[i], grad_norm=reports.grad_norm[i])
-      if fault or summary_due[i]:
-        values = {f.scalar: float(getattr(reports, f.name)[i])
-                  for f in reports_lib.REPORT_FIELDS if f.scalar}
-        values.update(skipped_steps=float(skipped_after[i]), skipped=float(skipped[i]))
-        self._scalars.write(step, values)
-      if not skipped[i] and np.isfinite(reports.loss[i]):
-        self._window_losses.append(float(reports.loss[i]))
-      if self._loops:
-        self._steps += i + 1 - self._counted
-        self._counted = i + 1
-      if self._verbose and log_due[i]:
-        self._progress_line(step, float(reports.grad_norm[i]), int(skipped_after[i]), metrics)
-      if metrics and log_due[i]:
-        self._scalars.write(step, {f'metrics/{k}': v for k, v in metrics.items()})
-    self._add_window_losses(reports, skipped, start, n)
+      if self._verbose:
+        self._progress_line(first + i, i + 1, float(reports.grad_norm[i]),
+                            int(skipped_after[i]), metrics)
+      self._window = [0.0, 0]
+      if metrics:
+        self._scalars.write(first + i, {f'metrics/{k}': v for k, v in metrics.items()})
+    self._add_window(losses[start:], None if clean else usable[start:])
     self._end_loop(n)
     if metrics:
       self.last_metrics = metrics
@@ -106,15 +100,47 @@ class LoopRecorder:
         self._reset_metrics()
         self._applied_since_reset = 0
 
-  def _progress_line(self, step: int, grad_norm: float, skips: int, metrics) -> None:
-    """Logs one progress line: the mean loss of the window since the last one, steps/s, ETA."""
+  def _emit_skips(self, reports, at) -> None:
+    for i in at:
+      self._emit('skip', int(reports.step[i]), fault=reports.fault(i) or 'policy',
+                 tensor=reports.offending_tensor(i), loss=reports.loss[i],
+                 grad_norm=reports.grad_norm[i])
+
+  def _write_scalars(self, reports, at, skipped, skipped_after) -> None:
+    """The report's scalars and the skip counters of the steps `at`, one event per step."""
+    columns = [(f.scalar, getattr(reports, f.name)) for f in _SCALAR_FIELDS]
+    for i in at:
+      values = {name: float(column[i]) for name, column in columns}
+      values.update(skipped_steps=float(skipped_after[i]), skipped=float(skipped[i]))
+      self._scalars.write(int(reports.step[i]), values)
+
+  def _metric_values(self) -> Dict[str, float]:
+    """The metrics' window at this loop's end ({} without metrics)."""
+    if self._metrics is None:
+      return {}
+    metrics = self._metrics()
+    if metrics and not self._applied_since_reset:
+      # A window whose every step was skipped counted no sample: Keras reads such a metric as 0,
+      # which a monitor (EarlyStopping on a training metric) would take for a value.
+      metrics = {name: math.nan for name in metrics}
+    return metrics
+
+  def _add_window(self, losses: np.ndarray, usable: Optional[np.ndarray]) -> None:
+    """Adds losses (0 where not `usable`; None: all usable) to the progress window."""
+    self._window[0] += float(losses.sum(dtype=np.float64))
+    self._window[1] += len(losses) if usable is None else int(usable.sum())
+
+  def _progress_line(self, step: int, done: int, grad_norm: float, skips: int, metrics) -> None:
+    """Logs one progress line: the mean loss of the window since the last one, steps/s, ETA.
+    `done`: the loop's steps up to this one."""
     now = time.perf_counter()
-    rate = self._steps / (now - self._time) if self._steps else None
+    steps = self._steps + done
+    rate = steps / (now - self._time) if self._loops and steps else None
     if self._loops:
-      self._steps, self._time = 0, now
+      self._steps, self._time = -done, now  # The loop's end adds its n steps.
     shown = ''.join(f'  {name} {value:.4g}' for name, value in metrics.items())
-    mean = np.mean(self._window_losses) if self._window_losses else float('nan')
-    self._window_losses = []
+    total, count = self._window
+    mean = total / count if count else float('nan')
     epoch = self._epoch_of(step) if self._epoch_of is not None else None
     log.info('step %d%s%s  loss %.5g  grad_norm %.4g  %s  skips %d%s', step,
              self._progress(step, rate),
@@ -123,24 +149,19 @@ class LoopRecorder:
              shown)
 
   def _due(self, first: int, last: int) -> bool:
-    """Whether a summary or progress step lies in the consecutive steps [first, last]."""
-    return any(last // every > (first - 1) // every
-               for every in (self._summary_every, self._log_every))
+    """Whether a step that writes something lies in the consecutive steps [first, last]: a
+    summary step (with a scalar file), a progress step (with lines or metrics to show)."""
+    everies = ([self._summary_every] if self._scalars.writing else []) + (
+        [self._log_every] if self._verbose or self._metrics is not None else [])
+    return any(last // every > (first - 1) // every for every in everies)
 
   def _end_loop(self, n: int) -> None:
     """Counts a loop of `n` steps into the steps/s figure."""
     if self._loops:
-      self._steps += n - self._counted
-    self._counted = 0
-    if not self._loops:  # Steps/s from here on: the first loop traced the step.
+      self._steps += n
+    else:  # Steps/s from here on: the first loop traced the step.
       self._time = time.perf_counter()
     self._loops += 1
-
-  def _add_window_losses(self, reports, skipped, start: int, end: int) -> None:
-    """Adds the applied, finite losses of steps [start, end) to the progress window."""
-    if end > start:
-      losses = reports.loss[start:end][~skipped[start:end]]
-      self._window_losses.extend(float(v) for v in losses[np.isfinite(losses)])
 
   def _progress(self, step: int, rate: Optional[float]) -> str:
     """'/N (P%, ETA 1m05s)' for a run with a target step; '' otherwise."""

@@ -113,7 +113,8 @@ class Trainer:
     self.state = state_lib.TrainState(policies=self.policies, strategy=self.strategy)
     self.lr_control = lr_lib.LearningRateControl(optimizer, self.lr_scale)
     self.events = events_lib.EventLog(
-        os.path.join(self.output_dir, 'events.jsonl') if self.output_dir else None)
+        os.path.join(self.output_dir, 'events.jsonl') if self.output_dir else None,
+        deliver=lambda record: self.on_event(record))
     self._outputs: List[Any] = []  # The model outputs of the forward passes being traced.
     self.label_classes: Optional[int] = None  # Checked sparse labels' classes (set at build).
     self._variables_finite_fn = None

@@ -31,6 +31,9 @@ def test_quick_benchmark_prints_every_ratio_and_metric():
                          'checkpoint_cost.b_over_f.k10',
                          'same_mode_vs_keras_best.c_best_over_b.k10.xla',
                          'defaults_vs_keras_defaults.c_default_over_b.k1',
+                         'disk_path.b_over_d.k10', 'disk_path.b_over_d.k10.xla',
+                         'keras_best_disk.c_best_disk_over_b_best',
+                         'quickstart.q_over_a', 'quickstart.c_over_q',
                          'keras_fit_guarded.g_over_p.k1', 'keras_fit_guarded.g_over_p.k10.xla',
                          'peak_rss.process.d_over_a.k10.xla']
   for name in expected_ratios:
@@ -40,3 +43,18 @@ def test_quick_benchmark_prints_every_ratio_and_metric():
     assert name in metrics and math.isfinite(metrics[name]), (name, metrics)
   # Every configuration ran exactly its steps (a skip or a stopped run would be named here).
   assert 'SANITY ok' in result.stdout, result.stdout[-3000:]
+
+
+def test_recorder_section_prints_the_host_cost_of_every_cadence():
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+  result = subprocess.run(
+      [sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--section', 'recorder'],
+      capture_output=True, text=True, env=env, timeout=600, check=False)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  metrics = _figures(result.stdout, 'METRIC')
+  names = ['events_jsonl_record_us.alone', 'events_jsonl_record_us.batched'] + [
+      f'recorder_us_per_loop.{case}' for case in (
+          'none', 'defaults', 'summary_every_1', 'summary_every_10', 'summary_every_100',
+          'log_every_10', 'log_every_100', 'log_every_1000')]
+  for name in names:
+    assert name in metrics and math.isfinite(metrics[name]) and metrics[name] > 0, (name, metrics)

@@ -302,7 +302,7 @@ class BackgroundWriteTest(tf.test.TestCase):
     super().setUp()
     self.dir = os.path.join(self.get_temp_dir(), 'ckpts')
     self.var = tf.Variable(0.0)
-    self.warnings, self.commits = [], []
+    self.warnings, self.commits, self.order = [], [], []
     checkpoint = tf.train.Checkpoint(v=self.var)
     snapshot = state.Snapshot(checkpoint)
     self.keeper = checkpointing.CheckpointKeeper(
@@ -310,14 +310,18 @@ class BackgroundWriteTest(tf.test.TestCase):
         snapshot=snapshot, writer=state.TracedWriter(checkpoint),
         snapshot_writer=state.TracedWriter(tf.train.Checkpoint(v=self.var),
                                                    object_map=snapshot.object_map()),
-        on_commit=self.commits.append)
+        before_commit=self._before_commit)
+
+  def _before_commit(self, entry):
+    self.commits.append(entry)
+    self.order.append(('before_commit', entry.step, self._manifest_steps()))
 
   def _manifest_steps(self):
     with open(os.path.join(self.dir, checkpointing.MANIFEST)) as f:
       return [e['step'] for e in json.load(f)['checkpoints']]
 
   def test_the_state_of_the_save_is_written_and_committed_after_the_files_are_synced(self):
-    order, release = [], threading.Event()
+    order, release = self.order, threading.Event()
     fsync, write_manifest = checkpointing._fsync, self.keeper._write_manifest
 
     def slow_fsync(paths):
@@ -342,7 +346,9 @@ class BackgroundWriteTest(tf.test.TestCase):
     self.assertIsNone(self.keeper.pending)
     self.assertEqual(self.commits, [entry])
     self.assertEqual(self._manifest_steps(), [10])
-    (_, synced), (_, listed) = order
+    # The commit hook (the `checkpoint` event) runs after the sync, before the manifest lists it.
+    (_, synced), hook, (_, listed) = order
+    self.assertEqual(hook, ('before_commit', 10, []))
     self.assertIn('ckpt-1.index', synced)
     self.assertIn('ckpt-1.data-00000-of-00001', synced)  # One data file, as an eager save.
     self.assertIn('ckpts', synced)  # The folder too: the renames into it.
@@ -374,6 +380,7 @@ class BackgroundWriteTest(tf.test.TestCase):
                                   r'resumes from ckpt-1 \(step 10\)'):
         self.keeper.wait()
     self.assertEqual(self.warnings, [('checkpoint_failed', 20)])
+    self.assertEqual([e.step for e in self.commits], [10])  # No `checkpoint` event for it.
     self.assertEqual(self._manifest_steps(), manifest)
     self.assertFalse([n for n in os.listdir(self.dir) if n.startswith('ckpt-2')])
     self.assertIsNone(self.keeper.wait())  # Reported once.

@@ -441,6 +441,22 @@ class UserModulesTest(tf.test.TestCase):
     self.assertIn("--gin_import=no_such_user_module: ModuleNotFoundError", err)
     self.assertIn('run from the folder that holds the module', err)
 
+  def test_a_module_that_raises_or_lacks_a_dependency_is_named_with_its_own_fix(self):
+    """Found but failing: the fix is in the module (its line) or its dependency, not the path."""
+    with open(os.path.join(self.folder, 'user_raises.py'), 'w') as f:
+      f.write('import os\n\nraise RuntimeError("no config for this host")\n')
+    with open(os.path.join(self.folder, 'user_needs.py'), 'w') as f:
+      f.write('import no_such_dependency_xyz\n')
+    code, err = self._run('--gin_import=user_raises')
+    self.assertEqual(code, 2, err)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertIn('--gin_import=user_raises: importing it raised RuntimeError: no config for this '
+                  'host (user_raises.py, line 3); fix the module.', err)
+    code, err = self._run('--gin_import=user_needs')
+    self.assertEqual(code, 2, err)
+    self.assertIn("--gin_import=user_needs: it imports 'no_such_dependency_xyz', which is not "
+                  'installed', err)
+
 
 class CommandsTest(tf.test.TestCase):
   """`stable-train COMMAND`: the subcommands of the installed command."""

@@ -448,3 +448,27 @@ def test_skip_streaks_split_by_clean_loops_escalate_only_when_one_streak_is_too_
   assert summary['status'] == 'aborted'
   assert '4 consecutive non-finite steps' in summary['reason']
   assert summary['global_step'] == 36  # The loop of steps 33-36 holds the 4th skip.
+
+
+def test_scalars_are_flushed_before_each_checkpoint_not_after_every_loop(tmp_path):
+  calls = []
+  real_flush, real_save = events.Scalars.flush, checkpointing.CheckpointKeeper.save
+
+  def flush(self):
+    if self.writing:
+      calls.append('flush')
+    real_flush(self)
+
+  def save(self, step, good, **kwargs):
+    calls.append(f'save {step}')
+    return real_save(self, step, good, **kwargs)
+
+  t = make_trainer(None, model_dir=str(tmp_path), steps_per_loop=5,
+                   checkpoint_every=10, summary_every=5, verbose=False)
+  with mock.patch.object(events.Scalars, 'flush', flush), \
+       mock.patch.object(checkpointing.CheckpointKeeper, 'save', save):
+    t.fit(make_data(), num_steps=30)
+  saves = [i for i, c in enumerate(calls) if c.startswith('save')]
+  assert [calls[i] for i in saves] == ['save 10', 'save 20', 'save 30'], calls
+  assert all(calls[i - 1] == 'flush' for i in saves), calls  # Scalars on disk before a commit.
+  assert calls.count('flush') < 6, calls  # Not once per loop of 5 steps (the 2 s interval).

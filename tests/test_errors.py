@@ -85,6 +85,20 @@ class OneLineTest(tf.test.TestCase):
                      'the layer: expected axis -1 of input shape to have value 8')
     self.assertEqual(errors.one_line(RuntimeError()), 'RuntimeError')
 
+  def test_an_error_raised_while_tracing_keeps_its_type_and_its_line(self):
+    """autograph re-raises only exceptions it can rebuild from a message (else a StagingError,
+    which neither `except ConfigError` nor the CLI's handlers catch)."""
+    for kind in (errors.ConfigError, errors.NumericsError, errors.CheckpointError):
+
+      def traced(x, kind=kind):
+        if x.shape[-1] != 2:  # Python control flow: autograph converts the function.
+          raise kind('T: x must have 2 columns.')
+        return x
+
+      with self.assertRaises(kind) as caught:
+        tf.function(traced)(tf.ones([1, 3]))
+      self.assertEqual(errors.one_line(caught.exception), 'T: x must have 2 columns.')
+
 
 if __name__ == '__main__':
   tf.test.main()

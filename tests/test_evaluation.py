@@ -76,6 +76,28 @@ class EvaluatorTest(tf.test.TestCase):
                                 r'\[0, 4\)'):
       evaluation.Evaluator(t).evaluate(everything_bad, None)
 
+  def test_a_batch_with_a_non_finite_input_is_left_out_not_a_divergence(self):
+    """One NaN pixel in the eval data is a bad row, as a bad label is: its batch is left out, the
+    evaluation's loss is the other batches', and the run goes on (no eval_divergence abort)."""
+    t = make_trainer()
+    t.fit(images(repeat=True), num_steps=2)
+    x, y = (np.concatenate(a) for a in zip(*[(bx.numpy(), by.numpy()) for bx, by in images(seed=1)]))
+    x[17, 0, 0, 0] = np.nan  # In the third batch of 8.
+    result = evaluation.Evaluator(t).evaluate(
+        tf.data.Dataset.from_tensor_slices((x, y)).batch(8), None)
+    kept = tf.data.Dataset.from_tensor_slices((np.delete(x, np.s_[16:24], 0),
+                                               np.delete(y, np.s_[16:24]))).batch(8)
+    loss, _ = inference_loss_and_accuracy(t.model, kept)
+    self.assertEqual((result['batches'], result['left_out']), (3, 1))
+    self.assertAllClose(result['loss'], loss, rtol=1e-5)
+    summary = t.fit(images(repeat=True), num_steps=4,
+                    eval_dataset=tf.data.Dataset.from_tensor_slices((x, y)).batch(8), eval_every=2)
+    self.assertEqual(summary['status'], 'completed')
+    with self.assertRaisesRegex(errors.ConfigError, r'every eval batch \(4\) has a label outside '
+                                r'\[0, 4\) \(the model.s classes\) or a non-finite input'):
+      evaluation.Evaluator(t).evaluate(
+          tf.data.Dataset.from_tensor_slices((x * np.nan, y)).batch(8), None)
+
   def test_eval_steps_limits_the_batches(self):
     t = make_trainer()
     t.fit(images(repeat=True), num_steps=1)
@@ -282,3 +304,19 @@ class EvalDataCheckTest(tf.test.TestCase):
       self.assertNotIn('\n', str(ctx.exception))
       self.assertEqual(int(t.global_step.numpy()), 0)
       self.assertEqual(sorted(os.listdir(model_dir)), ['run.lock'])  # No checkpoint, no event.
+
+  def test_eval_labels_that_would_broadcast_are_refused_as_training_labels_are(self):
+    """(B, 1) eval labels against (B, 3) outputs under MSE: every label compared with every output,
+    a finite, wrong eval loss; refused before the first step, as such training labels are."""
+    x = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
+    targets = np.random.RandomState(1).normal(size=(16, 3)).astype(np.float32)
+    t = trainer_lib.Trainer(model=models.mlp(input_dim=4, hidden=(4,), outputs=3),
+                            optimizer='adam', loss='mse', model_dir=None, verbose=False)
+    with self.assertRaisesRegex(errors.ConfigError, r'^the eval dataset \(elements .*\) does not '
+                                r'fit the model: Trainer: labels of shape \(None, 1\) and model '
+                                r'outputs of shape \(None, 3\) would broadcast under mse .*'
+                                r'check train.eval_dataset_fn'):
+      t.fit(tf.data.Dataset.from_tensor_slices((x, targets)).batch(8), num_steps=2,
+            eval_dataset=tf.data.Dataset.from_tensor_slices((x, targets[:, :1])).batch(8),
+            eval_every=1)
+    self.assertEqual(int(t.global_step.numpy()), 0)

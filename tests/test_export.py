@@ -146,6 +146,18 @@ class LoadForInferenceTest(tf.test.TestCase):
         f"files are gone from {model_dir}/checkpoints; restore them, or use "
         '--checkpoint=last_good or --checkpoint=latest.'))
 
+  def test_a_checkpoint_named_as_the_export_line_names_it_is_found_in_the_run(self):
+    """The export line says 'from checkpoint .../checkpoints/ckpt-2': `ckpt-2` with the run's
+    model_dir means that one (not a path relative to the current directory)."""
+    model_dir = self.get_temp_dir()
+    trained = _train_mlp(model_dir, num_steps=6)  # Checkpoints at steps 3, 6.
+    fresh = models.mlp(input_dim=8, hidden=(4,), seed=1)
+    export.load_for_inference(fresh, model_dir, checkpoint='ckpt-2')
+    x = np.ones((2, 8), np.float32)
+    self.assertAllEqual(fresh(x), trained.model(x))
+    with self.assertRaisesRegex(errors.CheckpointError, "checkpoint 'ckpt-9' not found"):
+      export.load_for_inference(fresh, model_dir, checkpoint='ckpt-9')
+
   def test_unbuilt_model_is_built_from_a_shape_or_a_sample(self):
     model_dir = self.get_temp_dir()
     trained = _train_mlp(model_dir).model

@@ -5,9 +5,14 @@ import contextlib
 import io
 import os
 
+import gin
+import keras
 import tensorflow as tf
 
+from stable_train import data
 from stable_train import export_command
+from stable_train import models
+from stable_train import trainer as trainer_lib
 
 
 def run(*argv):
@@ -38,6 +43,30 @@ class ExportCommandTest(tf.test.TestCase):
     code, _, err = run(f'--model_dir={model_dir}')
     self.assertEqual(code, 1, err)
     self.assertIn('export: no usable checkpoint', err)
+
+  def test_a_checkpoint_named_as_the_export_line_names_it_is_the_runs(self):
+    """`--checkpoint=ckpt-1` (the name the export line prints) means the run's checkpoints/ckpt-1,
+    not a path in the current directory."""
+    model_dir = self.get_temp_dir()
+    trainer_lib.Trainer(model=models.mlp(input_dim=4, hidden=(3,), seed=0), optimizer='adam',
+                        loss='mse', model_dir=model_dir, checkpoint_every=2, log_every=100,
+                        verbose=False).fit(data.synthetic_regression(
+                            num_features=4, num_examples=16, batch_size=4), num_steps=4)
+    with open(os.path.join(model_dir, 'operative_config.gin'), 'w') as f:
+      f.write('Trainer.model = @mlp()\nmlp.input_dim = 4\nmlp.hidden = (3,)\n'
+              "Trainer.optimizer = 'adam'\nTrainer.loss = 'mse'\n")
+    output = os.path.join(model_dir, 'first.keras')
+    try:
+      code, out, err = run(f'--model_dir={model_dir}', '--checkpoint=ckpt-1', f'--output={output}')
+    finally:
+      gin.clear_config()
+    self.assertEqual(code, 0, err)
+    self.assertIn(os.path.join(model_dir, 'checkpoints', 'ckpt-1'), out)
+    self.assertTrue(os.path.isfile(output))
+    keras.saving.load_model(output)
+    code, _, err = run(f'--model_dir={model_dir}', '--checkpoint=ckpt-7')
+    self.assertEqual(code, 1, err)
+    self.assertIn("export: no usable checkpoint: checkpoint 'ckpt-7' not found", err)
 
   def test_help_names_the_command_and_its_flags(self):
     code, out, _ = run('--help')

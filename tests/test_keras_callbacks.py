@@ -226,6 +226,20 @@ class ArgumentsTest(tf.test.TestCase):
     with self.assertRaises(errors.ConfigError):  # It needs the Trainer's evaluations.
       model.fit(*_arrays(num_batches=1), verbose=0, callbacks=[callback])
 
+  def test_a_callback_on_a_fit_its_guard_does_not_run_is_refused(self):
+    """The callback of one guard on another model's fit, or after a second guard took the model
+    over, would read no reports: a fit that looks guarded and is not."""
+    x, y = _arrays(num_batches=1)
+    guarded = _model()
+    first = keras_fit.guard_fit(guarded)
+    callback = first.callback()
+    with self.assertRaisesRegex(errors.ConfigError, 'GuardCallback: .* not the model its guard '
+                                'guards'):
+      _model().fit(x, y, verbose=0, callbacks=[callback])
+    keras_fit.guard_fit(guarded)
+    with self.assertRaisesRegex(errors.ConfigError, 'another guard took the model over'):
+      guarded.fit(x, y, verbose=0, callbacks=[callback])
+
   def test_a_learning_rate_schedule_is_scaled_not_replaced(self):
     model = models.mlp(input_dim=FEATURES, hidden=(8,), outputs=1, seed=0)
     schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)

@@ -264,6 +264,31 @@ class SampleWeightsTest(TestCase):
     self.assertSameState(states[1], whole_state(model), 'a NaN sample weight')
 
 
+class SparseLabelsTest(TestCase):
+  """A sparse label outside the model's classes fails its batch's input check, as in the Trainer:
+  the batch is skipped (on CPU the loss would raise and end fit)."""
+
+  @parameterized.named_parameters(('name', 'sparse_categorical_crossentropy'),
+                                  ('object', 'object'), ('sequential_spe', 'spe'))
+  def test_a_label_out_of_range_skips_its_batch(self, loss):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(3)])
+    loss_fn = (keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+               if loss != 'sparse_categorical_crossentropy' else loss)
+    model.compile(optimizer='adam', loss=loss_fn, metrics=['accuracy'],
+                  steps_per_execution=3 if loss == 'spe' else 1)
+    guard = keras_fit.guard_fit(model)
+    x = np.random.RandomState(0).normal(size=(24, 6)).astype(np.float32)
+    y = np.arange(24, dtype=np.int32) % 3
+    y[9] = 3  # Batch 2 of 3.
+    logs = model.fit(x, y, batch_size=8, shuffle=False, verbose=0,
+                     callbacks=[guard.callback()]).history
+    self.assertEqual(logs['skipped_steps'], [1.0])
+    self.assertEqual(int(guard.state.input_faults.numpy()), 1)
+    self.assertEqual(int(model.optimizer.iterations.numpy()), 2)
+    self.assertTrue(all(np.all(np.isfinite(w)) for w in model.get_weights()))
+
+
 class GuardArgumentsTest(TestCase):
 
   def test_what_cannot_be_guarded_is_a_one_line_config_error(self):
@@ -296,6 +321,21 @@ class GuardArgumentsTest(TestCase):
     self.assertEqual(int(second.state.applied_steps.numpy()), 1)
     self.assertEqual(int(clip.count.numpy()), 0)  # The first guard's step is gone.
 
+
+  def test_a_guard_after_a_fit_guards_the_next_fit(self):
+    """fit caches its train function: a guard after a plain fit, or a second guard after a
+    guarded fit, would otherwise leave the old step running and its own reports empty."""
+    model = compiled('mlp')
+    x, y = np.ones([8, 6], np.float32), np.ones([8, 1], np.float32)
+    model.fit(x, y, verbose=0)
+    first = keras_fit.guard_fit(model)
+    logs = model.fit(x, y, verbose=0).history
+    self.assertIn('skipped_steps', logs)
+    self.assertEqual(int(first.state.applied_steps.numpy()), 1)
+    second = keras_fit.guard_fit(model)
+    model.fit(x, y, verbose=0)
+    self.assertEqual(int(second.state.applied_steps.numpy()), 1)
+    self.assertEqual(int(first.state.applied_steps.numpy()), 1)
 
 if __name__ == '__main__':
   tf.test.main()

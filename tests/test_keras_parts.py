@@ -151,6 +151,25 @@ class WeightsTest(tf.test.TestCase):
     with self.assertRaisesRegex(errors.ConfigError, 'class_weight=.* must map class ids'):
       self._fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), class_weight={'a': 1.0})
 
+  def test_a_class_not_listed_weighs_one_above_the_highest_listed_and_out_of_range(self):
+    x, y, _ = _arrays()
+    class_weight = {0: 0.5, 1: 3.0}  # Class 2, above the highest listed: weight 1.
+    by_class = self._fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8),
+                         class_weight=class_weight)
+    w = np.array([class_weight.get(int(c), 1.0) for c in y], np.float32)
+    by_hand = self._fit(tf.data.Dataset.from_tensor_slices((x, y, w)).batch(8))
+    for a, b in zip(by_class, by_hand):
+      np.testing.assert_array_equal(a, b)
+    # A label out of range is the step's label check's to fail, not a gather error in the data.
+    labels = tf.data.Dataset.from_tensor_slices((x[:4], np.array([-1, 0, 7, 1], np.int32)))
+    _, _, weights = next(iter(keras_parts.with_class_weight(labels.batch(4), class_weight)))
+    self.assertAllEqual(weights, [1.0, 0.5, 1.0, 3.0])
+
+  def test_class_weights_beside_sample_weights_are_a_config_error(self):
+    x, y, w = _arrays()
+    with self.assertRaisesRegex(errors.ConfigError, 'class_weight needs \\(features, labels\\)'):
+      self._fit(tf.data.Dataset.from_tensor_slices((x, y, w)).batch(8), class_weight={0: 2.0})
+
   def test_a_loss_without_sample_weights_is_named(self):
     x, y, w = _arrays()
     trainer = _trainer(_classifier(), optimizer='sgd',

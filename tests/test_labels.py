@@ -198,6 +198,14 @@ class DefaultStackTest(tf.test.TestCase):
         "outputs' shape (None, 3), or the model 1 output."))
     self.assertEqual(int(t.global_step.numpy()), 0)
 
+  def test_a_loss_given_by_name_is_named_as_given(self):
+    x, _ = _features()
+    targets = tf.data.Dataset.from_tensor_slices((x, np.ones((48, 1), np.float32))).batch(8)
+    t = trainer_lib.Trainer(model=models.mlp(input_dim=8, hidden=(8,), outputs=3),
+                            optimizer='adam', loss='mse', model_dir=None)
+    with self.assertRaisesRegex(errors.ConfigError, r'would broadcast under mse \(each label'):
+      t.fit(targets, num_steps=3)
+
 
 if __name__ == '__main__':
   tf.test.main()

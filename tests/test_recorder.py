@@ -8,6 +8,7 @@ from stable_train import recorder as recorder_lib
 
 
 class _Scalars:
+  writing = True
 
   def __init__(self):
     self.written = []
