@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Rescue report: an unstable suite run as Keras fit, Keras fit + stable_train, the Trainer, and
-the Trainer + Rollback.
+"""Rescue report: an unstable suite run as Keras fit, Keras fit + stable_train and three
+stable_train stacks.
 
     python scripts/rescue_report.py [--steps=300] [--cases=lr_too_high,nan_inf_data]
 
 Each case is a small MLP on seeded synthetic data made unstable one way; each is trained with
   - Keras `fit` with `global_clipnorm=1.0` and `TerminateOnNaN` (the usual first defence),
   - the same Keras `fit` (no clipnorm) guarded by stable_train (`guard_fit`: the default stack),
-  - stable_train's default stack (CheckNumerics, AdaptiveClip, SkipNonFinite) in the Trainer,
-  - the default stack + LossSpike + Rollback,
+  - stable_train's default stack (CheckNumerics, AdaptiveClip, SkipNonFinite, DivergenceCheck),
+  - the default stack + Rollback (the ladder: rollback, learning-rate backoff until stable),
+  - the recovery stack: the default stack + OutlierSkip + LossSpike + Rollback,
 and the final model is evaluated on clean data of the same task. The clean case of each task is
-the reference for the ratio column. Prints a Markdown table (for README and BUILD_NOTES).
+the reference for the ratio column; the status is the run's (CLI exit 1 for aborted and
+diverged) and the diagnosis the doctor's first answer (summary.json). Prints a Markdown table
+(docs/speed.md).
 """
 
 import argparse
@@ -32,6 +35,7 @@ from stable_train import errors  # pylint: disable=g-import-not-at-top
 from stable_train import keras_fit  # pylint: disable=g-import-not-at-top
 from stable_train import losses  # pylint: disable=g-import-not-at-top
 from stable_train import models  # pylint: disable=g-import-not-at-top
+from stable_train import outliers  # pylint: disable=g-import-not-at-top
 from stable_train import precision  # pylint: disable=g-import-not-at-top
 from stable_train import recovery  # pylint: disable=g-import-not-at-top
 from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
@@ -115,16 +119,6 @@ def _evaluate(task, model):
   return float(np.mean(values))
 
 
-@contextlib.contextmanager
-def _precision(name):
-  """Runs a case in mixed_float16 when it is an FP16 case, and puts float32 back."""
-  precision.set_precision('mixed_float16' if name in FP16 else 'float32')
-  try:
-    yield
-  finally:
-    precision.set_precision('float32')
-
-
 def _keras_fit(case, steps):
   task, dataset_fn, opt, loss, scale, _ = case
   model = _model(task, scale)
@@ -136,8 +130,9 @@ def _keras_fit(case, steps):
   seconds = time.perf_counter() - start
   terminated = len(history.history.get('loss', [])) == 0 or not np.isfinite(
       history.history['loss'][-1]) or model.stop_training
-  return dict(stopped=bool(terminated), finite=_finite(model), loss=_evaluate(task, model),
-              skips=None, rollbacks=None, seconds=seconds)
+  return dict(status='stopped' if terminated else 'completed', finite=_finite(model),
+              loss=_evaluate(task, model), skips=None, rollbacks=None, seconds=seconds,
+              diagnosis=None)
 
 
 def _keras_fit_guarded(case, steps):
@@ -146,35 +141,51 @@ def _keras_fit_guarded(case, steps):
   model = _model(task, scale)
   model.compile(optimizer=_optimizer(opt(), clip=False), loss=_loss(loss))
   guard = keras_fit.guard_fit(model)
+  callback = guard.callback()
   start = time.perf_counter()
   try:
     history = model.fit(dataset_fn(), epochs=1, steps_per_epoch=steps, verbose=0,
-                        callbacks=[guard.callback()])
-    stopped, skips = False, int(history.history['skipped_steps'][-1])
-  except errors.RunAborted:  # The skip-streak limit; the weights are those of the last update.
-    stopped, skips = True, int(guard.state.skipped_steps.numpy())
+                        callbacks=[callback])
+    status, skips = 'completed', int(history.history['skipped_steps'][-1])
+  except errors.RunAborted:  # A skip-streak limit or a divergence: the summary says which.
+    status = (callback.last_summary or {}).get('status', 'aborted')
+    skips = int(guard.state.skipped_steps.numpy())
   seconds = time.perf_counter() - start
-  return dict(stopped=stopped, finite=_finite(model), loss=_evaluate(task, model), skips=skips,
-              rollbacks=None, seconds=seconds)
+  return dict(status=status, finite=_finite(model), loss=_evaluate(task, model), skips=skips,
+              rollbacks=None, seconds=seconds, diagnosis=None)
 
 
-def _stable_train(case, steps, rollback):
+def _stack(way):
+  stack = trainer_lib.default_policies()
+  if way == 'recovery':
+    stack += [outliers.OutlierSkip(), recovery.LossSpike(min_ratio=10.0)]
+  if way in ('rollback', 'recovery'):
+    stack.append(recovery.Rollback())
+  return stack
+
+
+def _stable_train(case, steps, way):
   task, dataset_fn, opt, loss, scale, _ = case
   model = _model(task, scale)
-  stack = trainer_lib.default_policies()
-  if rollback:
-    stack += [recovery.LossSpike(min_ratio=10.0), recovery.Rollback()]
   with tempfile.TemporaryDirectory() as model_dir:
     trainer = trainer_lib.Trainer(model=model, optimizer=_optimizer(opt(), clip=False),
-                                  loss=_loss(loss), policies=stack, model_dir=model_dir,
+                                  loss=_loss(loss), policies=_stack(way), model_dir=model_dir,
                                   steps_per_loop=10, checkpoint_every=50, healthy_window=20,
                                   log_every=10**6)
     start = time.perf_counter()
     summary = trainer.fit(dataset_fn(), num_steps=steps)
     seconds = time.perf_counter() - start
-  return dict(stopped=summary['status'] != 'completed', finite=_finite(model),
-              loss=_evaluate(task, model), skips=summary['skipped_steps'],
-              rollbacks=summary.get('rollbacks'), seconds=seconds)
+  diagnosis = summary.get('diagnosis') or {}
+  return dict(status=summary['status'], finite=_finite(model), loss=_evaluate(task, model),
+              skips=summary['skipped_steps'], rollbacks=summary.get('rollbacks'),
+              seconds=seconds, diagnosis=diagnosis.get('cause'))
+
+
+WAYS = {'keras fit': lambda c, steps: _keras_fit(c, steps),
+        'keras fit + stable_train': lambda c, steps: _keras_fit_guarded(c, steps),
+        'stable_train': lambda c, steps: _stable_train(c, steps, 'default'),
+        '+ Rollback': lambda c, steps: _stable_train(c, steps, 'rollback'),
+        '+ recovery': lambda c, steps: _stable_train(c, steps, 'recovery')}
 
 
 def main():
@@ -190,29 +201,28 @@ def main():
   results = {}
   for name in names:
     case = CASES[name]
-    for way, run in (('keras fit', lambda c: _keras_fit(c, args.steps)),
-                     ('keras fit + stable_train', lambda c: _keras_fit_guarded(c, args.steps)),
-                     ('stable_train', lambda c: _stable_train(c, args.steps, False)),
-                     ('+ Rollback', lambda c: _stable_train(c, args.steps, True))):
-      with _precision(name):
-        results[name, way] = run(case)
-      print(f'{name:22s} {way:13s} {results[name, way]}', file=sys.stderr, flush=True)
+    for way, run in WAYS.items():
+      with precision.using('mixed_float16' if name in FP16 else 'float32'):
+        results[name, way] = run(case, args.steps)
+      print(f'{name:22s} {way:24s} {results[name, way]}', file=sys.stderr, flush=True)
   reference = {CASES[n][0]: n for n in CASES if n.startswith('clean_')}
   print(f'\n{args.steps} steps each; final loss = mean loss on 20 clean batches of the task; '
-        'ratio = final loss / the clean run of the same task and way.\n')
-  print('| case | what | way | diverged? | final loss | ratio to clean | skips | rollbacks | '
-        'wall s |')
-  print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+        'ratio = final loss / the clean run of the same task and way; keras fit + stable_train = '
+        '`guard_fit` (the default stack) in an unclipped fit; + Rollback = the default '
+        'stack + Rollback(); + recovery = the default stack + OutlierSkip + LossSpike + '
+        'Rollback.\n')
+  print('| case | what | way | status | final loss | ratio to clean | skips | rollbacks | '
+        'diagnosis | wall s |')
+  print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
   for (name, way), r in results.items():
     ref = results.get((reference[CASES[name][0]], way))
     ratio = (r['loss'] / ref['loss'] if ref and np.isfinite(r['loss']) and ref['loss'] > 0
              else float('nan'))
     fmt = lambda v: '—' if v is None else str(v)
-    diverged = ('yes: NaN weights' if not r['finite'] else
-                'stopped early, weights finite' if r['stopped'] else 'no')
-    print(f"| {name} | {CASES[name][5]} | {way} | {diverged} | "
+    status = r['status'] + ('' if r['finite'] else ', NaN weights')
+    print(f"| {name} | {CASES[name][5]} | {way} | {status} | "
           f"{r['loss']:.4g} | {ratio:.3g} | {fmt(r['skips'])} | {fmt(r['rollbacks'])} | "
-          f"{r['seconds']:.1f} |")
+          f"{fmt(r['diagnosis'])} | {r['seconds']:.1f} |")
 
 
 if __name__ == '__main__':

@@ -18,6 +18,7 @@ _LAZY = {
     'Faults': 'testing.faults',
     'AdaptiveClip': 'clipping', 'AdaptiveGradClip': 'clipping', 'ClipByNorm': 'clipping',
     'ClipByValue': 'clipping', 'InitialisationCheck': 'diagnostics', 'WarmupSchedule': 'lr',
+    'DivergenceCheck': 'divergence', 'OutlierSkip': 'outliers',
     'DynamicLossScale': 'precision', 'load_for_inference': 'export',
     'BestCheckpoint': 'stopping', 'EarlyStopping': 'stopping',
     'guard_fit': 'keras_fit', 'KerasGuard': 'keras_fit', 'GuardCallback': 'keras_callbacks',

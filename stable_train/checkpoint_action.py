@@ -71,6 +71,9 @@ class RunCheckpoints:
       # Only a fresh Trainer resumes from disk; a later fit() continues from the in-memory state
       # (which the last fit saved) with the new dataset from its start.
       self._input.reset()
+      if not committed and int(t.global_step.numpy()) == 0 and any(
+          p.wants_start_checkpoint for p in t.policies):
+        t.save_checkpoint(reason='start')  # A rollback target before the first update.
       return None
     entry = t.restore_latest(committed)
     if entry is None:

@@ -2,7 +2,7 @@
 
 Exit codes: 0 completed (num_steps or num_epochs reached, stopped early by EarlyStopping, or the
 dataset exhausted before num_steps: a warning line on stderr); 1 a policy stopped the run
-(checkpoints intact), no checkpoint could be restored (none readable, or files without a readable manifest), a checkpoint or file could not be
+(checkpoints intact), the run diverged (status 'diverged': the last good checkpoint intact), no checkpoint could be restored (none readable, or files without a readable manifest), a checkpoint or file could not be
 written (disk full), or TensorFlow failed at run time; 2 usage or configuration error (an empty
 dataset, a batch size other than the checkpointed one, a model_dir in use by another live process
 included); 128+N stopped cleanly by signal N (SIGTERM: 143, SIGINT: 130), during start-up or after
@@ -52,6 +52,8 @@ SUBCOMMANDS = {
                'export a trained model for inference (.keras or SavedModel)'),
     'replay': ('stable_train.replay_command',
                'replay a NaN forensics record and report where the NaN came from'),
+    'doctor': ('stable_train.doctor',
+               "name the likely cause of a run's trouble, the evidence and the remedy"),
 }
 
 
@@ -209,8 +211,8 @@ def _report(summary) -> int:
     return _fail(f"interrupted by signal {summary['signal']}; {saved}; rerun the same command "
                  'to continue.', 128 + summary['signal'])
   from stable_train import outcome  # pylint: disable=g-import-not-at-top
-  if summary['status'] not in outcome.FINISHED:
-    return _fail(f"aborted: {summary.get('reason', summary['status'])}", EXIT_ABORTED)
+  if summary['status'] not in outcome.FINISHED:  # 'aborted' or 'diverged'.
+    return _fail(f"{summary['status']}: {summary.get('reason', summary['status'])}", EXIT_ABORTED)
   if summary['status'] == 'data_exhausted':  # Ends normally (exit 0), but not where it was meant to.
     sys.stderr.write(f"stable_train: warning: {summary['reason']}; repeat the dataset (or set "
                      'train.num_epochs), or lower train.num_steps.\n')

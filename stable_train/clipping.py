@@ -77,10 +77,20 @@ class AdaptiveClip(interfaces.Policy):
     self.var = tf.Variable(0.0, dtype=tf.float32, trainable=False, name='var')
     self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name='count')
     self.clipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='clipped_steps')
+    # A ceiling a recovery set (`set_norm_ceiling`): state, not configuration; inf until then.
+    self.norm_ceiling = tf.Variable(math.inf, dtype=tf.float32, trainable=False,
+                                    name='norm_ceiling')
+
+  takes_norm_ceiling = True
+
+  def set_norm_ceiling(self, norm: float) -> None:
+    self.norm_ceiling.assign(min(float(norm), float(self.norm_ceiling.numpy())))
 
   def threshold(self) -> tf.Tensor:
     """The clip threshold the next step will use (a pure function of the variables)."""
-    ceiling = tf.constant(math.inf if self.max_norm is None else self.max_norm, tf.float32)
+    ceiling = tf.minimum(
+        tf.constant(math.inf if self.max_norm is None else self.max_norm, tf.float32),
+        self.norm_ceiling)
     mean = tf.convert_to_tensor(self.mean)
     adaptive = mean + self.z_threshold * tf.sqrt(tf.maximum(tf.convert_to_tensor(self.var), 0.0))
     count = tf.convert_to_tensor(self.count)

@@ -8,10 +8,12 @@ from stable_train import clipping  # pylint: disable=unused-import  (registers i
 from stable_train import data
 from stable_train import diagnostics  # pylint: disable=unused-import  (InitialisationCheck)
 from stable_train import distribute
+from stable_train import divergence  # pylint: disable=unused-import  (DivergenceCheck)
 from stable_train import forensics  # pylint: disable=unused-import  (registers Forensics)
 from stable_train import losses
 from stable_train import lr  # pylint: disable=unused-import  (registers WarmupSchedule)
 from stable_train import models
+from stable_train import outliers  # pylint: disable=unused-import  (registers OutlierSkip)
 from stable_train import policies  # pylint: disable=unused-import  (registers the core policies)
 from stable_train import precision  # pylint: disable=unused-import  (registers DynamicLossScale)
 from stable_train import recovery  # pylint: disable=unused-import  (registers LossSpike, Rollback)
@@ -43,7 +45,8 @@ def register() -> None:
   # calls super().__init__(**kwargs) still receives the `Trainer.*` bindings.
   gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
   # The policies register themselves where they are defined (`@gin.register` in policies.py,
-  # recovery.py, forensics.py, precision.py, testing/faults.py, clipping.py, diagnostics.py; WarmupSchedule
+  # recovery.py, forensics.py, precision.py, testing/faults.py, clipping.py, diagnostics.py,
+  # divergence.py, outliers.py; WarmupSchedule
   # in lr.py): importing those modules above registers them.
   for fn in (data.synthetic_regression, data.synthetic_classification, data.synthetic_images,
              data.synthetic_sequences, models.convnet_bn, models.transformer, models.lstm,

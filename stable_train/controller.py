@@ -17,6 +17,7 @@ import tensorflow as tf
 from stable_train import checkpoint_action
 from stable_train import dispatch
 from stable_train import distribute
+from stable_train import doctor
 from stable_train import errors
 from stable_train import eval_action
 from stable_train import evaluation
@@ -174,6 +175,8 @@ class Controller:
   def _write_summary(self, ended, summary, evaluate) -> Dict[str, Any]:
     values = summary.build(ended, last_eval=evaluate.last if evaluate is not None else None,
                            metrics=self._metric_window() if self.trainer.metrics else None)
+    t = self.trainer
+    doctor.attach(values, t.output_dir, t.optimizer, self.emit)  # A troubled run's diagnosis.
     self.scalars.close()
     self.eval_scalars.close()
     summary.write(values)
@@ -283,9 +286,7 @@ class Controller:
     mark.assign(max(step, int(mark.numpy())))
 
   def _metric_window(self) -> Dict[str, float]:
-    if self.recorder is not None:
-      return self.recorder.metric_window()
-    return self.trainer.metric_results()
+    return self.recorder.metric_window() if self.recorder else self.trainer.metric_results()
 
   @functools.cached_property
   def _evaluator(self) -> evaluation.Evaluator:  # Built at the first fit that evaluates.

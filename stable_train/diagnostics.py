@@ -2,6 +2,7 @@
 
 import logging
 import math
+from typing import Optional, Tuple
 
 import gin
 import numpy as np
@@ -23,6 +24,40 @@ def _rms(values) -> float:
   if not arrays:
     return 0.0
   return float(np.sqrt(np.mean(np.concatenate([np.square(a).ravel() for a in arrays]))))
+
+
+def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
+  """(RMS of the model's float outputs, RMS of the labels (integer labels count as 1), RMS of
+  the float features, the outputs' largest magnitude) on the run's first batch, in inference
+  mode, with `weights` (the trainable weights, in order) or the current ones; Nones without a
+  first batch. No variable is left changed."""
+  first = probe.first_batch()
+  if first is None:
+    return None, None, None, None
+  model = probe.model
+  features, labels = probe.split_batch(first)
+  if weights is None:
+    outputs = model(features, training=False) if hasattr(model, 'stateless_call') else (
+        model(features))
+  elif hasattr(model, 'stateless_call'):
+    outputs, _ = model.stateless_call(
+        weights, [v.value for v in model.non_trainable_variables], features, training=False)
+  else:  # A plain tf.Module: run it with the weights put back for the call.
+    variables = list(model.trainable_variables)
+    current = [v.numpy() for v in variables]
+    try:
+      for v, w in zip(variables, weights):
+        v.assign(w)
+      outputs = model(features)
+    finally:
+      for v, w in zip(variables, current):
+        v.assign(w)
+  flat = tf.nest.flatten(labels)
+  label_rms = 1.0 if any(l.dtype.is_integer for l in flat) else _rms(flat)
+  floats = lambda nest: [t for t in tf.nest.flatten(nest) if t.dtype.is_floating]
+  largest = max((float(np.max(np.abs(np.asarray(o, np.float64)))) for o in floats(outputs)
+                 if np.size(o)), default=0.0)
+  return _rms(floats(outputs)), label_rms, _rms(floats(features)), largest
 
 
 @gin.register(module='stable_train')
@@ -80,27 +115,11 @@ class InitialisationCheck(interfaces.Policy):
   def _check_outputs(self, run, step: int) -> None:
     """Runs the model with its initial weights on the first batch (inference mode)."""
     initial, self._initial_weights = self._initial_weights, None
-    first = run.probe.first_batch()
-    model = run.probe.model
-    if first is None or initial is None:
+    if initial is None:
       return
-    features, labels = run.probe.split_batch(first)
-    if hasattr(model, 'stateless_call'):
-      outputs, _ = model.stateless_call(
-          initial, [v.value for v in model.non_trainable_variables], features, training=False)
-    else:  # A plain tf.Module: run it with its initial weights put back for the call.
-      variables = list(model.trainable_variables)
-      current = [v.numpy() for v in variables]
-      try:
-        for v, w in zip(variables, initial):
-          v.assign(w)
-        outputs = model(features)
-      finally:
-        for v, w in zip(variables, current):
-          v.assign(w)
-    out = _rms([o for o in tf.nest.flatten(outputs) if o.dtype.is_floating])
-    flat = tf.nest.flatten(labels)
-    label_rms = 1.0 if any(l.dtype.is_integer for l in flat) else _rms(flat)
+    out, label_rms, _, _ = output_scale(run.probe, initial)
+    if out is None:
+      return
     # Outputs of order 1 are what a well-initialised model gives on unit-scale inputs: small
     # labels must not make them read as huge (that is a label-scale matter, not the init's).
     ref = max(label_rms, 1.0)

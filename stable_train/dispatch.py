@@ -11,6 +11,7 @@ the resolved one.
 import dataclasses
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from stable_train import history as history_lib
 from stable_train import interfaces
 from stable_train import outcome as outcome_lib
 
@@ -31,7 +32,8 @@ def resolve(decisions: Sequence[Decision], policies: Sequence[interfaces.Policy]
         handled = p.handle_escalation(d, context)
         if handled is not None:
           return handled
-      return Decision(action=interfaces.ABORT, reason=d.reason, trigger=d.trigger, step=d.step)
+      return Decision(action=interfaces.ABORT, reason=d.reason, trigger=d.trigger, step=d.step,
+                      status=d.status)
   for d in decisions:
     if d.action == interfaces.ROLLBACK:
       return d
@@ -58,6 +60,8 @@ class Dispatcher:
     self._context = context
     self._mark_fault = mark_fault
     self.acted = False  # Whether the last `after_loop` carried anything out.
+    # The steps before trouble, written out when a loop skips, acts or ends the run.
+    self.history = history_lib.RunHistory()
 
   def decide(self, reports) -> Tuple[List[Decision], Decision]:
     """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one).
@@ -87,25 +91,37 @@ class Dispatcher:
                          context)
 
   def after_loop(self, reports) -> Optional[outcome_lib.Outcome]:
-    """Decides on one loop of reports and carries it out; an Outcome when the run must end."""
+    """Decides on one loop of reports and carries it out; an Outcome when the run must end. The
+    first trouble of an episode (a skip, a rollback, an end) is recorded with the steps before
+    it (a `history` event, for the doctor)."""
+    self.history.add(reports)
     acts, decision = self.decide(reports)
     self.acted = bool(acts) or decision.action != interfaces.CONTINUE
+    ended = self._carry_out(reports, acts, decision)
+    self.history.after_loop(reports, decision.action, ended, self._run.emit)
+    return ended
+
+  def _carry_out(self, reports, acts, decision) -> Optional[outcome_lib.Outcome]:
     step = int(reports.step[-1])
     for act in acts:  # Every policy's own action, in policy order, whatever comes next.
       stop = self._by_name[act.policy].execute(act, self._run)
       if stop is not None:
         return self.abort(stop, act.trigger or act.policy, step)
     if decision.action == interfaces.ABORT:
-      return self.abort(decision.reason, decision.trigger, step)
+      return self.abort(decision.reason, decision.trigger, step, status=decision.status)
     stop = self._execute(decision)
-    return None if stop is None else self.abort(stop, decision.trigger, step)
+    return (None if stop is None else
+            self.abort(stop, decision.trigger, step, status=decision.status))
 
   def carry_out(self, fault: Decision) -> Optional[outcome_lib.Outcome]:
     """Resolves a fault the run found itself (an eval divergence, checkpoints refused in a row)
     as a policy's escalation: a Rollback takes it over, or the run aborts."""
     decision = resolve([fault], self._policies, self._context())
-    stop = decision.reason if decision.action == interfaces.ABORT else self._execute(decision)
-    return None if stop is None else self.abort(stop, fault.trigger, fault.step)
+    if decision.action == interfaces.ABORT:
+      return self.abort(decision.reason, fault.trigger, fault.step, status=decision.status)
+    stop = self._execute(decision)
+    return (None if stop is None else
+            self.abort(stop, fault.trigger, fault.step, status=decision.status))
 
   def after_eval(self, values, final: bool = False) -> Optional[outcome_lib.Outcome]:
     """Every policy's `decide_eval` on one evaluation, carried out in policy order: None to go on,
@@ -142,10 +158,19 @@ class Dispatcher:
         return outcome_lib.Outcome(outcome_lib.Status.STOPPED_EARLY, reason=reason)
     return None
 
-  def abort(self, reason: str, trigger: str, step: int) -> outcome_lib.Outcome:
-    """Records an abort (the `abort` event) and returns its Outcome."""
-    self._run.emit('abort', step, reason=reason, trigger=trigger)
-    return outcome_lib.aborted(reason, trigger)
+  def abort(self, reason: str, trigger: str, step: int,
+            status: str = '') -> outcome_lib.Outcome:
+    """Records a stop (the `abort` event, or `diverged` for status 'diverged') and returns its
+    Outcome, which names the last good checkpoint: the one a rerun or an export would take."""
+    status = outcome_lib.Status(status or outcome_lib.Status.ABORTED.value)
+    good = self._context().last_good_checkpoint()  # Committed; a write in flight is not waited.
+    last_good = None if good is None else {'checkpoint': good.path, 'step': good.step}
+    if status == outcome_lib.Status.DIVERGED:
+      reason += (f'; the last good checkpoint, {good.path} (step {good.step}), is intact'
+                 if good is not None else '; no good checkpoint was written')
+    self._run.emit('diverged' if status == outcome_lib.Status.DIVERGED else 'abort', step,
+                   reason=reason, trigger=trigger, last_good_checkpoint=last_good)
+    return outcome_lib.aborted(reason, trigger, status, extra={'last_good_checkpoint': last_good})
 
   def _execute(self, decision: Decision) -> Optional[str]:
     """Carries out a resolved non-abort decision through the policy named in it; returns an abort

@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import activations
 from stable_train import compat
 from stable_train import errors
 from stable_train import events as events_lib
@@ -288,6 +289,7 @@ def build_report(probe, batch, *, step: int, observed: Dict[str, Any],
       'inputs': provenance.input_summary(interfaces.input_paths(features, labels), flat,
                                          again.input_flags, _num_classes(probe)),
       'rerun': {'loss': again.loss, 'finite': again.finite},
+      'activations': activations.activation_scales(probe.model, features),
   }
 
 

@@ -118,7 +118,7 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
   stats = GradientStats(
       grads, loss=loss, loss_finite=tf.math.is_finite(loss), grads_finite=grads_finite,
       grad_finite_flags=grad_flags, inputs_finite=tf.reduce_all(inputs_finite_flags),
-      outputs_finite=tf.equal(outputs_bad, 0.0), grad_norm=grad_norm,
+      outputs_finite=tf.equal(outputs_bad, 0.0), grad_norm=grad_norm, raw_grad_norm=grad_norm,
       variable_paths=variable_paths, xla=xla, loss_scaled=loss_scale is not None)
   for p in policies:
     grads = stats.transform(p, grads)

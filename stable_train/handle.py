@@ -6,6 +6,7 @@ import os
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from stable_train import interfaces
+from stable_train import views
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -130,6 +131,9 @@ class LiveRun(interfaces.RunHandle):
 
   def set_lr_scale(self, scale: float) -> None:
     self._trainer.lr_control.set_scale(scale)
+
+  def set_norm_ceiling(self, norm: float) -> bool:
+    return views.apply_norm_ceiling(self._trainer.policies, norm)
 
   def checkpoint_path(self, entry) -> str:
     """The prefix path of a checkpoint entry."""

@@ -32,6 +32,9 @@ ACT = 'act'
 # decision's reason in the summary.
 STOP = 'stop'
 ACTIONS = (CONTINUE, ESCALATE, ROLLBACK, ABORT, ACT, STOP)
+# A `Decision.status`: how a run that this decision stops ends ('' is 'aborted').
+DIVERGED = 'diverged'
+STOP_STATUSES = ('', 'aborted', DIVERGED)
 
 # The gradient statistics in the `stats` of `Policy.transform_gradients` / `allow_update`; they
 # always describe the gradients currently being passed (see `Policy.transform_gradients`).
@@ -47,10 +50,15 @@ class Decision:
   step: int = -1  # The global step at which the trigger fired.
   policy: str = ''  # The policy that carries out an ACT or ROLLBACK; default: the decider.
   details: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  # How the run ends when this decision stops it (an ABORT, or an ESCALATE no policy takes
+  # over): '' for 'aborted', or 'diverged' (the loss diverged while finite, or never came down).
+  status: str = ''
 
   def __post_init__(self):
     if self.action not in ACTIONS:  # A typo must not read as "continue".
       raise ValueError(f'Decision: action={self.action!r} is not one of {ACTIONS}.')
+    if self.status not in STOP_STATUSES:
+      raise ValueError(f'Decision: status={self.status!r} is not one of {STOP_STATUSES}.')
 
 
 
@@ -70,7 +78,8 @@ class Policy(tf.Module):
     `RunHandle`.
   Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
     `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
-    `decides_on_clean_loops`, `end_step_compiles`.
+    `decides_on_clean_loops`, `end_step_compiles`, `wants_start_checkpoint`,
+    `takes_norm_ceiling` (with `set_norm_ceiling`).
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -90,6 +99,19 @@ class Policy(tf.Module):
   # shape). The Trainer's loop runs `end_step` outside XLA; a Keras `fit` with jit_compile=True
   # compiles its whole step, and refuses such a policy.
   end_step_compiles = True
+
+  # True for a policy that may roll back as far as the run's start (Rollback): a fresh run then
+  # writes a checkpoint of its untrained state at step 0, before the first update.
+  wants_start_checkpoint = False
+
+  # True for a clip that takes a fixed ceiling on the global norm (`set_norm_ceiling`), the
+  # remedy a recovery applies to exploding gradients (`RunHandle.set_norm_ceiling`).
+  takes_norm_ceiling = False
+
+  def set_norm_ceiling(self, norm: float) -> None:
+    """Caps the global gradient norm at `norm` from the next step on (eager; checkpointed
+    state, not configuration: a remedy the run applied)."""
+    del norm
 
   # True for a policy that scales the loss before differentiation (fp16 loss scaling; at most one
   # per Trainer). The step differentiates `scale_loss(loss)`; every other hook sees the gradients
@@ -151,8 +173,9 @@ class Policy(tf.Module):
     Args:
       grads: list of aggregated gradients (one per trainable variable, in layer order).
       stats: dict of the step's tensors: 'loss', 'loss_finite', 'inputs_finite',
-        'outputs_finite', the `MEASURED_STATS` ('grad_norm': global norm, 'grads_finite': scalar
-        bool, 'grad_finite_flags': one bool per gradient), plus the Python values
+        'outputs_finite', 'raw_grad_norm' (the global norm before any transform), the
+        `MEASURED_STATS` ('grad_norm': global norm, 'grads_finite': scalar bool,
+        'grad_finite_flags': one bool per gradient), plus the Python values
         'variable_paths' and 'xla' (compiled with XLA).
     """
     del stats
@@ -166,14 +189,20 @@ class Policy(tf.Module):
     del stats
     return None
 
-  def update_state(self, report, applied: tf.Tensor) -> None:
+  def update_state(self, report, applied: tf.Tensor) -> Optional[tf.Tensor]:
     """Updates the policy's variables after the apply/skip decision of one step.
 
     Args:
       report: dict of the step's report tensors (see `StepReports`), in cross-replica context.
       applied: scalar bool, whether the update was applied.
+
+    Returns:
+      None, or a scalar bool: True flags the step (`StepReports.flagged`), so the host asks the
+      policies to decide after this loop even when it is otherwise clean. An in-graph detector
+      (DivergenceCheck) keeps its statistics here and reaches the host only when it fires.
     """
     del report, applied
+    return None
 
   def end_step(self, batch, report) -> Optional[tf.Tensor]:
     """Runs in the in-graph loop after each step, outside XLA, in cross-replica context.

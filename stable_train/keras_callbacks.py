@@ -23,6 +23,7 @@ from stable_train import checkpoint_action
 from stable_train import checkpointing
 from stable_train import dispatch
 from stable_train import distribute
+from stable_train import doctor
 from stable_train import errors
 from stable_train import events as events_lib
 from stable_train import interfaces
@@ -173,6 +174,7 @@ class GuardCallback(keras.callbacks.Callback):
       self.emit('done', self.current_step(), status=ended.status.value,
                 reason=ended.reason or 'fit ended')
     summary = self.summary.build(ended)
+    doctor.attach(summary, self.output_dir, self.guard.optimizer, self.emit)
     self.summary.write(summary)
     self.last_summary = summary
     self.scalars.close()

@@ -11,6 +11,7 @@ from stable_train import handle
 from stable_train import interfaces
 from stable_train import keras_fit
 from stable_train import lr as lr_lib
+from stable_train import views
 
 
 class MemoryKeeper:
@@ -146,3 +147,6 @@ class KerasRun(interfaces.RunHandle):
         self._lr_control = lr_lib.LearningRateControl(optimizer, state.lr_scale)
     else:
       optimizer.learning_rate = float(optimizer.learning_rate.numpy()) * float(scale) / old
+
+  def set_norm_ceiling(self, norm: float) -> bool:
+    return views.apply_norm_ceiling(self._cb.guard.policies, norm)

@@ -2,7 +2,7 @@
 
 import dataclasses
 import enum
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 
 class Status(str, enum.Enum):
@@ -11,6 +11,9 @@ class Status(str, enum.Enum):
   STOPPED_EARLY = 'stopped_early'  # A policy's STOP after an evaluation (EarlyStopping).
   DATA_EXHAUSTED = 'data_exhausted'  # A finite dataset ended before num_steps.
   ABORTED = 'aborted'  # A policy or a fault stopped the run; the checkpoints stand.
+  # The loss diverged while staying finite, or never came down from a broken start: stopped
+  # early, the last good checkpoint intact and named (no Rollback took it over).
+  DIVERGED = 'diverged'
   INTERRUPTED = 'interrupted'  # SIGTERM/SIGINT: stopped cleanly after a checkpoint.
 
   @property
@@ -39,6 +42,7 @@ class Outcome:
     return self.status.finished
 
 
-def aborted(reason: str, trigger: str = '') -> Outcome:
-  """An `ABORTED` outcome."""
-  return Outcome(Status.ABORTED, reason=reason, trigger=trigger)
+def aborted(reason: str, trigger: str = '', status: Status = Status.ABORTED,
+            extra: Optional[Dict[str, Any]] = None) -> Outcome:
+  """An `ABORTED` (or `DIVERGED`) outcome."""
+  return Outcome(status, reason=reason, trigger=trigger, extra=dict(extra or {}))

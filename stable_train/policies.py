@@ -165,11 +165,13 @@ class SkipNonFinite(interfaces.Policy):
     return tf.logical_and(stats['loss_finite'], stats['grads_finite'])
 
   def update_state(self, report, applied):
-    # An fp16 overflow skip is the loss scale's (DynamicLossScale): it counts towards no limit.
-    overflow = report.get('overflow', tf.constant(False))
-    skipped = tf.cast(tf.logical_and(tf.logical_not(applied), tf.logical_not(overflow)), tf.int64)
+    # Only a faulty step counts: an fp16 overflow skip is the loss scale's (DynamicLossScale),
+    # and a veto on finite values (OutlierSkip) is that policy's; neither ends a streak either.
+    skipped = tf.cast(tf.logical_and(tf.logical_not(applied), interfaces.step_faulty(report)),
+                      tf.int64)
     self.total_skips.assign_add(skipped)
-    self.consecutive_skips.assign((self.consecutive_skips + skipped) * skipped)
+    self.consecutive_skips.assign(tf.where(applied, tf.zeros_like(self.consecutive_skips),
+                                           self.consecutive_skips + skipped))
     self.peak_consecutive.assign(tf.maximum(self.peak_consecutive, self.consecutive_skips))
 
   def decide(self, reports, context):

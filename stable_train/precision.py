@@ -8,6 +8,8 @@ halved, not an instability); the scale grows again after `growth_interval` appli
 `min_scale` an overflow is an ordinary non-finite fault (SkipNonFinite counts it and escalates).
 """
 
+import contextlib
+
 import gin
 import keras
 import tensorflow as tf
@@ -32,6 +34,17 @@ def set_precision(precision: str) -> None:
         "'mixed_float16'.")
   keras.config.set_floatx('float64' if precision == 'float64' else 'float32')
   keras.mixed_precision.set_global_policy(precision)
+
+
+@contextlib.contextmanager
+def using(precision: str):
+  """`set_precision(precision)` for the models built inside the block; float32 again after it
+  (scripts that build runs of several precisions in one process)."""
+  set_precision(precision)
+  try:
+    yield
+  finally:
+    set_precision('float32')
 
 
 def compute_dtype(model) -> str:

@@ -1,6 +1,7 @@
 """Recovery policies: the LossSpike detector and the Rollback ladder that brings a diverging run back."""
 
 import logging
+import math
 from typing import Mapping, Optional, Union
 
 import gin
@@ -152,8 +153,10 @@ class Rollback(interfaces.Policy):
   """
 
   reads_variables_finite = True
+  wants_start_checkpoint = True  # A run too hot from its first step can go back to its start.
 
-  def __init__(self, *, max_rollbacks: int = 5, lr_backoff: float = 0.5, skip_batches: int = 0,
+  def __init__(self, *, max_rollbacks: int = 5, lr_backoff: float = 0.5,
+               divergence_backoff: float = 0.1, probation: int = 100, skip_batches: int = 0,
                retry_window: int = 500, restore_lr_after: Optional[int] = None,
                name: str = 'rollback'):
     """Initialises the policy.
@@ -161,6 +164,14 @@ class Rollback(interfaces.Policy):
     Args:
       max_rollbacks: rollbacks allowed in a run; one more trigger stops it ("aborted", exit 1).
       lr_backoff: the learning rate is multiplied by this on each rollback; in (0, 1].
+      divergence_backoff: the factor instead, when the trigger is a sustained divergence
+        (DivergenceCheck's `divergence`, or a failed probation): the rate itself is too high,
+        and halving it leaves a ReLU net that the first hot steps killed stuck; in (0, 1].
+      probation: after a divergence sends the run back to its start, the median of its last 10
+        losses must fall below half the untrained model's loss within this many steps, else it
+        counts as the same divergence again (trigger `stalled`; a net the first hot steps
+        killed stays near its untrained loss): the ladder backs off until the run trains. 0
+        turns it off.
       skip_batches: after a restore the data skips ahead from the restored position through the
         batch that triggered (so none of the batches that led there is replayed), plus this many
         more batches beyond it (PaLM skipped 200-500); >= 0.
@@ -172,15 +183,17 @@ class Rollback(interfaces.Policy):
     """
     super().__init__(name=name)
     max_rollbacks = errors.check_int('Rollback', 'max_rollbacks', max_rollbacks)
-    lr_backoff = errors.check_number('Rollback', 'lr_backoff', lr_backoff, low=0.0, high=1.0,
-                                     low_open=True, what='a number in (0, 1]')
+    self.lr_backoff, self.divergence_backoff = (
+        errors.check_number('Rollback', arg, value, low=0.0, low_open=True, high=1.0,
+                            what='a number in (0, 1]')
+        for arg, value in (('lr_backoff', lr_backoff), ('divergence_backoff', divergence_backoff)))
+    self.probation = errors.check_int('Rollback', 'probation', probation)
     skip_batches = errors.check_int('Rollback', 'skip_batches', skip_batches)
     retry_window = errors.check_int('Rollback', 'retry_window', retry_window)
     if restore_lr_after is not None:
       restore_lr_after = errors.check_int('Rollback', 'restore_lr_after', restore_lr_after,
                                           minimum=1)
     self.max_rollbacks = max_rollbacks
-    self.lr_backoff = float(lr_backoff)
     self.skip_batches = skip_batches
     self.retry_window = retry_window
     self.restore_lr_after = restore_lr_after
@@ -189,6 +202,10 @@ class Rollback(interfaces.Policy):
                                         name='last_target_step')
     self.last_trigger_step = tf.Variable(-1, dtype=tf.int64, trainable=False,
                                          name='last_trigger_step')
+    # The step a probation ends at (-1: none), kept across the restore like the counters.
+    self.probation_until = tf.Variable(-1, dtype=tf.int64, trainable=False,
+                                       name='probation_until')
+    self._watch = None  # Host side: (probation end, applied losses since the restore).
 
   # -- when -----------------------------------------------------------------------------------
   def decide(self, reports, context):
@@ -198,17 +215,47 @@ class Rollback(interfaces.Policy):
       return interfaces.Decision(action=interfaces.ROLLBACK, policy=self.name,
                                  trigger='non_finite_variable', step=step,
                                  reason=f'a model or optimizer variable is non-finite at step {step}')
+    stalled = self._stalled(reports)
+    if stalled is not None:
+      return stalled
     if (self.restore_lr_after is not None and context.lr_scale < 1.0 and
         step - int(self.last_trigger_step.numpy()) >= self.restore_lr_after):
       return interfaces.Decision(action=interfaces.ACT, policy=self.name, trigger='lr_restored',
                                  step=step, reason=f'{self.restore_lr_after} steps without a trigger')
     return None
 
+  def _stalled(self, reports) -> Optional[interfaces.Decision]:
+    """The probation after a divergence sent the run back to its start: a loss that has not
+    halved by its end is the same divergence again. Host-side; the end step is a variable."""
+    if self._watch is None:  # A new process: the end step from the (restored) variable.
+      self._watch = (int(self.probation_until.numpy()), [])
+    until, losses = self._watch
+    if until < 0:
+      return None
+    losses.extend(reports.loss[reports.applied & np.isfinite(reports.loss)].tolist())
+    step = int(reports.step[-1])
+    if len(losses) >= 10 and np.median(losses[-10:]) < 0.5 * losses[0]:
+      self.probation_until.assign(-1)  # Trains: the probation is over.
+      self._watch = (-1, [])
+      return None
+    if step < until:
+      return None
+    self.probation_until.assign(-1)
+    self._watch = (-1, [])
+    return interfaces.Decision(
+        action=interfaces.ROLLBACK, policy=self.name, trigger='stalled', step=step,
+        status=interfaces.DIVERGED,
+        reason=(f'the loss has not halved in the {self.probation} steps since the rollback to '
+                f'the start (median {np.median(losses[-10:]) if losses else math.nan:.4g}, '
+                f'untrained {losses[0] if losses else math.nan:.4g}): the learning rate is '
+                'still too high'))
+
   def handle_escalation(self, decision, context):
     del context
     return interfaces.Decision(action=interfaces.ROLLBACK, policy=self.name,
                                trigger=decision.trigger, step=decision.step,
-                               reason=decision.reason, details=decision.details)
+                               reason=decision.reason, details=decision.details,
+                               status=decision.status)
 
   # -- what -----------------------------------------------------------------------------------
   def execute(self, decision, run) -> Optional[str]:
@@ -233,7 +280,9 @@ class Rollback(interfaces.Policy):
       candidates = [e for e in good if e.step <= last_target]
     if not candidates:
       return f'{decision.reason}; no known-good checkpoint before step {before} to roll back to'
-    scale = run.lr_scale * self.lr_backoff  # Read before the restore brings an older one back.
+    divergence = decision.trigger in ('divergence', 'stalled')
+    # Read before the restore brings an older one back.
+    scale = run.lr_scale * (self.divergence_backoff if divergence else self.lr_backoff)
     trigger_batch = run.batch_index(decision.step)
     entry = run.restore(candidates)
     if entry is None:
@@ -244,12 +293,20 @@ class Rollback(interfaces.Policy):
     self.num_rollbacks.assign(done + 1)
     self.last_target_step.assign(entry.step)
     self.last_trigger_step.assign(decision.step)
+    until = entry.step + self.probation if divergence and entry.step == 0 and self.probation else -1
+    self.probation_until.assign(until)
+    self._watch = (until, [])
     run.set_lr_scale(scale)
+    # A gradient-norm spike: exploding gradients get a fixed ceiling at the run's healthy norm.
+    ceiling = (decision.details.get('threshold')
+               if decision.details.get('metric') == 'grad_norm' else None)
+    if ceiling is not None and not run.set_norm_ceiling(ceiling):
+      ceiling = None
     skipped = run.skip_data(max(trigger_batch + 1 + self.skip_batches - run.data_position, 0))
     run.emit('rollback', from_step, to_step=entry.step, checkpoint=entry.path,
              trigger=decision.trigger, reason=decision.reason, rollback=done + 1,
              learning_rate=run.learning_rate, lr_scale=scale, skipped_batches=list(skipped),
-             restored_from=run.restored_from)
+             restored_from=run.restored_from, norm_ceiling=ceiling)
     run.write_scalars(from_step, {'rollbacks': done + 1, 'learning_rate': run.learning_rate})
     log.warning('rollback %d: step %d -> %d (%s); learning rate x%g; skipped batches [%d, %d)',
                 done + 1, from_step, entry.step, decision.trigger, scale, *skipped)

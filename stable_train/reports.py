@@ -50,6 +50,8 @@ REPORT_FIELDS = (
                 'loss scaling)', scalar='loss_scale', default=1.0),
     ReportField('learning_rate', tf.float32, 'learning rate used for the step',
                 scalar='learning_rate'),
+    ReportField('flagged', tf.bool, "whether a policy's in-graph detector asked the host to "
+                'decide on the step (`Policy.update_state` returned True)', default=False),
 )
 
 
@@ -92,11 +94,12 @@ class _StepReportsMethods:
     return obj
 
   def clean(self) -> bool:
-    """Whether every step was applied and none was faulty or an fp16 overflow."""
+    """Whether every step was applied and none was faulty, an fp16 overflow or flagged."""
     cached = self.__dict__.get('_clean')
     if cached is None:
       cached = bool(self.applied.all() and self.inputs_finite.all() and self.loss_finite.all()
-                    and self.grads_finite.all() and not self.overflow.any())
+                    and self.grads_finite.all() and not self.overflow.any()
+                    and not self.flagged.any())
       object.__setattr__(self, '_clean', cached)
     return cached
 

@@ -226,8 +226,11 @@ class GuardedStep:
       return tf.constant(False)
 
     tf.cond(applied, do_apply, do_skip)
-    for policy in p.policies:
-      policy.update_state(report, applied)
+    flags = [f for f in (policy.update_state(report, applied) for policy in p.policies)
+             if f is not None]
+    # A detector's flag makes the loop not clean: the host then asks every policy to decide.
+    report['flagged'] = (tf.reduce_any(tf.stack(flags)) if len(flags) > 1 else
+                         flags[0] if flags else tf.constant(False))
     counters = p.counters
     counters.applied_steps.assign_add(tf.cast(applied, tf.int64))
     counters.skipped_steps.assign_add(tf.cast(tf.logical_not(applied), tf.int64))

@@ -12,6 +12,7 @@ import tensorflow as tf
 from stable_train import clipping
 from stable_train import compat
 from stable_train import distribute
+from stable_train import divergence
 from stable_train import errors
 from stable_train import interfaces
 from stable_train import keras_parts
@@ -31,12 +32,15 @@ _OWNED_POLICIES = weakref.WeakSet()
 
 
 def default_policies() -> List[interfaces.Policy]:
-  """The default stack: CheckNumerics('flag'), AdaptiveClip(), SkipNonFinite(max_consecutive=10).
+  """The default stack: CheckNumerics('flag'), AdaptiveClip(), SkipNonFinite(max_consecutive=10),
+  DivergenceCheck().
 
   AdaptiveClip clips only spikes above the run's own grad-norm statistics, so a healthy run trains
-  as it would bare; `ClipByGlobalNorm` remains for a fixed norm.
+  as it would bare; `ClipByGlobalNorm` remains for a fixed norm. DivergenceCheck stops a run whose
+  loss diverges while finite (status 'diverged'), or hands it to a Rollback when one is added.
   """
-  return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite()]
+  return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite(),
+          divergence.DivergenceCheck()]
 
 
 def model_parts(model, optimizer, loss, metrics, strategy, *, faults, model_dir):

@@ -63,7 +63,7 @@ class RunHandle:
   `restored_from`, `output_dir`, `checkpoint_dir`, `checkpoints()`, `good_checkpoints()`,
   `batch_index(step)`, and `probe` (re-run the step's forward and backward pass on a batch).
   Acting: `emit`, `write_scalars`, `restore`, `mark_not_good_after`, `checkpoint_now`,
-  `mark_best`, `skip_data`, `set_lr_scale`. Checkpoints are `checkpointing.Entry` records.
+  `mark_best`, `skip_data`, `set_lr_scale`, `set_norm_ceiling`. Checkpoints are `checkpointing.Entry` records.
   """
 
   step: int  # The global step now.
@@ -121,3 +121,18 @@ class RunHandle:
   def set_lr_scale(self, scale: float) -> None:
     """Sets the factor on the configured learning rate from the next step on (checkpointed)."""
     raise NotImplementedError
+
+  def set_norm_ceiling(self, norm: float) -> bool:
+    """Caps the global gradient norm at `norm` from the next step on, through the policies that
+    take a ceiling (`Policy.takes_norm_ceiling`: AdaptiveClip), checkpointed; False when none
+    does."""
+    raise NotImplementedError
+
+
+def apply_norm_ceiling(policies, norm: float) -> bool:
+  """`RunHandle.set_norm_ceiling` over a run's policies: every policy that takes a ceiling
+  (`takes_norm_ceiling`) gets it; False when none does."""
+  takers = [p for p in policies if p.takes_norm_ceiling]
+  for p in takers:
+    p.set_norm_ceiling(norm)
+  return bool(takers)

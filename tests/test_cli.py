@@ -283,6 +283,25 @@ class CliTest(tf.test.TestCase):
       self.assertEqual(len(lines), 1, proc.stderr)
       self.assertIn(text, lines[0])
 
+  def test_a_diverged_run_exits_1_naming_the_last_good_checkpoint_and_the_cause(self):
+    # 30 healthy steps (checkpoint ckpt-3 at step 30), then the same run resumed at a rate far
+    # too high: its own checkpoints, written while the loss is diverging, are not good.
+    model_dir = self.get_temp_dir()
+    common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
+        f'--gin_param={p}' for p in SMALL]
+    code, err = run_main(*common)
+    self.assertEqual(code, 0, err)
+    code, err = run_main(*common, '--gin_param=train.num_steps = 150',
+                         '--gin_param=keras.optimizers.Adam.learning_rate = 10.0')
+    self.assertEqual(code, 1, err)
+    line, = [l for l in err.splitlines() if l.startswith('stable_train: diverged:')]
+    self.assertIn('the last good checkpoint, ckpt-3 (step 30), is intact', line)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual(summary['status'], 'diverged')
+    self.assertEqual(summary['last_good_checkpoint'], {'checkpoint': 'ckpt-3', 'step': 30})
+    self.assertEqual(summary['diagnosis']['cause'], 'learning_rate')
+
   def test_abort_exits_1_and_keeps_checkpoints(self):
     model_dir = self.get_temp_dir()
     common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
@@ -448,7 +467,9 @@ class CommandsTest(tf.test.TestCase):
                           env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3'))
 
   def test_help_lists_the_commands_and_each_command_its_flags(self):
-    for argv, words in ((['--help'], ['Commands:', '  export ', '  replay ', '--gin_import']),
+    for argv, words in ((['--help'], ['Commands:', '  export ', '  replay ', '  doctor ',
+                                      '--gin_import']),
+                        (['doctor', '--help'], ['stable-train doctor', '--model_dir', '--json']),
                         (['export', '--help'], ['stable-train export', '--checkpoint', '--format',
                                                 '--output', '--model_dir']),
                         (['replay', '--help'], ['stable-train replay', '--forensics_dir'])):
@@ -461,12 +482,30 @@ class CommandsTest(tf.test.TestCase):
     for argv, code, text in ((['export', '--model_dir=/no/such/run'], 1, 'export: --model_dir='),
                              (['export', '--no_such_flag=1'], 2, 'export: usage error'),
                              (['replay'], 2, 'replay: --forensics_dir is required'),
+                             (['doctor', '/no/such/run'], 2, 'doctor: /no/such/run holds no '),
+                             (['doctor', '--deep'], 2, 'doctor: usage error: unrecognized'),
                              (['expor'], 2, 'a command: export, replay')):
       proc = self._cli(*argv)
       self.assertEqual(proc.returncode, code, proc.stderr)
       lines = [l for l in proc.stderr.strip().splitlines() if ': ' in l and 'I0000' not in l]
       self.assertEqual(len(lines), 1, proc.stderr)
       self.assertIn(text, lines[0])
+
+  def test_doctor_diagnoses_a_run_directory(self):
+    # An old run's records: every step's loss non-finite from finite outputs, then the abort.
+    model_dir = os.path.join(self.get_temp_dir(), 'old_run')
+    os.makedirs(model_dir)
+    with open(os.path.join(model_dir, 'events.jsonl'), 'w') as f:
+      for k in range(1, 12):
+        f.write(json.dumps({'event': 'skip', 'step': k, 'fault': 'loss', 'loss': 'nan',
+                            'tensor': 'loss; first non-finite gradient of mlp/dense_0/kernel'})
+                + '\n')
+      f.write(json.dumps({'event': 'abort', 'step': 11, 'trigger': 'consecutive_skips'}) + '\n')
+    events.write_json_atomic(os.path.join(model_dir, 'summary.json'),
+                             {'status': 'aborted', 'skipped_steps': 11})
+    proc = self._cli('doctor', model_dir, '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    self.assertEqual(json.loads(proc.stdout)['cause'], 'division_or_log')
 
   def test_a_command_is_one_entry_of_the_registry(self):
     calls = []

@@ -166,6 +166,38 @@ class ControllerTest(tf.test.TestCase):
                                ('init_check', interfaces.ACT), ('rollback', interfaces.ACT),
                                ('skip_non_finite', interfaces.ESCALATE)}, set(kinds))
 
+  def test_the_divergence_check_and_the_outlier_skip_only_decide(self):
+    from stable_train import divergence  # pylint: disable=g-import-not-at-top
+    from stable_train import outliers  # pylint: disable=g-import-not-at-top
+    model_dir = self.get_temp_dir()
+    stack = [policies.CheckNumerics(), policies.SkipNonFinite(),
+             outliers.OutlierSkip(warmup=4, metrics=('loss',)),
+             divergence.DivergenceCheck(patience=2, warmup=2), recovery.Rollback()]
+    # Too hot: the loss climbs above the untrained one; batch 10 is an outlier (1e4).
+    t = make_trainer(stack, trainer_class=_Watched, model_dir=model_dir, checkpoint_every=5)
+    t.optimizer.learning_rate = 3.0
+    kinds = []
+    for p in t.policies:
+      decide = p.decide
+
+      def wrapped(reports, context, p=p, decide=decide):
+        decision = _pure_call(t, model_dir, p.name, decide, reports, context)
+        if decision is not None:
+          kinds.append((p.name, decision.action, decision.trigger))
+        return decision
+
+      p.decide = wrapped
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(320, FEATURES)).astype(np.float32)
+    x[80, 0] = 1e4
+    data = tf.data.Dataset.from_tensor_slices((x, (x[:, :1] * 0.5))).batch(8)
+    summary = t.fit(data, num_steps=30)
+    events = {r['event'] for r in t.records}
+    self.assertContainsSubset({'divergence_check', 'rollback', 'diagnosis'}, events)
+    self.assertContainsSubset({('divergence', interfaces.ACT, 'divergence_check'),
+                               ('divergence', interfaces.ESCALATE, 'divergence')}, set(kinds))
+    self.assertIn('diagnosis', summary)
+
   def test_actions_run_in_policy_order_before_the_resolved_decision(self):
     log = []
     t = make_trainer([_Act(log, name='a'), _Abort(log, at=3, name='stop'), _Act(log, name='b')])

@@ -56,7 +56,7 @@ class GuardTest(tf.test.TestCase):
     self.assertAllClose(grads, [[0.6], [0.8]])
     self.assertEqual(int(report['first_bad_grad']), -1)
     self.assertEqual(set(report) - {'grad_finite_flags'}, set(reports.REPORT_DTYPES) - {
-        'step', 'learning_rate'})
+        'step', 'learning_rate', 'flagged'})  # The step's own fields, after the guard.
 
   def test_non_finite_gradient_vetoed_by_skip_policy_only(self):
     _, report = _guard([[1.0], [np.nan]], policies_=[policies.SkipNonFinite()])

@@ -108,7 +108,8 @@ class RollbackTest(tf.test.TestCase):
     with open(os.path.join(model_dir, 'checkpoints', 'manifest.json')) as f:
       manifest = json.load(f)
     self.assertTrue(any(e['step'] == 4 and e['good'] for e in manifest['checkpoints']))
-    self.assertEqual([r['event'] for r in records][-1], 'done')
+    # The run rolled back: the doctor's diagnosis follows the end, as after a Trainer's fit.
+    self.assertEqual([r['event'] for r in records][-2:], ['done', 'diagnosis'])
 
 
 class AbortTest(tf.test.TestCase):
@@ -133,7 +134,10 @@ class AbortTest(tf.test.TestCase):
     with self.assertRaisesRegex(errors.RunAborted, '3 consecutive non-finite steps'):
       model.fit(data, epochs=3, verbose=0, callbacks=[backup_and_restore, callback, Poison()])
     with open(os.path.join(model_dir, 'summary.json')) as f:
-      self.assertEqual(json.load(f)['status'], 'aborted')
+      summary = json.load(f)
+    self.assertEqual(summary['status'], 'aborted')
+    # The doctor, as at the end of a Trainer's fit: NaN in every batch's features.
+    self.assertEqual(summary['diagnosis']['cause'], 'bad_input')
     self.assertTrue(os.path.exists(os.path.join(backup, 'latest.weights.h5')))  # Kept.
     x[:] = _arrays()[0]
     history = model.fit(data, epochs=3, verbose=0, callbacks=[backup_and_restore, callback])
@@ -166,7 +170,7 @@ class ForensicsTest(tf.test.TestCase):
     for a, b in zip(_weights(fresh), seen.at(3)[0]):  # The state before the faulty step.
       np.testing.assert_array_equal(a, b)
     names = [r['event'] for r in events.read_events(os.path.join(model_dir, 'events.jsonl'))]
-    self.assertEqual((names[0], names[-1]), ('start', 'done'))
+    self.assertEqual((names[0], names[-2:]), ('start', ['done', 'diagnosis']))
     self.assertIn('forensics', names)
     self.assertIn('skip', names)
 

@@ -48,9 +48,12 @@ def _reports(applied, step0=1):
 
 class SkipNonFiniteTest(tf.test.TestCase):
 
-  def _run(self, policy, applied_seq):
-    for a in applied_seq:
-      policy.update_state({}, tf.constant(a))
+  def _run(self, policy, applied_seq, finite_seq=None):
+    for a, finite in zip(applied_seq, finite_seq or [False] * len(applied_seq)):
+      # A skipped step is a non-finite one unless `finite` says it was vetoed on finite values.
+      ok = tf.constant(bool(a or finite))
+      policy.update_state({'inputs_finite': tf.constant(True), 'loss_finite': ok,
+                           'grads_finite': ok, 'overflow': tf.constant(False)}, tf.constant(a))
 
   def test_counters(self):
     p = policies.SkipNonFinite(max_consecutive=2)
@@ -60,6 +63,14 @@ class SkipNonFiniteTest(tf.test.TestCase):
     # Health is the run's fault mark, which tells a bad batch from a non-finite step
     # (test_controller.py: HealthTest).
     self.assertTrue(p.is_healthy())
+
+  def test_a_veto_on_finite_values_neither_counts_nor_ends_a_streak(self):
+    # An OutlierSkip veto is that policy's skip: SkipNonFinite counts faulty steps only.
+    p = policies.SkipNonFinite(max_consecutive=2)
+    self._run(p, [False, False, False, True], finite_seq=[False, True, False, True])
+    self.assertEqual(int(p.total_skips.numpy()), 2)
+    self.assertEqual(int(p.peak_consecutive.numpy()), 2)
+    self.assertEqual(int(p.consecutive_skips.numpy()), 0)  # Applied: the streak is over.
 
   def test_allow_update_requires_finite_loss_and_grads(self):
     p = policies.SkipNonFinite()
@@ -126,8 +137,12 @@ class InputFaultWordingTest(tf.test.TestCase):
                      'tensor: input labels')
 
   def _run_skips(self, policy, n):
+    # The step's report of a batch that failed an input check (finite loss and gradients).
+    report = {'inputs_finite': tf.constant(False), 'loss_finite': tf.constant(True),
+              'grads_finite': tf.constant(True), 'overflow': tf.constant(False)}
     for _ in range(n):
-      policy.update_state({}, tf.constant(False))
+      policy.update_state(report, tf.constant(False))
+
 
 if __name__ == '__main__':
   tf.test.main()

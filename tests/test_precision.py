@@ -67,6 +67,13 @@ class SetPrecisionTest(PrecisionTestCase):
     precision.set_precision('mixed_bfloat16')
     self.assertEqual(keras.mixed_precision.global_policy().compute_dtype, 'bfloat16')
 
+  def test_using_sets_it_for_the_block_and_float32_after_it_even_on_an_error(self):
+    with self.assertRaises(RuntimeError):
+      with precision.using('mixed_float16'):
+        self.assertEqual(keras.mixed_precision.global_policy().compute_dtype, 'float16')
+        raise RuntimeError('a failed run')
+    self.assertEqual(keras.mixed_precision.global_policy().name, 'float32')
+
   def test_loss_scale_arguments_validated(self):
     for kwargs, needle in (({'growth_interval': 0}, 'growth_interval=0'),
                            ({'initial_scale': -1.0}, 'initial_scale=-1.0'),

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import checkpointing
+from stable_train import clipping
 from stable_train import data
 from stable_train import errors
 from stable_train import events
@@ -232,6 +233,80 @@ class RollbackTest(tf.test.TestCase):
                          ({'restore_lr_after': 0}, 'restore_lr_after=0')]:
       with self.assertRaisesRegex(errors.ConfigError, text):
         recovery.Rollback(**kwargs)
+
+
+class _DivergeOnce(interfaces.Policy):
+  """Escalates a divergence (or `trigger`, with `details`) once, at the first loop that reaches
+  `at`."""
+
+  def __init__(self, at, trigger='divergence', details=None, **kwargs):
+    super().__init__(**kwargs)
+    self.at, self.fired, self.trigger, self.details = at, False, trigger, details or {}
+
+  def decide(self, reports, context):
+    if self.fired or int(reports.step[-1]) < self.at:
+      return None
+    self.fired = True
+    return interfaces.Decision(
+        action=interfaces.ESCALATE, trigger=self.trigger, step=int(reports.step[-1]),
+        status=interfaces.DIVERGED if self.trigger == 'divergence' else '',
+        reason='a test ' + self.trigger, details=self.details)
+
+
+class RollbackLadderTest(tf.test.TestCase):
+
+  def _run(self, name, labels_learnable, **rollback):
+    model_dir = os.path.join(self.get_temp_dir(), name)
+    data = make_data(num_batches=400)
+    if not labels_learnable:  # Labels that are noise: the loss cannot halve.
+      rng = np.random.RandomState(1)
+      data = tf.data.Dataset.from_tensor_slices(
+          (rng.normal(size=(3200, FEATURES)).astype(np.float32),
+           10 * rng.normal(size=(3200, 1)).astype(np.float32))).batch(8)
+    t = make_trainer(model_dir, [policies.SkipNonFinite(), _DivergeOnce(8, name='diverge'),
+                                 recovery.Rollback(**rollback)],
+                     steps_per_loop=4, checkpoint_every=100)
+    return t, t.fit(data, num_steps=120), read(model_dir, 'rollback')
+
+  def test_a_divergence_goes_back_to_the_start_and_backs_the_rate_off_10x(self):
+    t, summary, rollbacks = self._run('start', True)
+    self.assertEqual(summary['status'], 'completed')  # The loss halved: the probation ended.
+    self.assertEqual([(r['to_step'], r['trigger']) for r in rollbacks], [(0, 'divergence')])
+    self.assertEqual(rollbacks[0]['checkpoint'], 'ckpt-1')  # Written at step 0, before training.
+    self.assertAllClose(rollbacks[0]['learning_rate'], 0.001)
+    self.assertEqual(int(t.state.policies.by_name['rollback'].probation_until.numpy()), -1)
+
+  def test_a_gradient_norm_spike_caps_the_norm_at_the_healthy_level_from_then_on(self):
+    # LossSpike's grad_norm_spike carries its threshold (the run's healthy norm): the rollback
+    # hands it to AdaptiveClip as a fixed ceiling, kept in its checkpointed state.
+    model_dir = os.path.join(self.get_temp_dir(), 'ceiling')
+    clip = clipping.AdaptiveClip()
+    spike = _DivergeOnce(12, trigger='grad_norm_spike', name='spike',
+                         details={'metric': 'grad_norm', 'threshold': 0.05})
+    t = make_trainer(model_dir, [clip, policies.SkipNonFinite(), spike, recovery.Rollback()],
+                     steps_per_loop=4)
+    loops = []
+    t.on_loop_end = loops.append
+    summary = t.fit(make_data(num_batches=100), num_steps=40)
+    self.assertEqual(summary['status'], 'completed')
+    rollback, = read(model_dir, 'rollback')
+    self.assertEqual((rollback['trigger'], rollback['norm_ceiling']), ('grad_norm_spike', 0.05))
+    self.assertAllClose(clip.norm_ceiling.numpy(), 0.05)
+    after = np.concatenate([r.clipped_grad_norm[r.step > rollback['step']] for r in loops])
+    before = np.concatenate([r.clipped_grad_norm[r.step <= 8] for r in loops])
+    self.assertGreater(before.max(), 0.05)  # The run's norm was above it before ...
+    self.assertLessEqual(after.max(), 0.05 * (1 + 1e-5))  # ... and is held at it after.
+    clip.set_norm_ceiling(1.0)  # A ceiling only ever comes down.
+    self.assertAllClose(clip.norm_ceiling.numpy(), 0.05)
+
+  def test_a_stalled_probation_backs_off_again_until_the_limit(self):
+    _, summary, rollbacks = self._run('stalled', False, probation=30, max_rollbacks=2)
+    self.assertEqual([(r['to_step'], r['trigger']) for r in rollbacks],
+                     [(0, 'divergence'), (0, 'stalled')])
+    self.assertAllClose([r['learning_rate'] for r in rollbacks], [0.001, 0.0001])
+    self.assertEqual(summary['status'], 'diverged')  # The ladder ran out on a divergence.
+    self.assertIn('rollback limit reached', summary['reason'])
+    self.assertIn('the last good checkpoint, ckpt-1 (step 0), is intact', summary['reason'])
 
 
 def _reports(losses, applied=None, step0=1, grad_norms=None):

@@ -1,0 +1,18 @@
+#!/usr/bin/env python3
+"""The doctor on a run directory: python scripts/doctor.py --model_dir=DIR [--json]
+(the same as `stable-train doctor DIR`).
+
+Names the most likely cause of the run's trouble, the evidence and the remedy, from what the run
+recorded (events.jsonl, summary.json, forensics records); works on old run directories too, with
+the evidence they have. Exit codes: 0 a diagnosis was printed; 2 DIR holds no run records.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from stable_train import doctor  # pylint: disable=g-import-not-at-top  (no TensorFlow import)
+
+if __name__ == '__main__':
+  sys.exit(doctor.run(sys.argv))

@@ -1,0 +1,192 @@
+"""The doctor's reading of a run's records: the symptoms (`Symptoms.read`) and what they add up
+to (fault patterns, growth before the trouble, its onset). Pure functions of the records, no I/O;
+the causes they speak for are in `causes`.
+
+Injected faults (`fault_injected` events of a `Faults` plan) are never read: the doctor must find
+a rehearsed cause from its symptoms, as it would a real one.
+"""
+
+import dataclasses
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+
+
+def number(value) -> float:
+  """A float from a record's value: JSON keeps NaN and Inf as the strings 'nan', 'inf'; None
+  and anything else unreadable is NaN."""
+  try:
+    return float(value)
+  except (TypeError, ValueError):
+    return math.nan
+
+
+def numbers(values) -> np.ndarray:
+  return np.asarray([number(v) for v in ([] if values is None else values)], np.float64)
+
+
+def _finite(values) -> np.ndarray:
+  a = numbers(values)
+  return a[np.isfinite(a)]
+
+
+@dataclasses.dataclass
+class Symptoms:
+  """What the records show, in the doctor's terms (see `read`)."""
+  status: str = ''
+  reason: str = ''
+  num_steps: int = 0  # The run's target step (0: unknown).
+  faults: List[Dict[str, Any]] = dataclasses.field(default_factory=list)  # Non-finite skips.
+  overflow_skips: int = 0
+  vetoes: int = 0  # Skips on finite values (OutlierSkip).
+  triggers: List[str] = dataclasses.field(default_factory=list)  # Rollback and stop triggers.
+  rollbacks: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+  checks: List[str] = dataclasses.field(default_factory=list)  # divergence_check verdicts.
+  outlier_batches: List[int] = dataclasses.field(default_factory=list)
+  warnings: List[str] = dataclasses.field(default_factory=list)  # InitialisationCheck causes.
+  rechecks: List[str] = dataclasses.field(default_factory=list)  # Forensics re-run verdicts.
+  forensics: Optional[Dict[str, Any]] = None  # The first forensics record's report.
+  history: Optional[Dict[str, List[Any]]] = None  # The first `history` event.
+  fp16: bool = False
+  output_ratio: Optional[float] = None  # Outputs' RMS over max(labels' RMS, 1) at the start.
+  output_rms: Optional[float] = None
+  input_rms: Optional[float] = None  # The float features' RMS on the first batch.
+  output_max: Optional[float] = None  # The outputs' largest magnitude there.
+  clipped_steps: int = 0
+  healthy_norm: Optional[float] = None
+
+  @property
+  def trouble_began(self) -> Optional[int]:
+    """The first faulty step, or the step the history shows the loss or the gradient norm
+    leaving its level (10x its lowest so far), or the history's trouble step."""
+    steps = [f['step'] for f in self.faults]
+    h = self.history or {}
+    if h.get('steps'):
+      steps.append(h['steps'][-1])
+      for key in ('loss', 'grad_norm'):
+        values = numbers(h.get(key))
+        low = np.fmin.accumulate(np.where(np.isfinite(values), values, np.nan))
+        left = np.flatnonzero(values[1:] > 10 * low[:-1])
+        if left.size:
+          steps.append(h['steps'][left[0] + 1])
+    return int(min(steps)) if steps else None
+
+  @classmethod
+  def read(cls, events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
+           forensics: Sequence[Dict[str, Any]]) -> 'Symptoms':
+    """The symptoms of a run from its events, summary and forensics reports (any may be
+    empty: a run directory written before the doctor existed has no history events)."""
+    s = cls(status=summary.get('status', ''), reason=summary.get('reason', ''))
+    for e in events:
+      kind = e.get('event')
+      if kind in ('start', 'resume') and e.get('num_steps'):
+        s.num_steps = int(e['num_steps'])
+      elif kind == 'skip':
+        fault = e.get('fault')
+        if fault == 'overflow':
+          s.overflow_skips += 1
+        elif fault == 'policy':
+          s.vetoes += 1
+        else:
+          s.faults.append(e)
+      elif kind == 'rollback':
+        s.rollbacks.append(e)
+        s.triggers.append(e.get('trigger', ''))
+      elif kind in ('abort', 'diverged'):
+        s.triggers.append(e.get('trigger', ''))
+        s.reason = e.get('reason', s.reason)
+      elif kind == 'divergence_check':
+        s.checks.append(e.get('verdict', ''))
+      elif kind == 'outliers':
+        s.outlier_batches += list(e.get('batches') or [])
+      elif kind == 'warning':
+        s.warnings.append(e.get('cause', ''))
+      elif kind == 'forensics' and e.get('recheck'):
+        s.rechecks.append(e['recheck'])
+      elif kind == 'history' and s.history is None:
+        s.history = {k: e.get(k) or [] for k in ('steps', 'loss', 'grad_norm', 'learning_rate',
+                                                 'loss_scale', 'applied')}
+    s.forensics = forensics[0] if forensics else None
+    s.fp16 = 'loss_scale' in summary or any(
+        v != 1.0 for v in _finite((s.history or {}).get('loss_scale', [])))
+    start = summary.get('divergence') or summary.get('init_check') or {}
+    if start.get('output_rms') is not None and start.get('label_rms') is not None:
+      s.output_rms = number(start['output_rms'])
+      s.output_ratio = s.output_rms / max(number(start['label_rms']), 1.0)
+    s.input_rms = number(start.get('input_rms'))
+    s.output_max = number(start.get('output_max'))
+    clip = summary.get('adaptive_clip') or {}
+    s.clipped_steps = int(clip.get('clipped_steps') or 0)
+    norms = _finite((s.history or {}).get('grad_norm', [])[:-1])
+    if norms.size:
+      s.healthy_norm = float(np.median(norms))
+    elif clip.get('norm_mean'):
+      s.healthy_norm = float(clip['norm_mean'])
+    return s
+
+  # -- derived ------------------------------------------------------------------------------------
+  def fault_kinds(self) -> Dict[str, int]:
+    kinds = {}
+    for f in self.faults:
+      kinds[f.get('fault')] = kinds.get(f.get('fault'), 0) + 1
+    return kinds
+
+  def outputs_non_finite(self) -> int:
+    return sum('model outputs already non-finite' in (f.get('tensor') or '') for f in self.faults)
+
+  def isolated(self) -> bool:
+    """A few faults, each alone: the run went on between them."""
+    steps = sorted(f['step'] for f in self.faults)
+    return 0 < len(steps) <= 3 and all(b - a > 1 for a, b in zip(steps, steps[1:]))
+
+  def sporadic(self) -> bool:
+    """Faults on a small share of the steps, in short stretches (at most 5 in a row) with the
+    run going on between them."""
+    steps = sorted(f['step'] for f in self.faults)
+    span = max(self.num_steps, steps[-1] if steps else 0)
+    longest = run = 1
+    for a, b in zip(steps, steps[1:]):
+      run = run + 1 if b - a == 1 else 1
+      longest = max(longest, run)
+    return 0 < len(steps) <= max(3, 0.1 * span) and longest <= 5 and self.status != 'aborted'
+
+  def persistent(self) -> bool:
+    """Faults on (nearly) every step from the first one: a deterministic, model-level fault."""
+    steps = sorted(f['step'] for f in self.faults)
+    return len(steps) >= 5 and (steps[-1] - steps[0] + 1) <= 1.25 * len(steps)
+
+  def growth(self) -> Tuple[float, float, float]:
+    """(loss growth, grad-norm growth, largest one-step grad-norm jump) over the history before
+    trouble: the trouble step's values (or the last finite ones) over the window's first half."""
+    h = self.history or {}
+    loss, norm = numbers(h.get('loss')), numbers(h.get('grad_norm'))
+    if loss.size < 4:
+      return 1.0, 1.0, 1.0
+    half = max(loss.size // 2, 2)
+    out = []
+    for series in (loss, norm):
+      base, tail = _finite(series[:half]), _finite(series[-3:])
+      out.append(float(tail.max() / max(np.median(base), 1e-30)) if base.size and tail.size
+                 else (math.inf if base.size else 1.0))
+    finite = _finite(norm)
+    jumps = finite[1:] / np.maximum(finite[:-1], 1e-30) if finite.size > 1 else np.ones(1)
+    return out[0], out[1], float(jumps.max())
+
+  def lr_rise(self) -> float:
+    """The learning rate at trouble over its median before (> 1: it went up, e.g. a warm-up)."""
+    lr = _finite((self.history or {}).get('learning_rate', []))
+    return float(lr[-1] / max(np.median(lr), 1e-30)) if lr.size > 2 else 1.0
+
+  def input_bad(self) -> bool:
+    """The forensics batch held NaN/Inf (the run's inputs, not its arithmetic)."""
+    inputs = (self.forensics or {}).get('inputs') or []
+    return any(number(e.get('nan')) + number(e.get('inf')) > 0 for e in inputs)
+
+  def activations(self) -> List[Dict[str, Any]]:
+    return (self.forensics or {}).get('activations') or []
+
+  def op_type(self) -> Optional[str]:
+    op = (self.forensics or {}).get('op_level') or {}
+    return op.get('op_type') if op.get('found') else None

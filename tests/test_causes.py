@@ -1,0 +1,81 @@
+"""Tests for stable_train.causes: which cause each symptom speaks for."""
+
+import tensorflow as tf
+
+from stable_train import causes
+from stable_train import symptoms
+
+
+def skip(step, fault='loss', tensor='loss; first non-finite gradient of net/d/kernel'):
+  return {'event': 'skip', 'step': step, 'fault': fault, 'tensor': tensor, 'loss': 'nan',
+          'grad_norm': 'nan'}
+
+
+def top(events, summary=None, forensics=()):
+  scores = causes.score(symptoms.Symptoms.read(events, summary or {}, list(forensics)))
+  return max(scores, key=lambda c: scores[c][0]), scores
+
+
+class RulesTest(tf.test.TestCase):
+
+  def test_an_op_named_by_forensics_decides_the_arithmetic_causes(self):
+    for op, cause in (('Log', 'division_or_log'), ('RealDiv', 'division_or_log'),
+                      ('Exp', 'softmax_overflow')):
+      record = {'op_level': {'found': True, 'op_type': op, 'op_name': 'x'}, 'inputs': []}
+      self.assertEqual(top([skip(k) for k in range(1, 12)], {}, [record])[0], cause)
+
+  def test_nan_in_the_saved_batch_is_bad_input(self):
+    record = {'op_level': {'found': False}, 'inputs': [{'path': 'features', 'nan': 1, 'inf': 0}]}
+    self.assertEqual(top([skip(50, tensor='loss (model outputs already non-finite)')], {},
+                         [record])[0], 'bad_input')
+
+  def test_outputs_that_turn_non_finite_on_the_same_weights_with_nothing_growing(self):
+    # 12 healthy steps, flat loss and norm, then every batch's outputs non-finite: the batches.
+    def history(norms):
+      return {'event': 'history', 'step': 13, 'steps': list(range(1, 14)),
+              'loss': [1.0] * 12 + ['nan'], 'grad_norm': norms + ['nan'],
+              'learning_rate': [1e-2] * 13, 'loss_scale': [1.0] * 13,
+              'applied': [True] * 12 + [False]}
+    outputs = 'loss (model outputs already non-finite)'
+    skips = [skip(k, tensor=outputs) for k in range(13, 16)]
+    summary = {'status': 'aborted'}
+    cause, scores = top([history([2.0] * 12)] + skips, summary)
+    self.assertEqual(cause, 'bad_input')
+    self.assertTrue(any('the batch changed' in e for e in scores['bad_input'][1]))
+    # The same outputs after a norm that grew 100x: the model, not the batch.
+    _, scores = top([history([2.0] * 6 + [2.0 * 3**k for k in range(6)])] + skips, summary)
+    self.assertFalse(any('the batch changed' in e for e in scores['bad_input'][1]))
+
+  def test_a_finite_re_run_is_transient(self):
+    events = [skip(50), {'event': 'forensics', 'step': 50, 'recheck': 'transient'}]
+    self.assertEqual(top(events)[0], 'transient')
+
+  def test_a_gradient_that_explodes_under_a_flat_loss(self):
+    history = {'event': 'history', 'step': 30, 'steps': list(range(1, 31)), 'loss': [1.0] * 30,
+               'grad_norm': [1.0] * 15 + [4.0**k for k in range(15)],
+               'learning_rate': [1e-3] * 30, 'loss_scale': [1.0] * 30, 'applied': [True] * 30}
+    events = [history] + [skip(k, 'gradient', 'gradient of net/d/kernel') for k in range(31, 40)]
+    self.assertEqual(top(events, {'status': 'aborted'})[0], 'exploding_gradients')
+
+  def test_a_finite_divergence_on_a_damaged_model_is_the_learning_rate(self):
+    events = [{'event': 'divergence_check', 'step': 20, 'verdict': 'model'},
+              {'event': 'diverged', 'step': 30, 'trigger': 'divergence', 'reason': 'r'}]
+    self.assertEqual(top(events, {'status': 'diverged'})[0], 'learning_rate')
+    # The same high loss on a model still good on a clean batch: the batches.
+    events = [{'event': 'divergence_check', 'step': 20, 'verdict': 'data'}]
+    self.assertEqual(top(events, {'status': 'completed'})[0], 'bad_input')
+
+  def test_huge_start_outputs_are_the_initialisation_unless_the_inputs_explain_them(self):
+    summary = {'divergence': {'output_rms': 1e5, 'label_rms': 1.0, 'input_rms': 1.0}}
+    events = [{'event': 'diverged', 'step': 50, 'trigger': 'untrainable_start', 'reason': 'r'}]
+    self.assertEqual(top(events, summary)[0], 'initialisation')
+    summary['divergence']['input_rms'] = 300.0
+    _, scores = top([skip(k) for k in range(1, 12)], summary)
+    self.assertEqual(scores['initialisation'][0], 0)
+
+  def test_float16_activations_beyond_65504(self):
+    record = {'op_level': {'found': False}, 'inputs': [],
+              'activations': [{'layer': 'dense_0', 'dtype': 'float16', 'finite': False,
+                               'max_abs': 6e4}]}
+    events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(1, 12)]
+    self.assertEqual(top(events, {'loss_scale': 1.0}, [record])[0], 'precision')

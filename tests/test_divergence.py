@@ -1,0 +1,171 @@
+"""Tests for stable_train.divergence: a finite divergence and a broken start are stopped ('diverged',
+the last good checkpoint named) or handed to a Rollback; healthy runs and bad batches are not."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train import checkpointing
+from stable_train import data
+from stable_train import divergence
+from stable_train import errors
+from stable_train import events
+from stable_train import interfaces
+from stable_train import models
+from stable_train import recovery
+from stable_train import trainer as trainer_lib
+
+FEATURES = 16
+
+
+def regression(**kwargs):
+  return data.synthetic_regression(num_features=FEATURES, num_examples=512, **kwargs)
+
+
+def fit(model_dir, optimizer, *, steps, extra=(), scale=1.0, dataset=None, **kwargs):
+  model = models.mlp(input_dim=FEATURES, hidden=(16,), outputs=1)
+  for v in model.trainable_variables:
+    v.assign(v * scale)
+  kwargs.setdefault('steps_per_loop', 10)
+  t = trainer_lib.Trainer(model=model, optimizer=optimizer, loss=keras.losses.MeanSquaredError(),
+                          policies=trainer_lib.default_policies() + list(extra),
+                          model_dir=model_dir, checkpoint_every=20, healthy_window=10,
+                          verbose=False, **kwargs)
+  summary = t.fit(dataset or regression(), num_steps=steps)
+  records = events.read_events(os.path.join(model_dir, 'events.jsonl')) if model_dir else []
+  return t, summary, records
+
+
+def reports_of(losses, step0=1, applied=None):
+  n = len(losses)
+  return interfaces.StepReports(
+      step=np.arange(step0, step0 + n), loss=np.asarray(losses, np.float32),
+      grad_norm=np.ones(n), clipped_grad_norm=np.ones(n), loss_finite=np.isfinite(losses),
+      grads_finite=np.ones(n, bool), inputs_finite=np.ones(n, bool),
+      outputs_finite=np.ones(n, bool), first_bad_grad=-np.ones(n, int),
+      first_bad_input=-np.ones(n, int),
+      applied=np.ones(n, bool) if applied is None else np.asarray(applied),
+      learning_rate=np.ones(n))
+
+
+def feed(check, losses, applied=None):
+  """Runs `update_state` over a sequence of losses; returns the flags."""
+  flags = []
+  for i, loss in enumerate(losses):
+    ok = True if applied is None else applied[i]
+    flag = check.update_state({'loss': tf.constant(loss, tf.float32)}, tf.constant(ok))
+    flags.append(bool(flag.numpy()))
+  return np.array(flags)
+
+
+class InGraphStatisticsTest(tf.test.TestCase):
+
+  def test_a_converging_noisy_loss_never_fires(self):
+    check = divergence.DivergenceCheck(output_ratio=None)
+    rng = np.random.RandomState(0)
+    # A loss converging towards 1e-4 whose single batches reach 1000x their neighbours.
+    losses = 2.0 * np.exp(-np.arange(600) / 40.0) + 1e-4
+    losses *= np.where(rng.rand(600) < 0.02, 1000.0, rng.lognormal(0, 0.5, 600))
+    self.assertFalse(feed(check, losses).any())
+
+  def test_a_loss_back_above_the_untrained_one_fires_after_patience(self):
+    check = divergence.DivergenceCheck(output_ratio=None, patience=5, warmup=3)
+    flags = feed(check, [2.0, 1.0, 0.5, 0.3, 0.2] + [50.0] * 20)
+    first = int(np.flatnonzero(flags)[0])
+    self.assertGreater(first, 5 + 5)  # Not at the first high step: `patience` of them, after
+    # a climb (one loss moves the average by at most 4x it).
+    self.assertTrue(flags[first:].all())
+    state = dict(zip(divergence._FIELDS, check.state.numpy()))
+    self.assertEqual(state['start'], 2.0)  # The untrained model's loss.
+    self.assertGreaterEqual(state['above'], 5)
+
+  def test_skipped_and_non_finite_steps_are_not_counted(self):
+    check = divergence.DivergenceCheck(output_ratio=None, patience=3, warmup=2)
+    feed(check, [2.0, 1.0, 0.5])
+    before = check.state.numpy().copy()
+    flags = feed(check, [np.nan, np.inf, 1e6, 1e6, 1e6], applied=[True, True, False, False, False])
+    self.assertFalse(flags.any())
+    self.assertAllEqual(check.state.numpy(), before)
+
+  def test_a_steadily_rising_loss_fires(self):
+    check = divergence.DivergenceCheck(output_ratio=None, rise_patience=10, warmup=2)
+    losses = [20.0, 0.5] + [0.5 * 1.1**k for k in range(40)]
+    flags = feed(check, losses)
+    self.assertTrue(flags.any())
+    first = int(np.flatnonzero(flags)[0])
+    self.assertLess(losses[first], 20.0)  # Below the start: the 'rising' rule fired.
+    self.assertGreaterEqual(dict(zip(divergence._FIELDS, check.state.numpy()))['rising'], 10)
+
+  def test_the_first_step_is_flagged_for_the_start_check_only_with_output_ratio(self):
+    self.assertTrue(feed(divergence.DivergenceCheck(), [1.0])[0])
+    self.assertFalse(feed(divergence.DivergenceCheck(output_ratio=None), [1.0])[0])
+
+  def test_bad_arguments(self):
+    for kwargs, text in (({'factor': 1.0}, 'factor=1.0'), ({'patience': 0}, 'patience=0'),
+                         ({'smoothing': 1.0}, 'smoothing=1.0'),
+                         ({'rise_patience': 1}, 'rise_patience=1'),
+                         ({'output_ratio': 0.5}, 'output_ratio=0.5')):
+      with self.assertRaisesRegex(errors.ConfigError, text):
+        divergence.DivergenceCheck(**kwargs)
+
+
+class DivergenceRunTest(tf.test.TestCase):
+
+  def test_a_finite_divergence_stops_diverged_naming_the_intact_last_good_checkpoint(self):
+    model_dir = self.get_temp_dir() + '/hot'
+    # Plain SGD this hot blows the loss up within ~20 steps; it stays finite (AdaptiveClip).
+    t, summary, records = fit(model_dir, keras.optimizers.SGD(1.0), steps=200)
+    self.assertEqual(summary['status'], 'diverged')
+    self.assertLess(summary['global_step'], 100)  # Early: no compute burnt.
+    stop = [r for r in records if r['event'] == 'diverged'][-1]
+    self.assertEqual(stop['trigger'], 'divergence')
+    self.assertIn('the training loss diverged', summary['reason'])
+    check = [r for r in records if r['event'] == 'divergence_check'][0]
+    self.assertEqual(check['verdict'], 'model')  # The model is worse on a clean batch too.
+    self.assertTrue(all(np.isfinite(v.numpy()).all() for v in t.model.variables))
+    # Hot from its first steps: every checkpoint was written while the loss was diverging, and
+    # none is marked good (DivergenceCheck.is_healthy); the files stay, none is a target.
+    self.assertIsNone(summary['last_good_checkpoint'])
+    self.assertIn('no good checkpoint', summary['reason'])
+    self.assertTrue(t.checkpoints.committed())
+    self.assertFalse(any(e.good for e in t.checkpoints.committed()))
+
+  def test_a_diverging_run_with_rollback_backs_off_until_it_trains(self):
+    model_dir = self.get_temp_dir() + '/ladder'
+    _, summary, records = fit(model_dir, keras.optimizers.SGD(1.0), steps=200,
+                              extra=[recovery.Rollback()])
+    self.assertEqual(summary['status'], 'completed')
+    rollbacks = [r for r in records if r['event'] == 'rollback']
+    self.assertGreaterEqual(len(rollbacks), 1)
+    self.assertEqual(rollbacks[0]['trigger'], 'divergence')
+    self.assertAllClose(rollbacks[0]['learning_rate'], 0.1)  # Backed off 10x.
+    _, bare, _ = fit(None, keras.optimizers.SGD(0.1), steps=200)
+    self.assertLess(summary['final_loss'], 10 * bare['final_loss'] + 0.05)
+
+  def test_a_huge_start_that_does_not_train_stops_with_the_initialiser_remedy(self):
+    model_dir = self.get_temp_dir() + '/init'
+    _, summary, records = fit(model_dir, keras.optimizers.Adam(1e-3), steps=300, scale=100.0)
+    self.assertEqual(summary['status'], 'diverged')
+    self.assertIn('initial weights are too large', summary['reason'])
+    self.assertIn('HeNormal', summary['reason'])
+    self.assertEqual([r['trigger'] for r in records if r['event'] == 'diverged'],
+                     ['untrainable_start'])
+    self.assertGreater(summary['divergence']['output_rms'],
+                       100 * summary['divergence']['label_rms'])
+
+  def test_bad_batches_are_not_a_divergence(self):
+    model_dir = self.get_temp_dir() + '/stretch'
+    _, summary, records = fit(model_dir, keras.optimizers.Adam(1e-3), steps=200,
+                              dataset=regression(poison_batches=list(range(100, 140)),
+                                                 poison_value=1e4))
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual([r['verdict'] for r in records if r['event'] == 'divergence_check'],
+                     ['data'])
+
+  def test_healthy_runs_are_left_alone(self):
+    _, summary, _ = fit(None, keras.optimizers.Adam(1e-3), steps=200)
+    self.assertEqual(summary['status'], 'completed')
+    self.assertLess(summary['divergence']['smoothed_loss'], summary['divergence']['start'])

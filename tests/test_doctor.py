@@ -1,0 +1,123 @@
+"""Tests for stable_train.doctor: the diagnosis of a run's records, live and offline (old run
+directories included), and `doctor.main`."""
+
+import contextlib
+import io
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+from stable_train import data
+from stable_train import doctor
+from stable_train import events as events_lib
+from stable_train import models
+from stable_train import policies
+from stable_train import trainer as trainer_lib
+
+FEATURES = 16
+
+
+def write_run(model_dir, records, summary):
+  os.makedirs(model_dir, exist_ok=True)
+  with open(os.path.join(model_dir, 'events.jsonl'), 'w') as f:
+    for r in records:
+      f.write(json.dumps(r) + '\n')
+  events_lib.write_json_atomic(os.path.join(model_dir, 'summary.json'), summary)
+
+
+def run_main(*argv):
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out):
+    code = doctor.main(['stable-train doctor'] + list(argv))
+  return code, out.getvalue()
+
+
+class DiagnoseTest(tf.test.TestCase):
+
+  def test_a_healthy_run_has_no_cause(self):
+    d = doctor.diagnose([{'event': 'start', 'step': 0, 'num_steps': 100},
+                         {'event': 'done', 'step': 100}],
+                        {'status': 'completed', 'skipped_steps': 0})
+    self.assertIsNone(d['cause'])
+    # fp16 loss-scale overflows alone are the scale's calibration, not trouble.
+    d = doctor.diagnose([{'event': 'skip', 'step': 1, 'fault': 'overflow'}],
+                        {'status': 'completed', 'skipped_steps': 1, 'overflow_skips': 1})
+    self.assertIsNone(d['cause'])
+
+  def test_the_remedy_names_the_run_s_optimizer_and_the_rate_the_ladder_found(self):
+    records = [{'event': 'divergence_check', 'step': 20, 'verdict': 'model'},
+               {'event': 'rollback', 'step': 30, 'trigger': 'divergence', 'to_step': 0,
+                'learning_rate': 0.15}]
+    d = doctor.diagnose(records, {'status': 'completed', 'rollbacks': 1},
+                        names={'optimizer': 'keras.optimizers.SGD'})
+    self.assertEqual((d['cause'], d['confidence']), ('learning_rate', 'high'))
+    self.assertIn('keras.optimizers.SGD.learning_rate = 0.15', d['remedy'])
+    self.assertIn('1 rollback(s)', d['applied'])
+
+
+class MainTest(tf.test.TestCase):
+
+  def test_an_old_run_directory_is_diagnosed_from_what_it_has(self):
+    # The records of a run written before the doctor: skip events and an abort, no history,
+    # no divergence block; a naive softmax overflowed on every step.
+    model_dir = self.get_temp_dir() + '/old'
+    records = [{'event': 'start', 'step': 0, 'num_steps': 200}] + [
+        {'event': 'skip', 'step': k, 'fault': 'loss', 'loss': 'nan', 'grad_norm': 'nan',
+         'tensor': 'loss; first non-finite gradient of mlp/dense_0/kernel'} for k in range(1, 22)]
+    records.append({'event': 'abort', 'step': 21, 'trigger': 'consecutive_skips',
+                    'reason': '21 consecutive non-finite steps'})
+    write_run(model_dir, records, {'status': 'aborted', 'skipped_steps': 21,
+                                   'reason': '21 consecutive non-finite steps'})
+    with open(os.path.join(model_dir, 'operative_config.gin'), 'w') as f:
+      f.write('Trainer.optimizer = @keras.optimizers.SGD()\nTrainer.model = @mlp()\n')
+    code, text = run_main(f'--model_dir={model_dir}')
+    self.assertEqual(code, 0)
+    self.assertIn('division by zero / log(0)', text)  # The loss function, without forensics.
+    self.assertIn('add Forensics() to name the op', text)
+    code, text = run_main(model_dir, '--json')  # `stable-train doctor DIR --json`.
+    self.assertEqual(json.loads(text)['cause'], 'division_or_log')
+
+  def test_a_directory_without_records_is_a_usage_error(self):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+      code, _ = run_main(f'--model_dir={self.get_temp_dir()}/nothing')
+    self.assertEqual(code, 2)
+    self.assertIn('holds no events.jsonl or summary.json', err.getvalue())
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+      self.assertEqual(run_main()[0], 2)  # No directory at all.
+    self.assertIn('give one run directory', err.getvalue())
+
+
+class LiveTest(tf.test.TestCase):
+
+  def test_a_run_that_skips_gets_a_diagnosis_event_and_block_the_offline_doctor_repeats(self):
+    model_dir = self.get_temp_dir() + '/live'
+    t = trainer_lib.Trainer(
+        model=models.mlp(input_dim=FEATURES, hidden=(16,), outputs=1),
+        optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.MeanSquaredError(),
+        policies=[policies.ValidateInputs()] + trainer_lib.default_policies(),
+        model_dir=model_dir, steps_per_loop=5, verbose=False)
+    summary = t.fit(data.synthetic_regression(num_features=FEATURES, num_examples=256,
+                                              poison_batches=[12, 30]), num_steps=40)
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['diagnosis']['cause'], 'bad_input')
+    records = events_lib.read_events(os.path.join(model_dir, 'events.jsonl'))
+    live = [r for r in records if r['event'] == 'diagnosis']
+    self.assertEqual([r['cause'] for r in live], ['bad_input'])
+    history = [r for r in records if r['event'] == 'history']
+    self.assertEqual(history[0]['step'], 13)  # The first trouble: batch 12 is step 13.
+    self.assertEqual(history[0]['steps'][-1], 13)
+    events, saved, forensics, names = doctor.load(model_dir)
+    self.assertEqual(doctor.diagnose(events, saved, forensics, names=names)['cause'],
+                     'bad_input')
+
+  def test_a_clean_run_has_no_diagnosis(self):
+    t = trainer_lib.Trainer(
+        model=models.mlp(input_dim=FEATURES, hidden=(16,), outputs=1),
+        optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.MeanSquaredError(),
+        model_dir=None, steps_per_loop=5, verbose=False)
+    summary = t.fit(data.synthetic_regression(num_features=FEATURES, num_examples=256),
+                    num_steps=20)
+    self.assertNotIn('diagnosis', summary)

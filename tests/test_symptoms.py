@@ -1,0 +1,43 @@
+"""Tests for stable_train.symptoms: what a run's records show."""
+
+import numpy as np
+import tensorflow as tf
+
+from stable_train import symptoms
+
+
+def skip(step, fault='loss', tensor='loss; first non-finite gradient of net/d/kernel'):
+  return {'event': 'skip', 'step': step, 'fault': fault, 'tensor': tensor, 'loss': 'nan',
+          'grad_norm': 'nan'}
+
+
+class ReadTest(tf.test.TestCase):
+
+  def test_non_finite_strings_and_missing_values_read_as_nan(self):
+    self.assertTrue(np.isnan(symptoms.number('nan')))
+    self.assertEqual(symptoms.number('inf'), np.inf)
+    self.assertTrue(np.isnan(symptoms.number(None)))
+    self.assertAllEqual(symptoms._finite(['nan', 1.0, None, 'inf', 2]), [1.0, 2.0])
+
+  def test_injected_faults_are_never_read(self):
+    s = symptoms.Symptoms.read([{'event': 'fault_injected', 'step': 5, 'kind': 'loss_nan'}],
+                               {}, [])
+    self.assertEqual((s.faults, s.triggers), ([], []))
+
+  def test_fault_patterns(self):
+    s = symptoms.Symptoms.read([skip(10), skip(40)], {}, [])
+    self.assertTrue(s.isolated() and s.sporadic() and not s.persistent())
+    s = symptoms.Symptoms.read([skip(k) for k in range(3, 12)], {}, [])
+    self.assertTrue(s.persistent() and not s.sporadic())
+    self.assertEqual(s.trouble_began, 3)
+
+  def test_growth_and_onset_from_the_history(self):
+    history = {'event': 'history', 'step': 30, 'steps': list(range(1, 31)),
+               'loss': [1.0] * 20 + [1.0] * 10, 'grad_norm': [1.0] * 20 + [10.0**k for k in range(10)],
+               'learning_rate': [0.1] * 30, 'loss_scale': [1.0] * 30, 'applied': [True] * 30}
+    s = symptoms.Symptoms.read([history], {}, [])
+    loss_growth, norm_growth, jump = s.growth()
+    self.assertEqual(loss_growth, 1.0)
+    self.assertGreater(norm_growth, 1e8)
+    self.assertEqual(jump, 10.0)
+    self.assertEqual(s.trouble_began, 23)  # The norm left 10x its lowest at step 23.
