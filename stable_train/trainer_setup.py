@@ -97,6 +97,10 @@ def policy_stack(policies, model, strategy,
         f'Trainer: policies={policies!r} must be a list of policies, e.g. [SkipNonFinite()].')
   policies = list(policies)
   for p in policies:
+    if isinstance(p, type) and issubclass(p, interfaces.Policy):  # gin `@SkipNonFinite`.
+      raise errors.ConfigError(
+          f'Trainer: policies contains the class {p.__name__}; pass an instance, e.g. '
+          f'{p.__name__}() (in gin: add "()" after the reference).')
     if not isinstance(p, interfaces.Policy):
       raise errors.ConfigError(
           f'Trainer: policies contains {p!r}, which is not a stable_train Policy.')

@@ -79,3 +79,16 @@ class VerboseTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class PolicyStackTest(tf.test.TestCase):
+
+  def test_a_policy_class_without_parentheses_is_named_with_the_fix(self):
+    from stable_train import errors  # pylint: disable=g-import-not-at-top
+    from stable_train import policies  # pylint: disable=g-import-not-at-top
+    from stable_train import trainer_setup  # pylint: disable=g-import-not-at-top
+    # What gin passes for `Trainer.policies = [@SkipNonFinite]`: the class itself.
+    with self.assertRaisesRegex(errors.ConfigError,
+                                r'the class SkipNonFinite; pass an instance, e.g. SkipNonFinite\(\) '
+                                r'\(in gin: add "\(\)"'):
+      trainer_setup.policy_stack([policies.SkipNonFinite], None, tf.distribute.get_strategy())
