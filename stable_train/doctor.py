@@ -99,7 +99,7 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
 
 def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
   """The remedy for `cause`, as concrete as the records allow."""
-  lr = symptoms_lib._finite((s.history or {}).get('learning_rate', []))
+  lr = symptoms_lib.finite_values((s.history or {}).get('learning_rate', []))
   rate = (s.rollbacks[-1].get('learning_rate') if s.rollbacks and s.status == 'completed' else
           (float(lr[-1]) / 10 if lr.size else None))
   name = names.get('optimizer', 'keras.optimizers.<YourOptimizer>')

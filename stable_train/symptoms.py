@@ -27,7 +27,8 @@ def numbers(values) -> np.ndarray:
   return np.asarray([number(v) for v in ([] if values is None else values)], np.float64)
 
 
-def _finite(values) -> np.ndarray:
+def finite_values(values) -> np.ndarray:
+  """The finite ones of `values` (a recorded series: None, 'nan' and 'inf' dropped)."""
   a = numbers(values)
   return a[np.isfinite(a)]
 
@@ -110,7 +111,7 @@ class Symptoms:
                                                  'loss_scale', 'applied')}
     s.forensics = forensics[0] if forensics else None
     s.fp16 = 'loss_scale' in summary or any(
-        v != 1.0 for v in _finite((s.history or {}).get('loss_scale', [])))
+        v != 1.0 for v in finite_values((s.history or {}).get('loss_scale', [])))
     start = summary.get('divergence') or summary.get('init_check') or {}
     if start.get('output_rms') is not None and start.get('label_rms') is not None:
       s.output_rms = number(start['output_rms'])
@@ -119,7 +120,7 @@ class Symptoms:
     s.output_max = number(start.get('output_max'))
     clip = summary.get('adaptive_clip') or {}
     s.clipped_steps = int(clip.get('clipped_steps') or 0)
-    norms = _finite((s.history or {}).get('grad_norm', [])[:-1])
+    norms = finite_values((s.history or {}).get('grad_norm', [])[:-1])
     if norms.size:
       s.healthy_norm = float(np.median(norms))
     elif clip.get('norm_mean'):
@@ -167,16 +168,16 @@ class Symptoms:
     half = max(loss.size // 2, 2)
     out = []
     for series in (loss, norm):
-      base, tail = _finite(series[:half]), _finite(series[-3:])
+      base, tail = finite_values(series[:half]), finite_values(series[-3:])
       out.append(float(tail.max() / max(np.median(base), 1e-30)) if base.size and tail.size
                  else (math.inf if base.size else 1.0))
-    finite = _finite(norm)
+    finite = finite_values(norm)
     jumps = finite[1:] / np.maximum(finite[:-1], 1e-30) if finite.size > 1 else np.ones(1)
     return out[0], out[1], float(jumps.max())
 
   def lr_rise(self) -> float:
     """The learning rate at trouble over its median before (> 1: it went up, e.g. a warm-up)."""
-    lr = _finite((self.history or {}).get('learning_rate', []))
+    lr = finite_values((self.history or {}).get('learning_rate', []))
     return float(lr[-1] / max(np.median(lr), 1e-30)) if lr.size > 2 else 1.0
 
   def input_bad(self) -> bool:

@@ -17,7 +17,7 @@ class ReadTest(tf.test.TestCase):
     self.assertTrue(np.isnan(symptoms.number('nan')))
     self.assertEqual(symptoms.number('inf'), np.inf)
     self.assertTrue(np.isnan(symptoms.number(None)))
-    self.assertAllEqual(symptoms._finite(['nan', 1.0, None, 'inf', 2]), [1.0, 2.0])
+    self.assertAllEqual(symptoms.finite_values(['nan', 1.0, None, 'inf', 2]), [1.0, 2.0])
 
   def test_injected_faults_are_never_read(self):
     s = symptoms.Symptoms.read([{'event': 'fault_injected', 'step': 5, 'kind': 'loss_nan'}],
