@@ -12,6 +12,8 @@ from stable_train import errors
 from stable_train import interfaces
 from stable_train import numerics
 
+NO_CEILING = float(tf.float32.max)  # AdaptiveClip's norm_ceiling when none is set.
+
 
 # Every float argument here: a finite number in the open interval (low, high), (0, inf) by default.
 _number = functools.partial(errors.check_number, low=0.0, low_open=True, high_open=True)
@@ -77,8 +79,9 @@ class AdaptiveClip(interfaces.Policy):
     self.var = tf.Variable(0.0, dtype=tf.float32, trainable=False, name='var')
     self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name='count')
     self.clipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='clipped_steps')
-    # A ceiling a recovery set (`set_norm_ceiling`): state, not configuration; inf until then.
-    self.norm_ceiling = tf.Variable(math.inf, dtype=tf.float32, trainable=False,
+    # A ceiling a recovery set (`set_norm_ceiling`): state, not configuration; until then the
+    # largest float32 (not inf: everything a checkpoint holds is finite).
+    self.norm_ceiling = tf.Variable(NO_CEILING, dtype=tf.float32, trainable=False,
                                     name='norm_ceiling')
 
   takes_norm_ceiling = True

@@ -20,6 +20,13 @@ log = logging.getLogger('stable_train')
 _FIELDS = ('smoothed', 'best', 'start', 'count', 'above', 'rising', 'rise_base', 'verdict',
            'reference', 'init_bad', 'output_rms', 'label_rms', 'input_rms', 'output_max')
 _DAMAGED, _DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or only the batches.
+# Every value in the state is finite, as everything else a checkpoint holds (a reader can audit
+# a checkpoint by finiteness): the scales (never negative) are _UNSET until the start check and
+# _NOTHING where it had nothing to compare; 'best' is _HUGE until there is one, as is a
+# 'reference' or scale that was not finite.
+_SCALES = ('output_rms', 'label_rms', 'input_rms', 'output_max')
+_UNSET, _NOTHING = -1.0, -2.0
+_HUGE = float(np.finfo(np.float32).max)
 _I = {name: i for i, name in enumerate(_FIELDS)}
 _COUNT_CAP = 2.0**20  # `count` only gates the warm-up and the start check: capped, exact in f32.
 START_MARGIN = 1.5  # A smoothed loss this far above the untrained model's is never healthy.
@@ -86,8 +93,8 @@ class DivergenceCheck(interfaces.Policy):
     self.output_ratio = _number('output_ratio', output_ratio, low=1.0, low_open=True,
                                 allow_none=True)
     initial = np.zeros(len(_FIELDS), np.float32)
-    initial[[_I[k] for k in _FIELDS[8:]]] = np.nan  # Not measured yet.
-    initial[_I['best']], initial[_I['init_bad']] = np.inf, 0.0
+    initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
+    initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
     self.state = tf.Variable(initial, trainable=False, name='state')
     self._initial = None  # Host copies of the initial weights, until the start check.
 
@@ -143,7 +150,7 @@ class DivergenceCheck(interfaces.Policy):
     start_check = tf.logical_and(tf.equal(counted, self.rise_patience), get('init_bad') > 0.0)
     flag = tf.logical_and(ok, tf.logical_or(fired, start_check))
     if self.output_ratio is not None:  # Until the host has probed the outputs (a skipped first
-      flag = tf.logical_or(flag, tf.math.is_nan(get('output_rms')))  # step counts too).
+      flag = tf.logical_or(flag, tf.equal(get('output_rms'), _UNSET))  # step counts too).
     return flag
 
   # -- host -------------------------------------------------------------------------------------
@@ -156,11 +163,12 @@ class DivergenceCheck(interfaces.Policy):
     step = int(reports.step[flagged[0]])
     act = lambda check, **details: interfaces.Decision(
         action=interfaces.ACT, policy=self.name, trigger='divergence_check', step=step,
-        details=dict(details, check=check, best=state['best'], smoothed=state['smoothed']))
-    if np.isnan(state['output_rms']) and self.output_ratio is not None:
+        details=dict(details, check=check, best=_shown('best', state['best']),
+                     smoothed=state['smoothed']))
+    if state['output_rms'] == _UNSET and self.output_ratio is not None:
       return act('start')
-    fields = {k: state[k] for k in ('smoothed', 'best', 'start', 'reference', 'output_rms',
-                                    'label_rms')}
+    fields = {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference',
+                                               'output_rms', 'label_rms')}
     if (state['init_bad'] > 0 and state['count'] >= self.rise_patience
         and state['smoothed'] > KEEP_FRACTION * state['start']):
       scale = state['output_rms'] / max(state['label_rms'], 1.0)
@@ -174,7 +182,8 @@ class DivergenceCheck(interfaces.Policy):
     threshold = self.threshold(state['start'], state['best'])
     if state['above'] >= self.patience:
       rule, what = 'above_best', (
-          f"stayed above {threshold:.4g} (its best {state['best']:.4g}, the untrained model's "
+          f"stayed above {threshold:.4g} (its best {_text('best', state['best'])}, the untrained "
+          "model's "
           f"{state['start']:.4g}) for {int(state['above'])} steps")
     elif state['rising'] >= self.rise_patience:
       rule, what = 'rising', (f"rose on {int(state['rising'])} steps in a row, from "
@@ -189,7 +198,8 @@ class DivergenceCheck(interfaces.Policy):
         action=interfaces.ESCALATE, trigger='divergence', step=step, status=interfaces.DIVERGED,
         details=dict(fields, rule=rule),
         reason=(f"the training loss diverged at step {step}: smoothed {state['smoothed']:.4g} "
-                f"{what}; the first batch's loss is {state['reference']:.4g} now"))
+                f"{what}; the first batch's loss is {_text('reference', state['reference'])} "
+                'now'))
 
   def execute(self, decision, run):
     """The two checks that need the model: the outputs' scale on the first batch ('start'), and
@@ -200,11 +210,12 @@ class DivergenceCheck(interfaces.Policy):
       initial, self._initial = self._initial, None
       scales = diagnostics.output_scale(run.probe, initial)
       if scales[0] is None:
-        scales = (math.inf,) * 4  # Nothing to compare: done, never bad.
-      ratio = scales[0] / max(scales[1], 1.0)
+        ratio, scales = math.nan, (_NOTHING,) * 4  # Nothing to compare: done, never bad.
+      else:
+        ratio = scales[0] / max(scales[1], 1.0)
+        scales = [x if math.isfinite(x) else _HUGE for x in scales]
       bad = math.isfinite(ratio) and ratio > self.output_ratio
-      state[[_I[k] for k in ('output_rms', 'label_rms', 'input_rms', 'output_max', 'init_bad')]] = [
-          *scales, bad]
+      state[[_I[k] for k in _SCALES + ('init_bad',)]] = [*scales, bad]
       if bad:
         log.warning('step %d: the model\'s outputs are %.3gx the labels; the run stops unless its '
                     'loss comes down within %d steps', decision.step, ratio, self.rise_patience)
@@ -212,7 +223,8 @@ class DivergenceCheck(interfaces.Policy):
       first = run.probe.first_batch()
       loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
       damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
-      state[[_I['verdict'], _I['reference']]] = [_DAMAGED if damaged else _DATA, loss]
+      state[[_I['verdict'], _I['reference']]] = [_DAMAGED if damaged else _DATA,
+                                                 loss if math.isfinite(loss) else _HUGE]
       run.emit('divergence_check', decision.step, rule=decision.details['rule'],
                verdict='model' if damaged else 'data', reference_loss=loss,
                smoothed_loss=decision.details['smoothed'], best=decision.details['best'])
@@ -230,8 +242,21 @@ class DivergenceCheck(interfaces.Policy):
 
   def summary(self):
     state = dict(zip(_FIELDS, self.state.numpy().tolist()))
-    value = lambda k: None if not math.isfinite(state[k]) else state[k]
+    value = lambda k: _shown(k, state[k])
     return {'divergence': {'smoothed_loss': value('smoothed'), 'best': value('best'),
                            'start': value('start'), 'output_rms': value('output_rms'),
                            'label_rms': value('label_rms'), 'input_rms': value('input_rms'),
                            'output_max': value('output_max')}}
+
+
+def _shown(name: str, value: float):
+  """A state value as reported: None for an unset or nothing-to-compare scale, a 'best' not yet
+  had, a 'reference' or scale that was not finite."""
+  if value >= _HUGE or (name in _SCALES and value < 0):
+    return None
+  return value
+
+
+def _text(name: str, value: float) -> str:
+  shown = _shown(name, value)
+  return 'not finite' if shown is None else f'{shown:.4g}'
