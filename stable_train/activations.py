@@ -35,12 +35,16 @@ def _extractor(model):
 def activation_scales(model, features) -> List[Dict[str, Any]]:
   """Per top-level layer of a functional or Sequential Keras model, on `features` in inference
   mode (nothing assigned): its output's largest magnitude among finite values, RMS, dtype,
-  whether it is finite. [] for a model that is not a graph of layers."""
+  whether it is finite. [] for a model that is not a graph of layers, or one that cannot take the
+  batch's features as they are (a compute_loss of the Trainer's own feeds it otherwise)."""
   extractor = _extractor(model)
   if extractor is None:
     return []
   fn, names = extractor
-  outputs = fn(features, training=False)
+  try:
+    outputs = fn(features, training=False)
+  except (ValueError, TypeError):
+    return []
   outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
   scales = []
   for name, out in zip(names, outputs):

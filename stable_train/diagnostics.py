@@ -30,12 +30,26 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
   """(RMS of the model's float outputs, RMS of the labels (integer labels count as 1), RMS of
   the float features, the outputs' largest magnitude) on the run's first batch, in inference
   mode, with `weights` (the trainable weights, in order) or the current ones; Nones without a
-  first batch. No variable is left changed."""
+  first batch, or where the model cannot take the batch's features as they are (a compute_loss
+  of the Trainer's own feeds it otherwise: nothing to compare). No variable is left changed."""
   first = probe.first_batch()
   if first is None:
     return None, None, None, None
-  model = probe.model
   features, labels = probe.split_batch(first)
+  try:
+    outputs = _outputs(probe.model, features, weights)
+  except (ValueError, TypeError, tf.errors.InvalidArgumentError):
+    return None, None, None, None
+  flat = tf.nest.flatten(labels)
+  label_rms = 1.0 if any(l.dtype.is_integer for l in flat) else _rms(flat)
+  floats = lambda nest: [t for t in tf.nest.flatten(nest) if t.dtype.is_floating]
+  largest = max((float(np.max(np.abs(np.asarray(o, np.float64)))) for o in floats(outputs)
+                 if np.size(o)), default=0.0)
+  return _rms(floats(outputs)), label_rms, _rms(floats(features)), largest
+
+
+def _outputs(model, features, weights):
+  """The model's outputs on `features` in inference mode, with `weights` or the current ones."""
   if weights is None:
     outputs = model(features, training=False) if hasattr(model, 'stateless_call') else (
         model(features))
@@ -52,12 +66,7 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
     finally:
       for v, w in zip(variables, current):
         v.assign(w)
-  flat = tf.nest.flatten(labels)
-  label_rms = 1.0 if any(l.dtype.is_integer for l in flat) else _rms(flat)
-  floats = lambda nest: [t for t in tf.nest.flatten(nest) if t.dtype.is_floating]
-  largest = max((float(np.max(np.abs(np.asarray(o, np.float64)))) for o in floats(outputs)
-                 if np.size(o)), default=0.0)
-  return _rms(floats(outputs)), label_rms, _rms(floats(features)), largest
+  return outputs
 
 
 @gin.register(module='stable_train')
