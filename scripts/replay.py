@@ -9,7 +9,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from stable_train import commands  # pylint: disable=g-import-not-at-top
 from stable_train import replay_command  # pylint: disable=g-import-not-at-top
 
 if __name__ == '__main__':
-  sys.exit(replay_command.run(sys.argv))
+  sys.exit(commands.run_module('replay', replay_command, sys.argv))

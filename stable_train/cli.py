@@ -250,8 +250,7 @@ def _final(code: int) -> int:
 def run_subcommand(name: str, argv) -> int:
   """Runs `stable-train <name> ...` (`SUBCOMMANDS`); returns its exit code."""
   module = importlib.import_module(SUBCOMMANDS[name][0])
-  return commands.run_command(name, module.main, [f'stable-train {name}'] + list(argv[2:]),
-                              getattr(module, 'INTERRUPTED', f'rerun stable-train {name}.'))
+  return commands.run_module(name, module, [f'stable-train {name}'] + list(argv[2:]))
 
 
 def run():

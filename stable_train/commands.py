@@ -51,6 +51,13 @@ def quiet_tensorflow() -> None:
   absl_logging.set_verbosity(absl_logging.ERROR)
 
 
+def run_module(name: str, module, argv) -> int:
+  """A command module's `main(argv)` under the signal handling (`run_command`), with the
+  module's `INTERRUPTED` line: how `stable-train <name>` and its scripts/ copy run it."""
+  return run_command(name, module.main, argv,
+                     getattr(module, 'INTERRUPTED', f'rerun stable-train {name}.'))
+
+
 def run_command(prefix: str, main, argv, interrupted: str) -> int:
   """`main(argv)` under the process's SIGTERM/SIGINT handling (`signals.SIGNALS`): a signal ends
   the command with one line (`interrupted`, what the signal left behind) and 128+N."""

@@ -220,12 +220,6 @@ def format_diagnosis(d: Dict[str, Any]) -> str:
 INTERRUPTED = 'the doctor writes nothing; rerun it.'  # After a SIGTERM/SIGINT.
 
 
-def run(argv: Sequence[str]) -> int:
-  """scripts/doctor.py's entry point: `main` under the process's signal handling, as the CLI
-  runs it for `stable-train doctor`; SIGTERM/SIGINT end it with one line and 128+N."""
-  from stable_train import commands  # pylint: disable=g-import-not-at-top  (no TensorFlow)
-  return commands.run_command('doctor', main, argv, INTERRUPTED)
-
 
 class _Parser(argparse.ArgumentParser):
   """argparse with a usage error as an exception (one line on stderr, exit 2, in `main`)."""

@@ -36,11 +36,6 @@ INTERRUPTED = ('an export is written atomically: its path holds what it held bef
                 'complete new export; rerun to export.')
 
 
-def run(argv) -> int:
-  """The entry point (`stable-train export`, scripts/export.py): `main` under the process's
-  signal handling; SIGTERM/SIGINT end it with one line and 128+N."""
-  return commands.run_command('export', main, argv, INTERRUPTED)
-
 
 def main(argv) -> int:
   """Runs `stable-train export` (argv[0] is the command's name); returns the exit code."""

@@ -23,11 +23,6 @@ EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_USAGE = 0, 1, 2
 INTERRUPTED = 'a replay writes nothing; rerun to replay.'  # After a SIGTERM/SIGINT.
 
 
-def run(argv) -> int:
-  """The entry point (`stable-train replay`, scripts/replay.py): `main` under the process's
-  signal handling; SIGTERM/SIGINT end it with one line and 128+N."""
-  return commands.run_command('replay', main, argv, INTERRUPTED)
-
 
 def main(argv) -> int:
   """Runs `stable-train replay` (argv[0] is the command's name); returns the exit code."""
