@@ -32,7 +32,8 @@ TensorBoard summaries, progress lines, which go to /dev/null) unless a line says
              `tensorboard` package: `pip install -e '.[bench]'`).
   p.*, g.*   plain Keras fit (no clipping, no callback) and the same fit guarded by stable_train
              (guard_fit: default stack + its callback, nothing on disk): compile defaults (k1), and
-             steps_per_execution=10 with jit_compile=True (k10.xla).
+             steps_per_execution=10 with jit_compile=True (k10.xla); on the other models in
+             their modes (k10, and k10.xla on the convnet).
   d.*        b without a model_dir (nothing on disk).
   f.k10      b.k10 with checkpoint_every=10**9 (the checkpoint cost is b.k10 / f.k10).
   s.best     stable_train at its best with a model_dir: steps_per_loop 100, jit_compile=True.
@@ -473,7 +474,9 @@ def configurations(a, work, root):
     for k, jit in modes:
       mode = f'k{k}{".xla" if jit else ""}'
       configs += [Bare(f'a.{mode}', work, k, jit), S(f'b.{mode}', k, jit),
-                  S(f'd.{mode}', k, jit, model_dir=False)]
+                  S(f'd.{mode}', k, jit, model_dir=False),
+                  GuardedFit(f'p.{mode}', work, False, k, jit),
+                  GuardedFit(f'g.{mode}', work, True, k, jit)]
     return configs + [KerasFit('c.best', work, steps_per_execution=10, jit=modes[-1][1])]
   from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   defaults = trainer_lib.Trainer.__init__.__kwdefaults__
@@ -607,7 +610,7 @@ def speed_ratios(ratios, modes):
              '[throughput of stable_train at its best (model_dir) / Keras fit at its best]')
   ratios.add('same_mode_vs_keras_best.c_best_over_b.k10.xla', 'c.best', 'b.k10.xla', None, True)
   ratios.add('defaults_vs_keras_defaults.c_default_over_b.k1', 'c.default', 'b.k1', None, True)
-  for mode in ('k1', 'k10.xla'):  # The same fit, guarded and plain, at its own settings.
+  for mode in ('k1', 'k10', 'k10.xla'):  # The same fit, guarded and plain, at its settings.
     ratios.add(f'keras_fit_guarded.g_over_p.{mode}', f'g.{mode}', f'p.{mode}', 1.05)
   ratios.add('checkpoint_cost.b_over_f.k10', 'b.k10', 'f.k10', 1.02,
              note='[checkpoints every 100 steps vs none but the one at the end of each fit]')

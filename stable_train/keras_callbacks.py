@@ -99,6 +99,7 @@ class GuardCallback(keras.callbacks.Callback):
       p.check_fit(metric_names=[], has_eval=False)
     self._seen = self.current_step()
     self._skipped = int(g.state.skipped_steps.numpy())
+    self._skipped_logged, self._unread, self._ended = None, 0, False
     self._last_save = self._seen
     self.dispatch = dispatch.Dispatcher(policies=g.policies, run=self.run, context=self._context,
                                         mark_fault=self._mark_fault)
@@ -128,6 +129,25 @@ class GuardCallback(keras.callbacks.Callback):
     self._epoch = epoch
 
   def on_train_batch_end(self, batch, logs=None):
+    # fit's logs are on the host already (Keras converts them for every batch hook): a skip shows
+    # in them without a read. A clean stretch is read with the next batch of reports.
+    skipped = (logs or {}).get('skipped_steps')
+    self._unread += 1
+    g = self.guard
+    spe = int(g.model.steps_per_execution)
+    # At least as often as a checkpoint is due (the guard's ring of reports holds read_every).
+    every = min(g.read_every, max(1, (self._last_save + self.checkpoint_every - self._seen) // spe))
+    if skipped != self._skipped_logged or self._unread >= every:
+      self._skipped_logged = skipped
+      self._read()
+
+  def on_epoch_end(self, epoch, logs=None):
+    self._read()
+
+  def _read(self) -> None:
+    """Reads the reports of the executions since the last read and does what the host loop
+    does after a loop of steps."""
+    self._unread = 0
     reports = self.guard.read_reports(self._seen)
     if reports is None:
       return
@@ -140,6 +160,9 @@ class GuardCallback(keras.callbacks.Callback):
       self._end(ended)
 
   def on_train_end(self, logs=None):
+    self._read()
+    if self._ended:  # The last read ended the run.
+      return
     stopped = self.guard.model.stop_training  # Keras's EarlyStopping, say.
     self._end(outcome_lib.Outcome(
         outcome_lib.Status.STOPPED_EARLY if stopped else outcome_lib.Status.COMPLETED,
@@ -170,6 +193,7 @@ class GuardCallback(keras.callbacks.Callback):
   def _end(self, ended: outcome_lib.Outcome) -> None:
     """Writes summary.json (and `done` on a normal end), releases the model_dir; an abort is
     raised (`errors.RunAborted`)."""
+    self._ended = True
     if ended.finished:
       self.emit('done', self.current_step(), status=ended.status.value,
                 reason=ended.reason or 'fit ended')

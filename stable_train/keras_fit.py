@@ -31,6 +31,10 @@ from stable_train import trainer_setup
 
 # What fit's logs (progress bar, History, TensorBoard) gain from the guard.
 LOG_FIELDS = ('skipped_steps', 'grad_norm', 'clipped_steps')
+# The host reads the stored reports once per this many steps (the Trainer's default
+# steps_per_loop), and at once after an execution with a skipped step: a read waits for the
+# device and costs a transfer, which at steps_per_execution=1 was a tenth of a small model's step.
+READ_EVERY_STEPS = 10
 
 
 def guard_fit(model: keras.Model, *, policies: Optional[Sequence] = None) -> 'KerasGuard':
@@ -72,7 +76,8 @@ class KerasGuard:
     self.variable_paths = []
     self.random_states = []
     self.input_paths = []
-    self.rows = None  # The packed reports of the last execution (`read_reports`).
+    self.rows = None  # The packed reports of the last `read_every` executions (`read_reports`).
+    self.read_every = 1  # Executions between the host's reads of the reports.
     self._built_for = None
     # Keras's own (a second guard of the same model takes over from the first).
     previous = getattr(model.make_train_function, '__self__', None)
@@ -157,8 +162,10 @@ class KerasGuard:
     self.report_dtypes = dtypes
     self._columns = reports_lib.report_columns(dtypes)
     self._step_column = reports_lib.report_layout(dtypes).index('step')
+    spe = int(m.steps_per_execution)
+    self.read_every = max(1, -(-READ_EVERY_STEPS // spe))
     with self.strategy.scope():
-      self.rows = tf.Variable(tf.zeros([int(m.steps_per_execution), len(dtypes)], tf.float64),
+      self.rows = tf.Variable(tf.zeros([spe * self.read_every, len(dtypes)], tf.float64),
                               trainable=False, name='report_rows')
     self.optimizer = optimizer
     self._built_for = self._key()
@@ -267,8 +274,8 @@ class KerasGuard:
 
   # -- host ------------------------------------------------------------------------------------
   def read_reports(self, since_step: int) -> Optional[reports_lib.StepReports]:
-    """The stored reports of the steps after global step `since_step` (the last execution's),
-    in step order, or None when there are none. One transfer."""
+    """The stored reports of the steps after global step `since_step` (those of the last
+    `read_every` executions at most), in step order, or None when there are none. One transfer."""
     if self.rows is None:
       return None
     rows = self.rows.numpy()
