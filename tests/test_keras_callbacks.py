@@ -145,6 +145,30 @@ class AbortTest(tf.test.TestCase):
     self.assertTrue(all(np.all(np.isfinite(w)) for w in _weights(model)))
 
 
+class ReadCadenceTest(tf.test.TestCase):
+  test_session = None
+
+  def test_clean_steps_are_read_in_batches_and_a_skip_at_once(self):
+    model = _model()
+    guard = keras_fit.guard_fit(model, policies=[policies.SkipNonFinite()])
+    callback = guard.callback(model_dir=self.get_temp_dir())
+    reads = []
+    read = guard.read_reports
+    guard.read_reports = lambda since: reads.append(since) or read(since)
+    x, y = _arrays(num_batches=30, nan_batches=(16,))
+    model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[callback])
+    # One execution per step: read after the first, every READ_EVERY_STEPS after it, at once
+    # after the skip at step 17 (its logs show the count), at the end of the epoch and of the
+    # fit (nothing new then): not after each of the 30 steps.
+    self.assertEqual(keras_fit.READ_EVERY_STEPS, 10)
+    self.assertEqual(reads, [0, 1, 11, 17, 27, 30])
+    records = events.read_events(os.path.join(callback.model_dir, 'events.jsonl'))
+    self.assertEqual([r['step'] for r in records if r['event'] == 'skip'], [17])
+    summary = callback.last_summary
+    self.assertEqual((summary['global_step'], summary['skipped_steps']), (30, 1))
+    self.assertTrue(np.isfinite(summary['final_loss']))
+
+
 class ForensicsTest(tf.test.TestCase):
   test_session = None
 
