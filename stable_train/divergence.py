@@ -117,7 +117,8 @@ class DivergenceCheck(interfaces.Policy):
 
   def update_state(self, report, applied):
     s = tf.convert_to_tensor(self.state)
-    get = lambda name: s[_I[name]]
+    fields = tf.unstack(s)  # One op for all the fields (a slice each costs an op per step).
+    get = lambda name: fields[_I[name]]
     loss = tf.cast(report['loss'], tf.float32)
     ok = tf.logical_and(applied, tf.math.is_finite(loss))
     count = get('count')
