@@ -213,8 +213,8 @@ def main():
   reference = {CASES[n][0]: n for n in CASES if n.startswith('clean_')}
   print(f'\n{args.steps} steps each; final loss = mean loss on 20 clean batches of the task; '
         'ratio = final loss / the clean run of the same task and way; keras fit + stable_train = '
-        '`guard_fit` (the default stack) in an unclipped fit, with a model_dir; + Rollback = the default '
-        'stack + Rollback(); + recovery = the default stack + OutlierSkip + LossSpike + '
+        '`guard_fit` (the default stack) in an unclipped fit, with a model_dir; + Rollback = the '
+        'default stack + Rollback(); + recovery = the default stack + OutlierSkip + LossSpike + '
         'Rollback.\n')
   print('| case | what | way | status | final loss | ratio to clean | skips | rollbacks | '
         'diagnosis | wall s |')
