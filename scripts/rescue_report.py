@@ -3,6 +3,7 @@
 stable_train stacks.
 
     python scripts/rescue_report.py [--steps=300] [--cases=lr_too_high,nan_inf_data]
+        [--ways='keras fit + stable_train,stable_train']
 
 Each case is a small MLP on seeded synthetic data made unstable one way; each is trained with
   - Keras `fit` with `global_clipnorm=1.0` and `TerminateOnNaN` (the usual first defence),
@@ -136,23 +137,24 @@ def _keras_fit(case, steps):
 
 
 def _keras_fit_guarded(case, steps):
-  """The same Keras fit, unclipped, guarded by stable_train's default stack (`guard_fit`)."""
+  """The same Keras fit, unclipped, guarded by stable_train's default stack (`guard_fit`), its
+  callback writing to a model_dir (the doctor's diagnosis, as the Trainer's runs)."""
   task, dataset_fn, opt, loss, scale, _ = case
   model = _model(task, scale)
   model.compile(optimizer=_optimizer(opt(), clip=False), loss=_loss(loss))
   guard = keras_fit.guard_fit(model)
-  callback = guard.callback()
-  start = time.perf_counter()
-  try:
-    history = model.fit(dataset_fn(), epochs=1, steps_per_epoch=steps, verbose=0,
-                        callbacks=[callback])
-    status, skips = 'completed', int(history.history['skipped_steps'][-1])
-  except errors.RunAborted:  # A skip-streak limit or a divergence: the summary says which.
-    status = (callback.last_summary or {}).get('status', 'aborted')
-    skips = int(guard.state.skipped_steps.numpy())
-  seconds = time.perf_counter() - start
-  return dict(status=status, finite=_finite(model), loss=_evaluate(task, model), skips=skips,
-              rollbacks=None, seconds=seconds, diagnosis=None)
+  with tempfile.TemporaryDirectory() as model_dir:
+    callback = guard.callback(model_dir=model_dir, checkpoint_every=50, healthy_window=20)
+    start = time.perf_counter()
+    try:
+      model.fit(dataset_fn(), epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[callback])
+    except errors.RunAborted:  # A skip-streak limit or a divergence: the summary says which.
+      pass
+    seconds = time.perf_counter() - start
+  summary = callback.last_summary
+  return dict(status=summary['status'], finite=_finite(model), loss=_evaluate(task, model),
+              skips=summary['skipped_steps'], rollbacks=None, seconds=seconds,
+              diagnosis=(summary.get('diagnosis') or {}).get('cause'))
 
 
 def _stack(way):
@@ -192,24 +194,27 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--steps', type=int, default=300)
   parser.add_argument('--cases', default=','.join(CASES))
+  parser.add_argument('--ways', default=','.join(WAYS), help='a comma-separated subset of: '
+                      + ', '.join(WAYS))
   args = parser.parse_args()
   import logging  # pylint: disable=g-import-not-at-top
   logging.getLogger('stable_train').setLevel(logging.ERROR)
   tf.get_logger().setLevel('ERROR')  # Each case's new Trainer traces its own functions.
   tf.config.experimental.enable_op_determinism()
   names = args.cases.split(',')
+  ways = {w: WAYS[w] for w in args.ways.split(',')}
   results = {}
   for name in names:
     case = CASES[name]
-    for way, run in WAYS.items():
+    for way, run in ways.items():
       with precision.using('mixed_float16' if name in FP16 else 'float32'):
         results[name, way] = run(case, args.steps)
       print(f'{name:22s} {way:24s} {results[name, way]}', file=sys.stderr, flush=True)
   reference = {CASES[n][0]: n for n in CASES if n.startswith('clean_')}
   print(f'\n{args.steps} steps each; final loss = mean loss on 20 clean batches of the task; '
         'ratio = final loss / the clean run of the same task and way; keras fit + stable_train = '
-        '`guard_fit` (the default stack) in an unclipped fit; + Rollback = the default '
-        'stack + Rollback(); + recovery = the default stack + OutlierSkip + LossSpike + '
+        '`guard_fit` (the default stack) in an unclipped fit, with a model_dir; + Rollback = the '
+        'default stack + Rollback(); + recovery = the default stack + OutlierSkip + LossSpike + '
         'Rollback.\n')
   print('| case | what | way | status | final loss | ratio to clean | skips | rollbacks | '
         'diagnosis | wall s |')

@@ -85,6 +85,8 @@ class InitialisationCheck(interfaces.Policy):
   Clipping and skipping keep such a run alive; this policy makes sure it is not silently slow.
   """
 
+  uses_first_batch = True  # The output check.
+
   def __init__(self, *, output_ratio: float = 100.0, loss_ratio: float = 100.0,
                patience: int = 10, name: str = 'init_check'):
     """Initialises the policy.

@@ -79,7 +79,7 @@ class Policy(tf.Module):
   Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
     `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
     `decides_on_clean_loops`, `end_step_compiles`, `wants_start_checkpoint`,
-    `takes_norm_ceiling` (with `set_norm_ceiling`).
+    `takes_norm_ceiling` (with `set_norm_ceiling`), `uses_first_batch`.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -103,6 +103,10 @@ class Policy(tf.Module):
   # True for a policy that may roll back as far as the run's start (Rollback): a fresh run then
   # writes a checkpoint of its untrained state at step 0, before the first update.
   wants_start_checkpoint = False
+
+  # True for a policy whose host half reads the run's first batch (`Probe.first_batch`): a guarded
+  # Keras `fit`, which cannot re-read its data, then keeps a bounded copy of it in-graph.
+  uses_first_batch = False
 
   # True for a clip that takes a fixed ceiling on the global norm (`set_norm_ceiling`), the
   # remedy a recovery applies to exploding gradients (`RunHandle.set_norm_ceiling`).

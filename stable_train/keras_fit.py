@@ -20,6 +20,7 @@ import tensorflow as tf
 from stable_train import compat
 from stable_train import distribute
 from stable_train import errors
+from stable_train import first_batch as first_batch_lib
 from stable_train import interfaces
 from stable_train import labels as labels_lib
 from stable_train import precision
@@ -78,6 +79,9 @@ class KerasGuard:
     self.input_paths = []
     self.rows = None  # The packed reports of the last `read_every` executions (`read_reports`).
     self.read_every = 1  # Executions between the host's reads of the reports.
+    # The first batch's sample for the host checks that re-run it (None: no policy reads it).
+    self.first_batch_sample = first_batch_lib.FirstBatch.for_policies(self.policies,
+                                                                       self.strategy)
     self._built_for = None
     # Keras's own (a second guard of the same model takes over from the first).
     previous = getattr(model.make_train_function, '__self__', None)
@@ -175,6 +179,12 @@ class KerasGuard:
     if self.rows is not None:
       self.rows.assign(tf.zeros_like(self.rows))
 
+  def first_batch(self):
+    """The kept rows of the first batch this guard trained on (`first_batch.FirstBatch`), or
+    None (no policy reads it, no step yet, or none can be kept). Eager."""
+    sample = self.first_batch_sample
+    return None if sample is None else sample.value()
+
   def loss_and_gradients(self, batch):
     """One replica's loss, gradients, input flags and outputs finite, no update (what forensics
     re-runs). Traced."""
@@ -197,6 +207,8 @@ class KerasGuard:
       with tf.init_scope():
         self.prepare(data)
     self.input_paths = reports_lib.input_paths(*split_batch(data))  # Python, at trace time.
+    if self.first_batch_sample is not None:
+      self.first_batch_sample.capture(data)
     classes = self._label_classes(data)
     if classes != self.step.parts.label_classes:
       self.step = step_lib.GuardedStep(dataclasses.replace(self.step.parts, label_classes=classes))

@@ -65,7 +65,7 @@ class KerasRun(interfaces.RunHandle):
     self.probe = handle.Probe(
         model=g.model, policies=g.policies, split_batch=keras_fit.split_batch,
         loss_and_gradients=g.loss_and_gradients, model_checkpoint=g.model_checkpoint,
-        first_batch=lambda: None, jit_compile=bool(g.model.jit_compile))
+        first_batch=g.first_batch, jit_compile=bool(g.model.jit_compile))
 
   @property
   def step(self) -> int:

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import data
 from stable_train import errors
 from stable_train import events
 from stable_train import forensics
@@ -235,6 +236,58 @@ class KerasCallbacksTest(tf.test.TestCase):
             for v in record.summary.value}
     for tag in ('epoch_loss', 'epoch_skipped_steps', 'epoch_grad_norm', 'epoch_clipped_steps'):
       self.assertIn(tag, tags)
+
+
+class FirstBatchChecksTest(tf.test.TestCase):
+  """DivergenceCheck's start check and reference re-run in fit, on the guard's first-batch
+  sample (as test_divergence's Trainer runs)."""
+  test_session = None
+
+  def _fit(self, optimizer, *, steps, scale=1.0, **poison):
+    model = models.mlp(input_dim=16, hidden=(16,), outputs=1)
+    for v in model.trainable_variables:
+      v.assign(v * scale)
+    model.compile(optimizer=optimizer, loss='mse')
+    guard = keras_fit.guard_fit(model)
+    model_dir = self.get_temp_dir() + f'/{self.id()}'
+    callback = guard.callback(model_dir=model_dir, checkpoint_every=20, healthy_window=10)
+    dataset = data.synthetic_regression(num_features=16, num_examples=512, **poison)
+    try:
+      model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[callback])
+    except errors.RunAborted:
+      pass
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    return guard, callback.last_summary, records
+
+  def test_a_huge_start_stops_the_fit_naming_the_initialisation(self):
+    guard, summary, records = self._fit(keras.optimizers.Adam(1e-3), steps=300, scale=100.0)
+    self.assertEqual(summary['status'], 'diverged')
+    self.assertLess(summary['global_step'], 100)  # rise_patience (50) steps, not the 300.
+    self.assertEqual([r['trigger'] for r in records if r['event'] == 'diverged'],
+                     ['untrainable_start'])
+    self.assertIn('initial weights are too large', summary['reason'])
+    self.assertEqual(summary['diagnosis']['cause'], 'initialisation')
+    self.assertGreater(summary['divergence']['output_rms'],
+                       100 * summary['divergence']['label_rms'])
+    self.assertLen(guard.first_batch()[0], 32)  # The run's first batch, all its 32 rows.
+
+  def test_bad_batches_are_not_a_divergence_and_the_fit_goes_on(self):
+    _, summary, records = self._fit(keras.optimizers.Adam(1e-3), steps=200,
+                                    poison_batches=list(range(100, 140)), poison_value=1e4)
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['global_step'], 200)
+    checks = [r for r in records if r['event'] == 'divergence_check']
+    self.assertEqual([r['verdict'] for r in checks], ['data'])
+    self.assertLess(checks[0]['reference_loss'], checks[0]['smoothed_loss'])
+
+  def test_a_diverged_model_is_told_from_bad_batches(self):
+    _, summary, records = self._fit(keras.optimizers.SGD(1.0), steps=200)
+    self.assertEqual(summary['status'], 'diverged')
+    # Checked after every execution, a streak's first check may still find the model fine; the
+    # one that stops the fit found it worse on the first batch, a finite loss there.
+    verdicts = [r['verdict'] for r in records if r['event'] == 'divergence_check']
+    self.assertEqual(verdicts[-1], 'model')
+    self.assertRegex(summary['reason'], r"the first batch's loss is [0-9.e+]+ now")
 
 
 class ArgumentsTest(tf.test.TestCase):

@@ -122,6 +122,14 @@ class HealthyRunTest(TestCase):
     self.assertEqual(logs['skipped_steps'], [0.0, 0.0])
     self.assertEqual(int(guard.state.applied_steps.numpy()), 12)
     self.assertEqual(guard.loss_scale is not None, fp16)
+    # ...with the first batch's sample kept (DivergenceCheck reads it), except under a strategy.
+    kept = guard.first_batch()
+    if mode.get('strategy'):
+      self.assertIsNone(kept)
+    else:
+      x, y = (a[:BATCH] for a in arrays('convnet_bn')[:2])
+      self.assertAllEqual(kept[0], x)
+      self.assertAllEqual(kept[1], y)
 
   def test_the_logs_show_skips_grad_norm_and_clipped_steps(self):
     model = compiled('mlp', lr=1e-2)
@@ -151,6 +159,9 @@ class SkippedStepChangesNothingTest(TestCase):
     history = model.fit(dataset(kind, **poison).take(1), shuffle=False, verbose=0)
     self.assertEqual(history.history['skipped_steps'], [1.0])
     self.assertSameState(before, whole_state(model), 'a skipped step')
+    # The first batch's sample (the default stack's DivergenceCheck) is no state the skip keeps.
+    guard = model.train_step.__self__
+    self.assertEqual(guard.first_batch() is None, guard.strategy.num_replicas_in_sync > 1)
     self.assertEqual(int(model.optimizer.iterations.numpy()), steps)
     model.fit(dataset(kind).skip(2).take(2), shuffle=False, verbose=0)  # The state moves on.
     moved = whole_state(model)
