@@ -16,10 +16,7 @@ import types
 from typing import Any, Dict, Optional
 
 import keras
-import numpy as np
-import tensorflow as tf
 
-from stable_train import checkpoint_action
 from stable_train import checkpointing
 from stable_train import dispatch
 from stable_train import distribute
@@ -28,9 +25,7 @@ from stable_train import errors
 from stable_train import events as events_lib
 from stable_train import interfaces
 from stable_train import keras_run
-from stable_train import numerics
 from stable_train import outcome as outcome_lib
-from stable_train import provenance
 from stable_train import recorder as recorder_lib
 from stable_train import runlock
 from stable_train import summary as summary_lib
@@ -84,7 +79,7 @@ class GuardCallback(keras.callbacks.Callback):
     self._epoch = 0
     self._opened = False
     self._lock = None
-    self._variables_finite_fn = None
+    self._audit = keras_run.VariableAudit(guard.model)
 
   # -- fit's hooks -----------------------------------------------------------------------------
   def on_train_begin(self, logs=None):
@@ -211,27 +206,11 @@ class GuardCallback(keras.callbacks.Callback):
 
   # -- checkpoints -----------------------------------------------------------------------------
   def checkpoints(self):
-    """The keeper of this fit's rollback targets: on disk under `model_dir/checkpoints` (with a
-    copy in memory on one device), else in memory only; None where neither can be kept (under a
-    strategy without a model_dir)."""
+    """The keeper of this fit's rollback targets (`keras_run.open_keeper`), opened once."""
     if not self._opened:
-      g = self.guard
-      m = g.model
-      objects = g.state.checkpoint_objects(model=m, optimizer=m.optimizer,
-                                           forward_state=g.forward_state(),
-                                           random_states=g.random_states)
-      objects['clipped_steps'] = g.clipped_steps
-      checkpoint, snapshot, writer, snapshot_writer = checkpoint_action.checkpoint_parts(
-          objects, g.strategy)
-      if self.model_dir:
-        self.keeper = distribute.make_keeper(
-            g.strategy, checkpoint, os.path.join(self.model_dir, 'checkpoints'),
-            max_to_keep=self.max_checkpoints, keep_good=self.keep_good_checkpoints,
-            warn=self.emit, snapshot=snapshot, writer=writer, snapshot_writer=snapshot_writer)
-        # Another process's checkpoints are not this run's timeline: never rollback targets.
-        self.keeper.mark_bad(after_step=-(2**62))
-      elif snapshot is not None:
-        self.keeper = keras_run.MemoryKeeper(snapshot)
+      self.keeper = keras_run.open_keeper(
+          self.guard, self.model_dir, max_to_keep=self.max_checkpoints,
+          keep_good=self.keep_good_checkpoints, warn=self.emit)
       self._opened = True
     return self.keeper
 
@@ -297,17 +276,9 @@ class GuardCallback(keras.callbacks.Callback):
     mark = self.guard.state.last_fault_step
     mark.assign(max(step, int(mark.numpy())))
 
-  def _float_variables(self):
-    vs = list(self.guard.model.variables) + list(self.guard.model.optimizer.variables)
-    return [v for v in vs if tf.as_dtype(v.dtype).is_floating]
-
   def variables_finite(self) -> bool:
     """Whether every model and optimizer variable is finite (one graph run)."""
-    if self._variables_finite_fn is None:
-      self._variables_finite_fn = tf.function(
-          lambda: tf.reduce_all(numerics.finite_flags(self._float_variables())))
-    return bool(self._variables_finite_fn().numpy())
+    return self._audit.all_finite()
 
   def non_finite_variables(self):
-    return [provenance.variable_path(v) for v in self._float_variables()
-            if not np.all(np.isfinite(v.numpy()))]
+    return self._audit.non_finite()

@@ -1,17 +1,68 @@
 """What a guarded Keras `fit`'s policies act through: `KerasRun` (the `interfaces.RunHandle` over
-a `keras_callbacks.GuardCallback`) and `MemoryKeeper` (the last good state in memory)."""
+a `keras_callbacks.GuardCallback`), its keeper of rollback targets (`open_keeper`: on disk, or
+`MemoryKeeper`, the last good state in memory) and `VariableAudit` (are all variables finite)."""
 
-from typing import Any, Dict, Optional
+import os
+from typing import Any, Dict, List, Optional
 
+import numpy as np
 import tensorflow as tf
 
+from stable_train import checkpoint_action
 from stable_train import checkpointing
 from stable_train import compat
+from stable_train import distribute
 from stable_train import handle
 from stable_train import interfaces
 from stable_train import keras_fit
 from stable_train import lr as lr_lib
+from stable_train import numerics
+from stable_train import provenance
 from stable_train import views
+
+
+def open_keeper(guard, model_dir: Optional[str], *, max_to_keep: int, keep_good: int, warn):
+  """The keeper of a guarded fit's rollback targets: on disk under `model_dir/checkpoints` (with
+  a copy in memory on one device), else in memory only (`MemoryKeeper`); None where neither can
+  be kept (under a strategy without a model_dir)."""
+  m = guard.model
+  objects = guard.state.checkpoint_objects(model=m, optimizer=m.optimizer,
+                                           forward_state=guard.forward_state(),
+                                           random_states=guard.random_states)
+  objects['clipped_steps'] = guard.clipped_steps
+  checkpoint, snapshot, writer, snapshot_writer = checkpoint_action.checkpoint_parts(
+      objects, guard.strategy)
+  if model_dir:
+    keeper = distribute.make_keeper(
+        guard.strategy, checkpoint, os.path.join(model_dir, 'checkpoints'),
+        max_to_keep=max_to_keep, keep_good=keep_good, warn=warn, snapshot=snapshot,
+        writer=writer, snapshot_writer=snapshot_writer)
+    # Another process's checkpoints are not this run's timeline: never rollback targets.
+    keeper.mark_bad(after_step=-(2**62))
+    return keeper
+  return MemoryKeeper(snapshot) if snapshot is not None else None
+
+
+class VariableAudit:
+  """Whether a model's and its optimizer's float variables are all finite (one traced call),
+  and which are not."""
+
+  def __init__(self, model):
+    self._model = model
+    self._fn = None
+
+  def _variables(self):
+    vs = list(self._model.variables) + list(self._model.optimizer.variables)
+    return [v for v in vs if tf.as_dtype(v.dtype).is_floating]
+
+  def all_finite(self) -> bool:
+    if self._fn is None:
+      self._fn = tf.function(lambda: tf.reduce_all(numerics.finite_flags(self._variables())))
+    return bool(self._fn().numpy())
+
+  def non_finite(self) -> List[str]:
+    return [provenance.variable_path(v) for v in self._variables()
+            if not np.all(np.isfinite(v.numpy()))]
 
 
 class MemoryKeeper:
