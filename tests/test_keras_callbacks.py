@@ -170,6 +170,31 @@ class ReadCadenceTest(tf.test.TestCase):
     self.assertTrue(np.isfinite(summary['final_loss']))
 
 
+class EndedByAnErrorTest(tf.test.TestCase):
+  test_session = None
+
+  def test_raise_mode_ends_the_fit_with_a_numerics_error_a_summary_and_the_lock_released(self):
+    # In-graph (check_numerics aborts the train function) and on the host (XLA, where the op
+    # does not raise): the same NumericsError, recorded as the Trainer records it.
+    for jit_compile in (False, True):
+      model = _model(jit_compile=jit_compile, steps_per_execution=3)
+      guard = keras_fit.guard_fit(model, policies=[policies.CheckNumerics(mode='raise')])
+      model_dir = os.path.join(self.get_temp_dir(), f'xla_{jit_compile}')
+      callback = guard.callback(model_dir=model_dir)
+      x, y = _arrays(nan_batches=(7,))
+      with self.assertRaisesRegex(errors.NumericsError, 'non-finite value at step 8: '):
+        model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[callback])
+      with open(os.path.join(model_dir, 'summary.json')) as f:
+        summary = json.load(f)
+      self.assertEqual(summary['status'], 'aborted')
+      self.assertRegex(summary['reason'], 'non-finite value at step 8: ')
+      records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+      self.assertIn('abort', [r['event'] for r in records])
+      with open(os.path.join(model_dir, 'run.lock')) as f:
+        self.assertEqual(f.read(), '')  # Released cleanly: another process may train here.
+      self.assertTrue(all(np.all(np.isfinite(w)) for w in _weights(model)))
+
+
 class ForensicsTest(tf.test.TestCase):
   test_session = None
 
