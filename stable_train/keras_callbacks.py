@@ -80,6 +80,8 @@ class GuardCallback(keras.callbacks.Callback):
   def on_train_begin(self, logs=None):
     g = self.guard
     _check_fit(g, self.model)
+    if g.host is not None:  # The last fit was ended by an exception (an interrupt, say).
+      g.host.release()
     self.output_dir = self.model_dir if distribute.is_chief(g.strategy) else None
     out = self.output_dir
     self._lock = runlock.RunLock(out).acquire() if out else None

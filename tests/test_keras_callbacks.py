@@ -194,6 +194,28 @@ class EndedByAnErrorTest(tf.test.TestCase):
         self.assertEqual(f.read(), '')  # Released cleanly: another process may train here.
       self.assertTrue(all(np.all(np.isfinite(w)) for w in _weights(model)))
 
+  def test_a_fit_an_exception_ends_leaves_the_model_dir_free_after_the_next(self):
+    model = _model()
+    guard = keras_fit.guard_fit(model)
+    model_dir = self.get_temp_dir()
+    lock = os.path.join(model_dir, 'run.lock')
+
+    class Interrupt(keras.callbacks.Callback):  # Ctrl-C in a notebook, say: no on_train_end.
+      def on_train_batch_end(self, batch, logs=None):
+        if batch == 3:
+          raise KeyboardInterrupt
+
+    x, y = _arrays()
+    first, second = guard.callback(model_dir=model_dir), guard.callback(model_dir=model_dir)
+    # Interrupted, then the same callback again; interrupted, then another callback.
+    for interrupted, then in ((first, first), (first, second)):
+      with self.assertRaises(KeyboardInterrupt):
+        model.fit(x, y, batch_size=BATCH, verbose=0, callbacks=[interrupted, Interrupt()])
+      model.fit(x, y, batch_size=BATCH, verbose=0, callbacks=[then])
+      self.assertEqual(then.last_summary['status'], 'completed')
+      with open(lock) as f:
+        self.assertEqual(f.read(), '')  # Released cleanly: another process may train here.
+
 
 class ForensicsTest(tf.test.TestCase):
   test_session = None
