@@ -53,10 +53,6 @@ class GuardCallback(keras.callbacks.Callback):
                healthy_window: int = 50, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                max_refused_checkpoints: int = 2, summary_every: int = 10):
     super().__init__()
-    if model_dir is not None and (not isinstance(model_dir, (str, os.PathLike))
-                                  or not str(model_dir)):
-      raise errors.ConfigError(
-          f'GuardCallback: model_dir={model_dir!r} must be a directory path or None.')
     counts = dict(checkpoint_every=checkpoint_every, max_checkpoints=max_checkpoints,
                   keep_good_checkpoints=keep_good_checkpoints, summary_every=summary_every,
                   max_refused_checkpoints=max_refused_checkpoints)
@@ -65,7 +61,7 @@ class GuardCallback(keras.callbacks.Callback):
     self.healthy_window = errors.check_int('GuardCallback', 'healthy_window', healthy_window)
     _check_policies(guard.policies)
     self.guard = guard
-    self.model_dir = str(model_dir) if model_dir is not None else None
+    self.model_dir = errors.check_dir('GuardCallback', 'model_dir', model_dir)
     self.output_dir = None
     self.keeper = None  # Built once the model and optimizer are (the first save or restore).
     self.run = keras_run.KerasRun(self)

@@ -345,6 +345,10 @@ class ArgumentsTest(tf.test.TestCase):
       keras_fit.guard_fit(_model(), policies=[recovery.Rollback(skip_batches=3)]).callback()
     with self.assertRaisesRegex(errors.ConfigError, 'checkpoint_every=0'):
       keras_fit.guard_fit(_model()).callback(checkpoint_every=0)
+    in_the_way = os.path.join(self.get_temp_dir(), 'a_file')
+    open(in_the_way, 'w').close()
+    with self.assertRaisesRegex(errors.ConfigError, 'is a file; remove it, or use another'):
+      keras_fit.guard_fit(_model()).callback(model_dir=in_the_way)
     model = _model()
     callback = keras_fit.guard_fit(model, policies=[stopping.EarlyStopping()]).callback()
     with self.assertRaises(errors.ConfigError):  # It needs the Trainer's evaluations.
