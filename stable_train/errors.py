@@ -6,6 +6,7 @@ Each `check_*` returns the value in its canonical type or raises a one-line `Con
 
 import math
 import numbers
+import os
 import re
 from typing import Any, Optional, Sequence
 
@@ -86,6 +87,22 @@ def check_bool(owner: str, name: str, value) -> bool:
   if not isinstance(value, bool):
     raise ConfigError(f'{owner}: {name}={value!r} must be True or False.')
   return value
+
+
+def check_dir(owner: str, name: str, value) -> Optional[str]:
+  """`value` as a str, or None: a directory path whose nearest existing part is a directory
+  (a file in the way would fail the run's first write, after its set-up)."""
+  if value is None:
+    return None
+  if not isinstance(value, (str, os.PathLike)) or not str(value):
+    raise ConfigError(f'{owner}: {name}={value!r} must be a directory path or None.')
+  path = os.path.abspath(str(value))
+  while not os.path.exists(path):
+    path = os.path.dirname(path)
+  if not os.path.isdir(path):
+    raise ConfigError(f'{owner}: {name}={str(value)!r} cannot be a directory: {path} is a file; '
+                      f'remove it, or use another {name}.')
+  return str(value)
 
 
 def check_choice(owner: str, name: str, value, choices: Sequence[Any], *,

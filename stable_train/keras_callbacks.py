@@ -53,24 +53,15 @@ class GuardCallback(keras.callbacks.Callback):
                healthy_window: int = 50, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                max_refused_checkpoints: int = 2, summary_every: int = 10):
     super().__init__()
-    if model_dir is not None and (not isinstance(model_dir, (str, os.PathLike))
-                                  or not str(model_dir)):
-      raise errors.ConfigError(
-          f'GuardCallback: model_dir={model_dir!r} must be a directory path or None.')
     counts = dict(checkpoint_every=checkpoint_every, max_checkpoints=max_checkpoints,
                   keep_good_checkpoints=keep_good_checkpoints, summary_every=summary_every,
                   max_refused_checkpoints=max_refused_checkpoints)
     vars(self).update({k: errors.check_int('GuardCallback', k, v, minimum=1)
                        for k, v in counts.items()})
     self.healthy_window = errors.check_int('GuardCallback', 'healthy_window', healthy_window)
-    for p in guard.policies:
-      if getattr(p, 'skip_batches', 0):
-        raise errors.ConfigError(
-            f'GuardCallback: {p.name} has skip_batches={p.skip_batches}, but model.fit owns the '
-            'data iterator (after a rollback the stream goes on past the trigger batch); use '
-            'skip_batches=0.')
+    _check_policies(guard.policies)
     self.guard = guard
-    self.model_dir = str(model_dir) if model_dir is not None else None
+    self.model_dir = errors.check_dir('GuardCallback', 'model_dir', model_dir)
     self.output_dir = None
     self.keeper = None  # Built once the model and optimizer are (the first save or restore).
     self.run = keras_run.KerasRun(self)
@@ -84,7 +75,9 @@ class GuardCallback(keras.callbacks.Callback):
   # -- fit's hooks -----------------------------------------------------------------------------
   def on_train_begin(self, logs=None):
     g = self.guard
-    self._check_model()
+    _check_fit(g, self.model)
+    if g.host is not None:  # The last fit was ended by an exception (an interrupt, say).
+      g.host.release()
     self.output_dir = self.model_dir if distribute.is_chief(g.strategy) else None
     out = self.output_dir
     self._lock = runlock.RunLock(out).acquire() if out else None
@@ -107,18 +100,7 @@ class GuardCallback(keras.callbacks.Callback):
                                      'input_faults', 'overflow_steps')})
     self.summary = summary_lib.RunSummary(view, start_step=self._seen)
     self.emit('start', self._seen)
-
-  def _check_model(self) -> None:
-    """This fit runs this guard's step: else the callback would read no reports at all."""
-    g, m = self.guard, self.model
-    if m is not g.model:
-      raise errors.ConfigError(
-          f'GuardCallback: fit of {getattr(m, "name", m)!r}, not the model its guard guards '
-          f'({g.model.name!r}); pass stable_train.guard_fit(model).callback() of the fitted model.')
-    if getattr(m.train_step, '__self__', None) is not g:
-      raise errors.ConfigError(
-          'GuardCallback: another guard took the model over (guard_fit was called again); pass '
-          'the newest guard\'s callback().')
+    g.host = self
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch
@@ -142,17 +124,27 @@ class GuardCallback(keras.callbacks.Callback):
   def _read(self) -> None:
     """Reads the reports of the executions since the last read and does what the host loop
     does after a loop of steps."""
-    self._unread = 0
-    reports = self.guard.read_reports(self._seen)
+    reports = self._read_new()
     if reports is None:
       return
-    self._seen = int(reports.step[-1])
-    self._record(reports)
-    ended = self.dispatch.after_loop(reports)
+    try:
+      ended = self.dispatch.after_loop(reports)
+    except errors.NumericsError as e:  # CheckNumerics(mode='raise') on the host (XLA).
+      self.fail(e)
+      raise
     if ended is None and self._seen - self._last_save >= self.checkpoint_every:
       ended = self._interval_checkpoint()
     if ended is not None:
       self._end(ended)
+
+  def _read_new(self):
+    """The reports of the steps since the last read, recorded (or None: there are none)."""
+    self._unread = 0
+    reports = self.guard.read_reports(self._seen)
+    if reports is not None:
+      self._seen = int(reports.step[-1])
+      self._record(reports)
+    return reports
 
   def on_train_end(self, logs=None):
     self._read()
@@ -179,15 +171,22 @@ class GuardCallback(keras.callbacks.Callback):
     self.save('interval')
     if self.refused < self.max_refused_checkpoints:
       return None
-    bad = self.non_finite_variables()
+    bad = self._audit.non_finite()
     return self.dispatch.carry_out(interfaces.Decision(
         action=interfaces.ESCALATE, trigger='checkpoint_refused', step=self.current_step(),
         reason=f'{self.refused} checkpoints in a row refused: variable '
                f'{bad[0] if bad else "?"} is non-finite'))
 
-  def _end(self, ended: outcome_lib.Outcome) -> None:
-    """Writes summary.json (and `done` on a normal end), releases the model_dir; an abort is
-    raised (`errors.RunAborted`)."""
+  def fail(self, error: errors.NumericsError) -> None:
+    """Records a fit that `error` ends (CheckNumerics(mode='raise')) as the Trainer does: the
+    reports read so far, the abort, summary.json; releases the model_dir. The caller raises."""
+    self._read_new()
+    self._end(self.dispatch.abort(str(error), 'check_numerics', self.current_step()),
+              raise_abort=False)
+
+  def _end(self, ended: outcome_lib.Outcome, raise_abort: bool = True) -> None:
+    """Writes summary.json (and `done` on a normal end), releases the model_dir; raises an
+    abort (`errors.RunAborted`) if `raise_abort`."""
     self._ended = True
     if ended.finished:
       self.emit('done', self.current_step(), status=ended.status.value,
@@ -196,13 +195,18 @@ class GuardCallback(keras.callbacks.Callback):
     doctor.attach(summary, self.output_dir, self.guard.optimizer, self.emit)
     self.summary.write(summary)
     self.last_summary = summary
+    self.release()
+    if not ended.finished and raise_abort:
+      self.guard.model.stop_training = True
+      raise errors.RunAborted(f'stable_train aborted the fit: {ended.reason}')
+
+  def release(self) -> None:
+    """Closes the scalars and releases the model_dir (also after a fit an exception ended)."""
+    self.guard.host = None
     self.scalars.close()
     if self._lock is not None:
       self._lock.release()
       self._lock = None
-    if not ended.finished:
-      self.guard.model.stop_training = True
-      raise errors.RunAborted(f'stable_train aborted the fit: {ended.reason}')
 
   # -- checkpoints -----------------------------------------------------------------------------
   def checkpoints(self):
@@ -222,9 +226,9 @@ class GuardCallback(keras.callbacks.Callback):
     self._last_save = step
     if keeper is None:
       return None
-    if not self.variables_finite():
+    if not self._audit.all_finite():
       self.refused += 1
-      bad = self.non_finite_variables()
+      bad = self._audit.non_finite()
       self.emit('checkpoint_refused', step, reason='non-finite variable', variables=bad[:10],
                 in_a_row=self.refused)
       return None
@@ -268,7 +272,7 @@ class GuardCallback(keras.callbacks.Callback):
     keeper = self.checkpoints()
     return interfaces.PolicyContext(
         step=self.current_step(), data_position=self.run.data_position, lr_scale=self.run.lr_scale,
-        variables_finite=self.variables_finite,
+        variables_finite=self._audit.all_finite,
         checkpoints=lambda: keeper.committed() if keeper is not None else [],
         last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
 
@@ -276,9 +280,23 @@ class GuardCallback(keras.callbacks.Callback):
     mark = self.guard.state.last_fault_step
     mark.assign(max(step, int(mark.numpy())))
 
-  def variables_finite(self) -> bool:
-    """Whether every model and optimizer variable is finite (one graph run)."""
-    return self._audit.all_finite()
 
-  def non_finite_variables(self):
-    return self._audit.non_finite()
+def _check_fit(g, m) -> None:
+  """This fit runs this guard's step: else the callback would read no reports at all."""
+  if m is not g.model:
+    raise errors.ConfigError(
+        f'GuardCallback: fit of {getattr(m, "name", m)!r}, not the model its guard guards '
+        f'({g.model.name!r}); pass stable_train.guard_fit(model).callback() of the fitted model.')
+  if getattr(m.train_step, '__self__', None) is not g:
+    raise errors.ConfigError(
+        'GuardCallback: another guard took the model over (guard_fit was called again); pass '
+        'the newest guard\'s callback().')
+
+
+def _check_policies(policies) -> None:
+  for p in policies:
+    if getattr(p, 'skip_batches', 0):
+      raise errors.ConfigError(
+          f'GuardCallback: {p.name} has skip_batches={p.skip_batches}, but model.fit owns the '
+          'data iterator (after a rollback the stream goes on past the trigger batch); use '
+          'skip_batches=0.')

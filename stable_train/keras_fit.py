@@ -11,6 +11,7 @@ The host halves of the policies run in `keras_callbacks.GuardCallback` (`guard.c
 """
 
 import dataclasses
+import functools
 from typing import Any, Dict, Optional, Sequence
 
 import keras
@@ -23,6 +24,7 @@ from stable_train import errors
 from stable_train import first_batch as first_batch_lib
 from stable_train import interfaces
 from stable_train import labels as labels_lib
+from stable_train import loop as loop_lib
 from stable_train import precision
 from stable_train import provenance
 from stable_train import reports as reports_lib
@@ -83,6 +85,8 @@ class KerasGuard:
     self.first_batch_sample = first_batch_lib.FirstBatch.for_policies(self.policies,
                                                                        self.strategy)
     self._built_for = None
+    # Keras's train function, wrapped (`make_train_function`); the GuardCallback running now.
+    self._train_function = self.host = None
     # Keras's own (a second guard of the same model takes over from the first).
     previous = getattr(model.make_train_function, '__self__', None)
     self.keras_make_train_function = (previous.keras_make_train_function
@@ -105,9 +109,14 @@ class KerasGuard:
   # -- eager set-up, before Keras traces the train function ------------------------------------
   def make_train_function(self, force: bool = False):
     """Keras's `make_train_function`, after the guard's set-up where Keras has built the model
-    and the optimizer already (under a strategy; else at the first trace, `train_step`)."""
+    and the optimizer already (under a strategy; else at the first trace, `train_step`); the
+    function it makes raises an in-graph check_numerics failure as a `NumericsError`."""
     self.prepare()
-    return self.keras_make_train_function(force=force)
+    made = self.keras_make_train_function(force=force)
+    if self.model.train_function not in (None, self._train_function):
+      self._train_function = functools.partial(_numerics_errors, self, self.model.train_function)
+      self.model.train_function = self._train_function
+    return made
 
   def _key(self):
     m = self.model
@@ -209,32 +218,10 @@ class KerasGuard:
     self.input_paths = reports_lib.input_paths(*split_batch(data))  # Python, at trace time.
     if self.first_batch_sample is not None:
       self.first_batch_sample.capture(data)
-    classes = self._label_classes(data)
+    classes = _label_classes(self.model, self.policies, data)
     if classes != self.step.parts.label_classes:
       self.step = step_lib.GuardedStep(dataclasses.replace(self.step.parts, label_classes=classes))
     return self.step.in_replica(data, record=self._record)
-
-  def _label_classes(self, data) -> Optional[int]:
-    """The class count of sparse labels the compiled loss reads as indices into the model's one
-    (B, C) output (`labels.sparse_classes`), as the Trainer checks them; None where the specs
-    cannot tell, for a `compute_loss` override and for no policies (no guard at all)."""
-    m = self.model
-    x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
-    if (not self.policies or y is None or tf.nest.is_nested(y)
-        or type(m).compute_loss is not keras.Model.compute_loss
-        or not isinstance(m.loss, (str, keras.losses.Loss))):
-      return None
-    outputs = getattr(m, 'outputs', None)  # A functional or Sequential model's.
-    if outputs is None:
-      try:
-        outputs = m.compute_output_spec(
-            tf.nest.map_structure(lambda t: keras.KerasTensor(t.shape, t.dtype.name), x))
-      except Exception:  # pylint: disable=broad-except  (a model Keras cannot trace symbolically)
-        return None
-    outputs = tf.nest.flatten(outputs)
-    loss = keras.losses.get(m.loss) if isinstance(m.loss, str) else m.loss
-    return labels_lib.sparse_classes(tf.TensorSpec(y.shape, y.dtype),
-                                     outputs[0] if len(outputs) == 1 else None, loss)
 
   def _compute(self, batch):
     """(loss, what the metrics need, outputs finite) of one replica's batch, in training mode."""
@@ -298,6 +285,42 @@ class KerasGuard:
     columns = reports_lib.unpack_reports(rows[new[np.argsort(steps[new])]], self._columns)
     return reports_lib.StepReports.from_columns(
         columns, variable_paths=self.variable_paths, input_paths=self.input_paths)
+
+
+def _label_classes(m, policies, data) -> Optional[int]:
+  """The class count of sparse labels the compiled loss reads as indices into the model's one
+  (B, C) output (`labels.sparse_classes`), as the Trainer checks them; None where the specs
+  cannot tell, for a `compute_loss` override and for no policies (no guard at all)."""
+  x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+  if (not policies or y is None or tf.nest.is_nested(y)
+      or type(m).compute_loss is not keras.Model.compute_loss
+      or not isinstance(m.loss, (str, keras.losses.Loss))):
+    return None
+  outputs = getattr(m, 'outputs', None)  # A functional or Sequential model's.
+  if outputs is None:
+    try:
+      outputs = m.compute_output_spec(
+          tf.nest.map_structure(lambda t: keras.KerasTensor(t.shape, t.dtype.name), x))
+    except Exception:  # pylint: disable=broad-except  (a model Keras cannot trace symbolically)
+      return None
+  outputs = tf.nest.flatten(outputs)
+  loss = keras.losses.get(m.loss) if isinstance(m.loss, str) else m.loss
+  return labels_lib.sparse_classes(tf.TensorSpec(y.shape, y.dtype),
+                                   outputs[0] if len(outputs) == 1 else None, loss)
+
+
+def _numerics_errors(guard: KerasGuard, keras_function, iterator):
+  """Runs Keras's train function; CheckNumerics(mode='raise') failing in-graph ends the fit with
+  a `NumericsError` naming the tensor, as in the Trainer, recorded by the running callback."""
+  try:
+    return keras_function(iterator)
+  except tf.errors.InvalidArgumentError as e:
+    error = loop_lib.numerics_error(e, int(guard.state.global_step.numpy()) + 1)
+    if error is None:
+      raise
+    if guard.host is not None:
+      guard.host.fail(error)
+    raise error from None
 
 
 def split_batch(batch):

@@ -57,15 +57,10 @@ class TrainLoop:
     try:
       return self._loop_for(iterator, n)()
     except tf.errors.InvalidArgumentError as e:
-      # The op's message ("non-finite gradient of <path> : Tensor had NaN values") sits among
-      # the graph's traceback lines.
-      lines = [l for l in (e.message or '').splitlines() if 'non-finite' in l]
-      if not lines:
+      error = numerics_error(e, int(self._global_step.numpy()) + 1)
+      if error is None:
         raise
-      step = int(self._global_step.numpy()) + 1
-      raise errors.NumericsError(
-          f"non-finite value at step {step}: {lines[-1].strip()}; CheckNumerics(mode='raise') "
-          "stops here; use mode='flag' with SkipNonFinite to skip it.") from None
+      raise error from None
 
   def _loop_for(self, iterator, n: int):
     """A no-argument callable that runs the loop's concrete function for (`iterator`, `n`).
@@ -138,3 +133,17 @@ class TrainLoop:
     """One tensor from a possibly per-replica value (replica parts concatenated on axis 0)."""
     parts = self.step.parts.strategy.experimental_local_results(value)
     return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+
+
+def numerics_error(error: tf.errors.InvalidArgumentError,
+                   step: int) -> Optional[errors.NumericsError]:
+  """The `NumericsError` naming the tensor for an in-graph check_numerics failure at `step`
+  (CheckNumerics(mode='raise')), or None for another InvalidArgumentError."""
+  # The op's message ("non-finite gradient of <path> : Tensor had NaN values") sits among the
+  # graph's traceback lines.
+  lines = [l for l in (error.message or '').splitlines() if 'non-finite' in l]
+  if not lines:
+    return None
+  return errors.NumericsError(
+      f"non-finite value at step {step}: {lines[-1].strip()}; CheckNumerics(mode='raise') "
+      "stops here; use mode='flag' with SkipNonFinite to skip it.")

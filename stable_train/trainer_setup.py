@@ -2,7 +2,6 @@
 process-wide random states, and the length of an epoch."""
 
 import logging
-import os
 import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -77,9 +76,7 @@ def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
         f'Trainer: loss={loss!r} must be callable (labels, predictions) -> scalar.')
   if faults is not None and not isinstance(faults, faults_lib.Faults):
     raise errors.ConfigError(f'Trainer: faults={faults!r} must be a stable_train Faults plan.')
-  if model_dir is not None and (not isinstance(model_dir, (str, os.PathLike))
-                                or not str(model_dir)):
-    raise errors.ConfigError(f'Trainer: model_dir={model_dir!r} must be a directory path or None.')
+  errors.check_dir('Trainer', 'model_dir', model_dir)
 
 
 def policy_stack(policies, model, strategy,

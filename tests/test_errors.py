@@ -1,5 +1,7 @@
 """Tests for stable_train.errors: the shared integer validation and the description of a value."""
 
+import os
+
 import numpy as np
 import tensorflow as tf
 
@@ -61,6 +63,28 @@ FULL_DISK_EAGER = (
     '{{function_node __wrapped__SaveV2_dtypes_3_device_/job:localhost/replica:0/task:0/device:CPU:0'
     '}} /tmp/tiny/ckpt-2_temp/part-00000-of-00001.data-00000-of-00001.tempstate8443; No space '
     'left on device [Op:SaveV2]')
+
+
+class CheckDirTest(tf.test.TestCase):
+  test_session = None
+
+  def test_a_file_in_the_way_is_one_line_before_anything_is_written(self):
+    in_the_way = os.path.join(self.get_temp_dir(), 'a_file')
+    with open(in_the_way, 'w') as f:
+      f.write('kept')
+    for model_dir in (in_the_way, os.path.join(in_the_way, 'run')):
+      with self.assertRaisesRegex(errors.ConfigError, f'^Owner: model_dir=.* cannot be a '
+                                  f'directory: {in_the_way} is a file; remove it, or use another '
+                                  'model_dir.$'):
+        errors.check_dir('Owner', 'model_dir', model_dir)
+    with open(in_the_way) as f:
+      self.assertEqual(f.read(), 'kept')  # Nothing lost.
+    fresh = os.path.join(self.get_temp_dir(), 'new', 'run')
+    self.assertEqual(errors.check_dir('Owner', 'model_dir', fresh), fresh)
+    self.assertFalse(os.path.exists(fresh))  # Checked, not made.
+    self.assertIsNone(errors.check_dir('Owner', 'model_dir', None))
+    with self.assertRaisesRegex(errors.ConfigError, "model_dir=3 must be a directory path"):
+      errors.check_dir('Owner', 'model_dir', 3)
 
 
 class OneLineTest(tf.test.TestCase):

@@ -170,6 +170,53 @@ class ReadCadenceTest(tf.test.TestCase):
     self.assertTrue(np.isfinite(summary['final_loss']))
 
 
+class EndedByAnErrorTest(tf.test.TestCase):
+  test_session = None
+
+  def test_raise_mode_ends_the_fit_with_a_numerics_error_a_summary_and_the_lock_released(self):
+    # In-graph (check_numerics aborts the train function) and on the host (XLA, where the op
+    # does not raise): the same NumericsError, recorded as the Trainer records it.
+    for jit_compile in (False, True):
+      model = _model(jit_compile=jit_compile, steps_per_execution=3)
+      guard = keras_fit.guard_fit(model, policies=[policies.CheckNumerics(mode='raise')])
+      model_dir = os.path.join(self.get_temp_dir(), f'xla_{jit_compile}')
+      callback = guard.callback(model_dir=model_dir)
+      x, y = _arrays(nan_batches=(7,))
+      with self.assertRaisesRegex(errors.NumericsError, 'non-finite value at step 8: '):
+        model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[callback])
+      with open(os.path.join(model_dir, 'summary.json')) as f:
+        summary = json.load(f)
+      self.assertEqual(summary['status'], 'aborted')
+      self.assertRegex(summary['reason'], 'non-finite value at step 8: ')
+      records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+      self.assertIn('abort', [r['event'] for r in records])
+      with open(os.path.join(model_dir, 'run.lock')) as f:
+        self.assertEqual(f.read(), '')  # Released cleanly: another process may train here.
+      self.assertTrue(all(np.all(np.isfinite(w)) for w in _weights(model)))
+
+  def test_a_fit_an_exception_ends_leaves_the_model_dir_free_after_the_next(self):
+    model = _model()
+    guard = keras_fit.guard_fit(model)
+    model_dir = self.get_temp_dir()
+    lock = os.path.join(model_dir, 'run.lock')
+
+    class Interrupt(keras.callbacks.Callback):  # Ctrl-C in a notebook, say: no on_train_end.
+      def on_train_batch_end(self, batch, logs=None):
+        if batch == 3:
+          raise KeyboardInterrupt
+
+    x, y = _arrays()
+    first, second = guard.callback(model_dir=model_dir), guard.callback(model_dir=model_dir)
+    # Interrupted, then the same callback again; interrupted, then another callback.
+    for interrupted, then in ((first, first), (first, second)):
+      with self.assertRaises(KeyboardInterrupt):
+        model.fit(x, y, batch_size=BATCH, verbose=0, callbacks=[interrupted, Interrupt()])
+      model.fit(x, y, batch_size=BATCH, verbose=0, callbacks=[then])
+      self.assertEqual(then.last_summary['status'], 'completed')
+      with open(lock) as f:
+        self.assertEqual(f.read(), '')  # Released cleanly: another process may train here.
+
+
 class ForensicsTest(tf.test.TestCase):
   test_session = None
 
@@ -298,6 +345,10 @@ class ArgumentsTest(tf.test.TestCase):
       keras_fit.guard_fit(_model(), policies=[recovery.Rollback(skip_batches=3)]).callback()
     with self.assertRaisesRegex(errors.ConfigError, 'checkpoint_every=0'):
       keras_fit.guard_fit(_model()).callback(checkpoint_every=0)
+    in_the_way = os.path.join(self.get_temp_dir(), 'a_file')
+    open(in_the_way, 'w').close()
+    with self.assertRaisesRegex(errors.ConfigError, 'is a file; remove it, or use another'):
+      keras_fit.guard_fit(_model()).callback(model_dir=in_the_way)
     model = _model()
     callback = keras_fit.guard_fit(model, policies=[stopping.EarlyStopping()]).callback()
     with self.assertRaises(errors.ConfigError):  # It needs the Trainer's evaluations.
