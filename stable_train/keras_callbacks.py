@@ -100,6 +100,9 @@ class GuardCallback(keras.callbacks.Callback):
                                      'input_faults', 'overflow_steps')})
     self.summary = summary_lib.RunSummary(view, start_step=self._seen)
     self.emit('start', self._seen)
+    if (self._seen == 0 and any(p.wants_start_checkpoint for p in g.policies)
+        and _built_for_a_checkpoint(g)):
+      self.save('start')  # A rollback target before the first update, as the Trainer keeps.
     g.host = self
 
   def on_epoch_begin(self, epoch, logs=None):
@@ -291,6 +294,19 @@ def _check_fit(g, m) -> None:
     raise errors.ConfigError(
         'GuardCallback: another guard took the model over (guard_fit was called again); pass '
         'the newest guard\'s callback().')
+
+
+def _built_for_a_checkpoint(guard) -> bool:
+  """Whether the model is built; its optimizer is then built as Keras's first trace would. A
+  model Keras builds from the data has no start checkpoint (the first interval one is the first
+  rollback target)."""
+  m = guard.model
+  if not (m.built and all(layer.built for layer in m.layers)):
+    return False
+  if not m.optimizer.built:
+    with guard.strategy.scope():
+      m.optimizer.build(m.trainable_variables)
+  return True
 
 
 def _check_policies(policies) -> None:

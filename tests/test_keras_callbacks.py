@@ -113,6 +113,26 @@ class RollbackTest(tf.test.TestCase):
     self.assertEqual([r['event'] for r in records][-2:], ['done', 'diagnosis'])
 
 
+  def test_to_the_start_before_any_interval_checkpoint(self):
+    model = _model()
+    initial = _weights(model)
+    guard = keras_fit.guard_fit(model, policies=_stack())
+    model_dir = self.get_temp_dir()
+    callback = guard.callback(model_dir=model_dir)  # checkpoint_every=100: none before step 4.
+    seen = WeightsAt(guard)
+    x, y = _arrays(nan_batches=(1, 2, 3))  # The third skip in a row, at step 4, rolls back.
+    model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[callback, seen])
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    start = [r for r in records if r['event'] == 'checkpoint' and r['reason'] == 'start']
+    self.assertEqual([(r['step'], r['good']) for r in start], [(0, True)])
+    rollback = [r for r in records if r['event'] == 'rollback']
+    self.assertEqual([r['to_step'] for r in rollback], [0])
+    self.assertEqual(callback.last_summary['status'], 'completed')
+    self.assertEqual([s for s, _ in seen.seen][:4], [1, 2, 3, 0])  # Step 4 went back to 0.
+    for a, b in zip(initial, seen.at(0)[0]):  # The untrained weights, bit for bit.
+      np.testing.assert_array_equal(a, b)
+
+
 class AbortTest(tf.test.TestCase):
   test_session = None
 
