@@ -297,15 +297,17 @@ def _check_fit(g, m) -> None:
 
 
 def _built_for_a_checkpoint(guard) -> bool:
-  """Whether the model is built; its optimizer is then built as Keras's first trace would. A
-  model Keras builds from the data has no start checkpoint (the first interval one is the first
-  rollback target)."""
+  """Whether the model is built; its optimizer is then built as Keras's first trace would, and
+  the guard prepared (its random states and policies), so that a checkpoint holds the whole
+  state. A model Keras builds from the data has no start checkpoint (the first interval one is
+  the first rollback target)."""
   m = guard.model
   if not (m.built and all(layer.built for layer in m.layers)):
     return False
   if not m.optimizer.built:
     with guard.strategy.scope():
       m.optimizer.build(m.trainable_variables)
+  guard.prepare()
   return True
 
 

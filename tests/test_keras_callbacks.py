@@ -131,6 +131,11 @@ class RollbackTest(tf.test.TestCase):
     self.assertEqual([s for s, _ in seen.seen][:4], [1, 2, 3, 0])  # Step 4 went back to 0.
     for a, b in zip(initial, seen.at(0)[0]):  # The untrained weights, bit for bit.
       np.testing.assert_array_equal(a, b)
+    # The start checkpoint holds the whole state: the process-wide random states too.
+    held = {id(v) for v in callback.keeper.snapshot.variables()}
+    self.assertTrue(guard.random_states)
+    tf_variable = lambda v: v.value if isinstance(v, keras.Variable) else v
+    self.assertTrue(all(id(tf_variable(v)) in held for v in guard.random_states))
 
 
 class AbortTest(tf.test.TestCase):
