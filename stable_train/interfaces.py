@@ -78,7 +78,7 @@ class Policy(tf.Module):
     `RunHandle`.
   Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
     `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
-    `decides_on_clean_loops`, `end_step_compiles`, `wants_start_checkpoint`,
+    `decides_on_clean_loops`, `uses_end_step`, `end_step_compiles`, `wants_start_checkpoint`,
     `takes_norm_ceiling` (with `set_norm_ceiling`), `uses_first_batch`.
   """
 
@@ -94,6 +94,13 @@ class Policy(tf.Module):
   # True for the policy that marks the checkpoint of the best evaluation `best` (at most one per
   # Trainer: one best mark).
   marks_best = False
+
+  @property
+  def uses_end_step(self) -> bool:
+    """Whether `end_step` may act (the loop then hands it each step's report dict, which the
+    step returns beside its packed row: outputs an XLA step pays for). Default: the policy
+    overrides `end_step`; a policy whose override does nothing in some configuration says so."""
+    return type(self).end_step is not Policy.end_step
 
   # False for a policy whose `end_step` cannot be compiled with XLA (it stashes tensors of any
   # shape). The Trainer's loop runs `end_step` outside XLA; a Keras `fit` with jit_compile=True

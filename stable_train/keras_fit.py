@@ -22,7 +22,6 @@ from stable_train import compat
 from stable_train import distribute
 from stable_train import errors
 from stable_train import first_batch as first_batch_lib
-from stable_train import interfaces
 from stable_train import labels as labels_lib
 from stable_train import loop as loop_lib
 from stable_train import precision
@@ -150,8 +149,7 @@ class KerasGuard:
             f'stable_train.guard_fit: policies {slow} need a step outside XLA, but '
             'jit_compile=True compiles all of fit\'s step; compile with jit_compile=False, or drop '
             'them.')
-    self._end_steps = [p for p in self.policies
-                       if type(p).end_step is not interfaces.Policy.end_step]
+    self._end_steps = [p for p in self.policies if p.uses_end_step]
     variables = list(m.trainable_variables)
     if not variables:
       raise errors.ConfigError('stable_train.guard_fit: the model has no trainable variables.')

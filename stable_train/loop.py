@@ -42,8 +42,7 @@ class TrainLoop:
     self.report_dtypes = report_dtypes
     self._all_variables = all_variables
     self._global_step = global_step
-    self.needs_report = any(type(p).end_step is not interfaces.Policy.end_step
-                            for p in self._policies)
+    self.needs_report = any(p.uses_end_step for p in self._policies)
     self.checks_variables = any(p.reads_variables_finite for p in self._policies)
     self.step_fn = (self.packed_step if step.distributed
                     else tf.function(self.packed_step, jit_compile=jit_compile or None))

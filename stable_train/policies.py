@@ -41,6 +41,10 @@ class CheckNumerics(interfaces.Policy):
     self.mode = errors.check_choice('CheckNumerics', 'mode', mode, self.MODES,
                                     hint="use 'flag' or 'raise'")
 
+  @property
+  def uses_end_step(self) -> bool:
+    return self.mode == 'raise'  # 'flag' mode ends no loop: the step returns no report dict.
+
   def end_step(self, batch, report):
     if self.mode != 'raise':
       return None

@@ -1,11 +1,15 @@
 """Tests for stable_train.policies: argument validation and in-graph state of the core policies."""
 
+import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import data
 from stable_train import errors
 from stable_train import interfaces
+from stable_train import models
 from stable_train import policies
+from stable_train import trainer as trainer_lib
 
 
 class ValidationTest(tf.test.TestCase):
@@ -109,6 +113,23 @@ class CheckNumericsTest(tf.test.TestCase):
     with self.assertLogs('stable_train', level='WARNING') as logs:
       self.assertIsNone(p.execute(decision, None))
     self.assertIn('dense/kernel', logs.output[0])
+
+  def test_only_raise_mode_has_the_loop_return_the_report(self):
+    # In 'flag' mode `end_step` never acts: the traced step returns its packed row alone (the
+    # report dict's fields would be outputs an XLA step pays for).
+    for mode, wanted in (('flag', False), ('raise', True)):
+      p = policies.CheckNumerics(mode=mode)
+      t = trainer_lib.Trainer(
+          model=models.mlp(input_dim=4, hidden=(4,), outputs=1, seed=0),
+          optimizer=keras.optimizers.SGD(0.01), loss=keras.losses.MeanSquaredError(),
+          policies=[p], model_dir=None, jit_compile=True, verbose=False)
+      t.fit(data.synthetic_regression(num_features=4, num_examples=64), num_steps=2)
+      self.assertEqual(p.uses_end_step, wanted)
+      self.assertEqual(t.controller.loop.needs_report, wanted)
+      _, report = t.controller.loop.step_fn.get_concrete_function(
+          t.controller.input.iterator.element_spec).structured_outputs
+      self.assertEqual(report is not None, wanted)
+    self.assertFalse(policies.SkipNonFinite().uses_end_step)  # No override: nothing to run.
 
 
 
