@@ -48,6 +48,39 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
   return _rms(floats(outputs)), label_rms, _rms(floats(features)), largest
 
 
+def output_spread(probe) -> Optional[float]:
+  """How much the model's float outputs on the run's first batch vary from row to row, in
+  inference mode: the RMS of each output's deviation from its mean over the rows, over the
+  outputs' RMS (0: the same output for every example, a network that collapsed; an untrained
+  one is far above 0). None without a first batch of two rows or more, where the features are
+  themselves the same in every row, or where the model cannot take them as they are."""
+  first = probe.first_batch()
+  if first is None:
+    return None
+  features, _ = probe.split_batch(first)
+  try:
+    outputs = _outputs(probe.model, features, None)
+  except (ValueError, TypeError, tf.errors.InvalidArgumentError):
+    return None
+  def rows(nest, kind):  # The tensors of `kind` with two rows or more, as float64.
+    return [np.asarray(t, np.float64) for t in tf.nest.flatten(nest)
+            if getattr(tf.as_dtype(t.dtype), kind) and len(t.shape) and t.shape[0] > 1]
+  inputs, outputs = rows(features, 'is_numeric'), rows(outputs, 'is_floating')
+  if not outputs or not inputs or not _row_spread(inputs) > 0.0:
+    return None
+  spread = _row_spread(outputs)
+  return spread if math.isfinite(spread) else None  # Non-finite outputs: other checks' case.
+
+
+def _row_spread(arrays) -> float:
+  """RMS over `arrays` of each value's deviation from its mean over axis 0, over their RMS
+  (NaN where a value is not finite; 0 for all-zero arrays)."""
+  rows = [a.reshape(a.shape[0], -1) for a in arrays]
+  deviation = _rms([r - r.mean(axis=0, keepdims=True) for r in rows])
+  scale = _rms(rows)
+  return deviation / scale if scale > 0 else (0.0 if scale == 0 else math.nan)
+
+
 def _outputs(model, features, weights):
   """The model's outputs on `features` in inference mode, with `weights` or the current ones."""
   if weights is None:

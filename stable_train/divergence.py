@@ -4,6 +4,7 @@ broken start, is stopped (status 'diverged') or handed to a Rollback, instead of
 
 import logging
 import math
+from typing import Optional
 
 import gin
 import numpy as np
@@ -20,6 +21,7 @@ log = logging.getLogger('stable_train')
 _FIELDS = ('smoothed', 'best', 'start', 'count', 'above', 'rising', 'rise_base', 'verdict',
            'reference', 'init_bad', 'output_rms', 'label_rms', 'input_rms', 'output_max')
 _DAMAGED, _DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or only the batches.
+_COLLAPSED = 2.0  # `verdict` of the collapse probe: kept until the host has escalated it.
 # Every value in the state is finite, as everything else a checkpoint holds (a reader can audit
 # a checkpoint by finiteness): the scales (never negative) are _UNSET until the start check and
 # _NOTHING where it had nothing to compare; 'best' is _HUGE until there is one, as is a
@@ -35,6 +37,8 @@ RISE_FACTOR = 2.0  # A rising streak fires once the smoothed loss doubled along 
 RISE_FLOOR = 0.1  # ...and is at least this fraction of the starting level.
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
 INITIAL_COPY_LIMIT = 2**24  # Weights (16M) up to which the start check keeps the initial ones.
+COLLAPSE_LOSS = 0.1  # The collapse probe runs while the smoothed loss is above this x the start...
+COLLAPSE_SPREAD = 1e-4  # ...and calls a model collapsed whose outputs vary less across rows.
 
 
 def _number(arg, value, **kwargs):
@@ -61,6 +65,13 @@ class DivergenceCheck(interfaces.Policy):
   with the labels in inference mode, as InitialisationCheck does: outputs over `output_ratio` × max(label RMS, 1) whose loss is still above half its
   starting level after `rise_patience` steps stop the run ('diverged', trigger
   `untrainable_start`, the initialiser remedy named): a model-level cause no rollback fixes.
+  With `collapse_every`, every that many steps while the smoothed loss is still above a tenth of
+  its starting level, the model's outputs on the first batch are probed in inference mode: the
+  same output for every example (`diagnostics.output_spread` below 1e-4, on inputs that differ)
+  is a network that collapsed, its units dead (a ReLU net a too-high rate knocked out): no
+  later step revives it, and the loss sits at the level of predicting the mean. That escalates
+  as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written after it is
+  not good. A run that trains well stops probing once its loss is below a tenth of its start.
   Losses that are not positive are not judged (the ratios need a positive scale).
   """
 
@@ -69,7 +80,7 @@ class DivergenceCheck(interfaces.Policy):
 
   def __init__(self, *, factor: float = 10.0, patience: int = 20, rise_patience: int = 50,
                smoothing: float = 0.9, warmup: int = 10, output_ratio=100.0,
-               name: str = 'divergence'):
+               collapse_every: Optional[int] = 50, name: str = 'divergence'):
     """Initialises the check.
 
     Args:
@@ -81,6 +92,7 @@ class DivergenceCheck(interfaces.Policy):
       warmup: losses averaged into the starting level before the best is tracked (>= 1).
       output_ratio: the start check's ratio of the outputs' RMS to the labels' (> 1), or None
         to skip that check.
+      collapse_every: steps between collapse probes (>= 1), or None for none.
       name: policy name.
     """
     super().__init__(name=name)
@@ -93,6 +105,8 @@ class DivergenceCheck(interfaces.Policy):
     self.warmup = errors.check_int('DivergenceCheck', 'warmup', warmup, minimum=1)
     self.output_ratio = _number('output_ratio', output_ratio, low=1.0, low_open=True,
                                 allow_none=True)
+    self.collapse_every = None if collapse_every is None else errors.check_int(
+        'DivergenceCheck', 'collapse_every', collapse_every, minimum=1)
     initial = np.zeros(len(_FIELDS), np.float32)
     initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
     initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
@@ -139,8 +153,10 @@ class DivergenceCheck(interfaces.Policy):
     rising = tf.where(rises, get('rising') + 1.0, 0.0)
     rise_base = tf.where(rises, tf.where(get('rising') > 0.0, get('rise_base'), get('smoothed')),
                          smoothed)
-    # A streak's verdict (set by the host) lasts while the streak does.
-    verdict = tf.where(tf.logical_or(above > 0.0, rising > 0.0), get('verdict'), 0.0)
+    # A streak's verdict (set by the host) lasts while the streak does; a collapse until handled.
+    collapsed = tf.equal(get('verdict'), _COLLAPSED)
+    verdict = tf.where(tf.logical_or(tf.logical_or(above > 0.0, rising > 0.0), collapsed),
+                       get('verdict'), 0.0)
     new = tf.stack([smoothed, best, start, counted, above, rising, rise_base, verdict] +
                    [get(n) for n in _FIELDS[8:]])
     self.state.assign(tf.where(ok, new, s))
@@ -150,7 +166,12 @@ class DivergenceCheck(interfaces.Policy):
                        tf.logical_and(smoothed >= RISE_FACTOR * rise_base,
                                       smoothed > RISE_FLOOR * start)))
     start_check = tf.logical_and(tf.equal(counted, self.rise_patience), get('init_bad') > 0.0)
-    flag = tf.logical_and(ok, tf.logical_or(fired, start_check))
+    flag = tf.logical_and(ok, tf.logical_or(tf.logical_or(fired, start_check), collapsed))
+    if self.collapse_every is not None:  # Probe a run whose loss has not come down far.
+      due = tf.logical_and(counted > self.warmup,
+                           tf.equal(tf.math.floormod(counted, float(self.collapse_every)), 0.0))
+      due = tf.logical_and(due, tf.logical_and(positive, smoothed > COLLAPSE_LOSS * start))
+      flag = tf.logical_or(flag, tf.logical_and(ok, due))
     if self.output_ratio is not None:  # Until the host has probed the outputs (a skipped first
       flag = tf.logical_or(flag, tf.equal(get('output_rms'), _UNSET))  # step counts too).
     return flag
@@ -181,6 +202,11 @@ class DivergenceCheck(interfaces.Policy):
                   f"{state['smoothed']:.4g}, start {state['start']:.4g}) from a start whose "
                   f'outputs are {scale:.3g}x the labels: the initial weights are too large; '
                   f'{diagnostics.INIT_REMEDY}'))
+    if state['verdict'] == _COLLAPSED:
+      return _diverged(step, fields, 'collapsed', (
+          f"the model collapsed by step {step}: its outputs on the first batch are the same for "
+          f"every example, its smoothed loss {state['smoothed']:.4g} against the untrained "
+          f"model's {state['start']:.4g}; its units died, typically of a learning rate too high"))
     threshold = self.threshold(state['start'], state['best'])
     if state['above'] >= self.patience:
       rule, what = 'above_best', (
@@ -190,18 +216,17 @@ class DivergenceCheck(interfaces.Policy):
     elif state['rising'] >= self.rise_patience:
       rule, what = 'rising', (f"rose on {int(state['rising'])} steps in a row, from "
                               f"{state['rise_base']:.4g}")
-    else:
-      return None  # The start check, with a loss that came down.
+    else:  # The collapse probe, or the start check with a loss that came down.
+      due = self.collapse_every is not None and (
+          state['smoothed'] > COLLAPSE_LOSS * state['start'] > 0)
+      return act('collapse') if due else None
     if state['verdict'] == 0:  # Is it the model, or only the batches? Checked once per streak.
       return act('reference', rule=rule, threshold=threshold)
     if state['verdict'] == _DATA:
       return None  # The model is fine on a clean batch: the batches are bad, not the run.
-    return interfaces.Decision(
-        action=interfaces.ESCALATE, trigger='divergence', step=step, status=interfaces.DIVERGED,
-        details=dict(fields, rule=rule),
-        reason=(f"the training loss diverged at step {step}: smoothed {state['smoothed']:.4g} "
-                f"{what}; the first batch's loss is {_text('reference', state['reference'])} "
-                'now'))
+    return _diverged(step, fields, rule, (
+        f"the training loss diverged at step {step}: smoothed {state['smoothed']:.4g} {what}; "
+        f"the first batch's loss is {_text('reference', state['reference'])} now"))
 
   def execute(self, decision, run):
     """The two checks that need the model: the outputs' scale on the first batch ('start'), and
@@ -221,6 +246,8 @@ class DivergenceCheck(interfaces.Policy):
       if bad:
         log.warning('step %d: the model\'s outputs are %.3gx the labels; the run stops unless its '
                     'loss comes down within %d steps', decision.step, ratio, self.rise_patience)
+    elif decision.details['check'] == 'collapse':
+      _probe_collapse(state, decision, run)
     else:
       first = run.probe.first_batch()
       loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
@@ -238,9 +265,11 @@ class DivergenceCheck(interfaces.Policy):
     return None
 
   def is_healthy(self) -> bool:
-    """False while the smoothed loss is above the divergence threshold: a checkpoint written
-    then (a streak that may end `diverged`) is not marked good, so never a rollback target."""
-    return float(self.state.numpy()[_I['above']]) == 0.0
+    """False while the smoothed loss is above the divergence threshold or the model collapsed:
+    a checkpoint written then (a run that may end `diverged`) is not marked good, so never a
+    rollback target."""
+    state = self.state.numpy()
+    return float(state[_I['above']]) == 0.0 and float(state[_I['verdict']]) != _COLLAPSED
 
   def summary(self):
     state = dict(zip(_FIELDS, self.state.numpy().tolist()))
@@ -249,6 +278,26 @@ class DivergenceCheck(interfaces.Policy):
                            'start': value('start'), 'output_rms': value('output_rms'),
                            'label_rms': value('label_rms'), 'input_rms': value('input_rms'),
                            'output_max': value('output_max')}}
+
+
+def _diverged(step, fields, rule, reason) -> interfaces.Decision:
+  return interfaces.Decision(
+      action=interfaces.ESCALATE, trigger='divergence', step=step, status=interfaces.DIVERGED,
+      details=dict(fields, rule=rule), reason=reason)
+
+
+def _probe_collapse(state, decision, run) -> None:
+  """Marks the model collapsed (`verdict`) when its outputs on the first batch no longer
+  depend on the example."""
+  spread = diagnostics.output_spread(run.probe)
+  if spread is None or spread >= COLLAPSE_SPREAD:
+    return
+  state[_I['verdict']] = _COLLAPSED
+  run.emit('divergence_check', decision.step, rule='collapsed', verdict='model',
+           output_spread=spread, smoothed_loss=decision.details['smoothed'],
+           best=decision.details['best'])
+  log.warning("step %d: the model's outputs on the first batch are the same for every example "
+              '(spread %.3g): the network collapsed', decision.step, spread)
 
 
 def _shown(name: str, value: float):

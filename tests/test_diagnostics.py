@@ -2,6 +2,7 @@
 
 import json
 import os
+import types
 
 import keras
 import numpy as np
@@ -124,3 +125,37 @@ class InitialisationCheckRegressionsTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class OutputSpreadTest(tf.test.TestCase):
+
+  def _spread(self, model, x):
+    probe = types.SimpleNamespace(model=model, first_batch=lambda: (x, np.zeros([len(x), 1])),
+                                  split_batch=lambda batch: batch)
+    return diagnostics.output_spread(probe)
+
+  def test_a_live_model_varies_from_row_to_row_and_a_dead_one_does_not(self):
+    x = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
+    keras.utils.set_random_seed(0)
+    live = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation='relu'),
+                             keras.layers.Dense(1)])
+    self.assertGreater(self._spread(live, x), 0.1)
+    dead = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation='relu'),
+                             keras.layers.Dense(1, bias_initializer='ones')])
+    dead.layers[0].bias.assign(-1e3 * np.ones(8, np.float32))  # Every unit below zero.
+    self.assertEqual(self._spread(dead, x), 0.0)
+    tokens = np.random.RandomState(0).randint(0, 16, size=(8, 5)).astype(np.int32)
+    embed = keras.Sequential([keras.Input((5,), dtype='int32'), keras.layers.Embedding(16, 4),
+                              keras.layers.Flatten(), keras.layers.Dense(3)])
+    self.assertGreater(self._spread(embed, tokens), 0.1)  # Integer inputs are judged too.
+
+  def test_nothing_to_judge(self):
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    same = np.ones((8, 4), np.float32)  # Identical rows: the same output is no collapse.
+    self.assertIsNone(self._spread(model, same))
+    self.assertIsNone(self._spread(model, same[:1]))  # One row.
+    nan = np.random.RandomState(0).normal(size=(8, 4)).astype(np.float32)
+    nan[0, 0] = np.nan  # Non-finite outputs are the other checks' case.
+    self.assertIsNone(self._spread(model, nan))
+    probe = types.SimpleNamespace(model=model, first_batch=lambda: None, split_batch=None)
+    self.assertIsNone(diagnostics.output_spread(probe))

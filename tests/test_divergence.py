@@ -1,6 +1,7 @@
 """Tests for stable_train.divergence: a finite divergence and a broken start are stopped ('diverged',
 the last good checkpoint named) or handed to a Rollback; healthy runs and bad batches are not."""
 
+import dataclasses
 import json
 import os
 
@@ -64,7 +65,8 @@ def feed(check, losses, applied=None):
 class InGraphStatisticsTest(tf.test.TestCase):
 
   def test_a_converging_noisy_loss_never_fires(self):
-    check = divergence.DivergenceCheck(output_ratio=None)
+    # No rule fires (the collapse probe, a question to the host, is tested on its own below).
+    check = divergence.DivergenceCheck(output_ratio=None, collapse_every=None)
     rng = np.random.RandomState(0)
     # A loss converging towards 1e-4 whose single batches reach 1000x their neighbours.
     losses = 2.0 * np.exp(-np.arange(600) / 40.0) + 1e-4
@@ -103,10 +105,36 @@ class InGraphStatisticsTest(tf.test.TestCase):
     self.assertTrue(feed(divergence.DivergenceCheck(), [1.0])[0])
     self.assertFalse(feed(divergence.DivergenceCheck(output_ratio=None), [1.0])[0])
 
+  def test_a_loss_still_high_is_probed_for_a_collapse_every_collapse_every_steps(self):
+    check = divergence.DivergenceCheck(output_ratio=None, warmup=2, collapse_every=5)
+    flags = feed(check, [1.0] * 12 + [1e-3] * 60)  # Probed while above a tenth of the start.
+    probed = np.flatnonzero(flags)
+    self.assertEqual(list(probed[:2]), [4, 9])  # `count` 5 and 10...
+    self.assertTrue(all((i + 1) % 5 == 0 for i in probed))  # ...every 5...
+    self.assertFalse(flags[40:].any())  # ...until the smoothed loss is below a tenth of 1.0.
+    self.assertFalse(feed(divergence.DivergenceCheck(output_ratio=None, warmup=2,
+                                                     collapse_every=None), [1.0] * 12).any())
+
+  def test_a_collapse_is_flagged_until_handled_and_its_checkpoints_are_not_good(self):
+    check = divergence.DivergenceCheck(output_ratio=None, warmup=2, collapse_every=None)
+    feed(check, [1.0] * 4)
+    self.assertTrue(check.is_healthy())
+    state = check.state.numpy()
+    state[divergence._I['verdict']] = divergence._COLLAPSED  # What the probe's execute sets.
+    check.state.assign(state)
+    self.assertFalse(check.is_healthy())
+    self.assertTrue(feed(check, [1.0] * 3).all())
+    decision = check.decide(dataclasses.replace(reports_of([1.0], step0=7),
+                                                flagged=np.ones(1, bool)), None)
+    self.assertEqual((decision.action, decision.trigger, decision.details['rule']),
+                     (interfaces.ESCALATE, 'divergence', 'collapsed'))
+    self.assertIn('collapsed', decision.reason)
+
   def test_bad_arguments(self):
     for kwargs, text in (({'factor': 1.0}, 'factor=1.0'), ({'patience': 0}, 'patience=0'),
                          ({'smoothing': 1.0}, 'smoothing=1.0'),
                          ({'rise_patience': 1}, 'rise_patience=1'),
+                         ({'collapse_every': 0}, 'collapse_every=0'),
                          ({'output_ratio': 0.5}, 'output_ratio=0.5')):
       with self.assertRaisesRegex(errors.ConfigError, text):
         divergence.DivergenceCheck(**kwargs)
@@ -164,6 +192,35 @@ class DivergenceRunTest(tf.test.TestCase):
     self.assertEqual(summary['status'], 'completed')
     self.assertEqual([r['verdict'] for r in records if r['event'] == 'divergence_check'],
                      ['data'])
+
+  def _hot_adam(self, extra=(), lr=0.316):
+    """Adam this hot kills every ReLU of this MLP within ~20 steps (the survival sweep's run):
+    the same output for every example, the loss at the level of predicting the mean, and no
+    climb of the loss for the other rules to see."""
+    model_dir = self.get_temp_dir() + f'/collapse{len(extra)}_{lr}'
+    keras.utils.set_random_seed(0)
+    t = trainer_lib.Trainer(
+        model=models.mlp(input_dim=32, hidden=(64, 32), outputs=1),
+        optimizer=keras.optimizers.Adam(lr), loss=keras.losses.MeanSquaredError(),
+        policies=trainer_lib.default_policies() + list(extra), model_dir=model_dir,
+        steps_per_loop=10, checkpoint_every=50, healthy_window=20, verbose=False)
+    summary = t.fit(data.synthetic_regression(num_features=32, num_examples=1024),
+                    num_steps=150)
+    return summary, events.read_events(os.path.join(model_dir, 'events.jsonl'))
+
+  def test_a_collapsed_network_stops_diverged_and_the_ladder_revives_it(self):
+    summary, records = self._hot_adam()
+    self.assertEqual(summary['status'], 'diverged')  # Not 'completed' with a dead model.
+    self.assertIn('the model collapsed', summary['reason'])
+    check = [r for r in records if r['event'] == 'divergence_check']
+    self.assertEqual([(r['rule'], r['verdict']) for r in check], [('collapsed', 'model')])
+    self.assertLess(check[0]['output_spread'], divergence.COLLAPSE_SPREAD)
+    self.assertEqual(summary['diagnosis']['cause'], 'learning_rate')
+    rescued, records = self._hot_adam(extra=[recovery.Rollback()])
+    self.assertEqual(rescued['status'], 'completed')
+    rollbacks = [r for r in records if r['event'] == 'rollback']
+    self.assertEqual([(r['trigger'], r['to_step']) for r in rollbacks], [('divergence', 0)])
+    self.assertLess(rescued['final_loss'], 0.1 * summary['final_loss'])  # It trains again.
 
   def test_healthy_runs_are_left_alone(self):
     _, summary, _ = fit(None, keras.optimizers.Adam(1e-3), steps=200)
