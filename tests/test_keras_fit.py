@@ -255,6 +255,42 @@ class SkippedStepChangesNothingTest(TestCase):
       np.testing.assert_array_equal(a, b)
 
 
+class TwoOutputsTest(TestCase):
+
+  def test_a_skipped_batch_enters_neither_output_loss(self):
+    """A model with two outputs and two weighted losses: Keras updates each loss's mean in
+    `compute_loss`, before the verdict. [0, 1, NaN, 2, 3] guarded ends as plain fit of
+    [0, 1, 2, 3]: the state, and `loss`, `cls_loss` and `reg_loss` in the logs."""
+    x, y, _ = arrays('convnet_bn', num_batches=5)
+    reg = np.random.RandomState(1).normal(size=(len(y), 1)).astype(np.float32)
+    runs = []
+    for guarded in (False, True):
+      keras.utils.set_random_seed(0)
+      inputs = keras.Input(test_state.IMAGE)
+      h = keras.layers.Dense(8, activation='relu')(keras.layers.Flatten()(inputs))
+      h = keras.layers.Dropout(0.2)(keras.layers.BatchNormalization()(h))
+      model = keras.Model(inputs, {'cls': keras.layers.Dense(test_state.CLASSES, name='cls')(h),
+                                   'reg': keras.layers.Dense(1, name='reg')(h)})
+      model.compile(optimizer=keras.optimizers.Adam(1e-2), steps_per_execution=2,
+                    loss={'cls': keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          'reg': 'mse'}, loss_weights={'cls': 1.0, 'reg': 0.5})
+      xs, ys = x.copy(), {'cls': y, 'reg': reg}
+      if guarded:
+        keras_fit.guard_fit(model)
+        xs[2 * BATCH:3 * BATCH] = np.nan
+      else:
+        drop = lambda a: np.delete(a, range(2 * BATCH, 3 * BATCH), 0)
+        xs, ys = drop(xs), {'cls': drop(y), 'reg': drop(reg)}
+      history = model.fit(xs, ys, batch_size=BATCH, shuffle=False, verbose=0).history
+      runs.append((whole_state(model), history))
+    (plain, plain_logs), (state, logs) = runs
+    self.assertEqual(logs['skipped_steps'], [1.0])
+    for key in ('loss', 'cls_loss', 'reg_loss'):
+      self.assertTrue(np.isfinite(logs[key][0]), key)
+      self.assertEqual(plain_logs[key], logs[key], key)
+    self.assertSameState(plain, state, 'guarded with a NaN batch vs plain fit without it')
+
+
 class SampleWeightsTest(TestCase):
 
   def test_sample_weights_train_as_plain_fit_and_a_nan_weight_is_skipped(self):
