@@ -148,7 +148,7 @@ def keras_symbolic_build(model, data) -> None:
 def keras_loss_metric_variables(model) -> List[Any]:
   """The variables of the `Mean` a compiled Keras model with several losses keeps for each (its
   `<output>_loss` logs): its compiled loss updates them while it computes the loss, in the
-  forward pass of a train step. None for one loss, or before the compiled loss is built."""
+  forward pass of a train step. Empty for one loss, or before the compiled loss is built."""
   if not hasattr(model, '_compile_loss'):
     raise InternalMoved('keras_loss_metric_variables', 'Trainer._compile_loss')
   compiled = model._compile_loss  # pylint: disable=protected-access

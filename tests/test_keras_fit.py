@@ -32,13 +32,14 @@ ZOO = dict({k: test_state.ZOO[k] for k in ('convnet_bn', 'transformer', 'lstm')}
            subclassed=_subclassed)
 
 
-def arrays(kind, num_batches=6, nan_weights=(), nan_pixels=()):
+def arrays(kind, num_batches=6, nan_weights=(), nan_pixels=(), nan_row=0):
   """test_state's zoo data as (x, y, sample_weight) arrays; a NaN sample weight (a NaN loss after
-  a whole training-mode forward pass) or a NaN pixel in the listed batches."""
+  a whole training-mode forward pass; in row `nan_row` of the batch) or a NaN pixel in the listed
+  batches."""
   (x, _), y = next(iter(test_state._zoo_data(  # pylint: disable=protected-access
       kind, num_batches, nan_pixels=nan_pixels).unbatch().batch(num_batches * BATCH)))
   w = np.random.RandomState(3).uniform(0.5, 1.5, size=len(y)).astype(np.float32)
-  w[[b * BATCH for b in nan_weights]] = np.nan
+  w[[b * BATCH + nan_row for b in nan_weights]] = np.nan
   return x.numpy(), y.numpy(), w
 
 
@@ -185,6 +186,13 @@ class SkippedStepChangesNothingTest(TestCase):
     keras_fit.guard_fit(model,
                         policies=trainer_lib.default_policies() + [policies.ValidateInputs()])
     self._check(model, 'convnet_bn', nan_pixels=[0])
+
+  def test_convnet_mirrored_with_a_nan_loss_on_the_second_replica_only(self):
+    # The first replica's own loss and gradients are finite: the aggregated verdict skips both,
+    # and both put back what their forward pass assigned.
+    model = compiled('convnet_bn', strategy=mirrored())
+    keras_fit.guard_fit(model)
+    self._check(model, 'convnet_bn', nan_weights=[0], nan_row=BATCH - 1)
 
   def test_convnet_mixed_float16_through_the_loss_scale_optimizer(self):
     precision.set_precision('mixed_float16')
