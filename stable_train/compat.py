@@ -145,6 +145,16 @@ def keras_symbolic_build(model, data) -> None:
   build(data_batch=data)
 
 
+def keras_loss_metric_variables(model) -> List[Any]:
+  """The variables of the `Mean` a compiled Keras model with several losses keeps for each (its
+  `<output>_loss` logs): its compiled loss updates them while it computes the loss, in the
+  forward pass of a train step. Empty for one loss, or before the compiled loss is built."""
+  if not hasattr(model, '_compile_loss'):
+    raise InternalMoved('keras_loss_metric_variables', 'Trainer._compile_loss')
+  compiled = model._compile_loss  # pylint: disable=protected-access
+  return [v for m in (compiled.metrics if compiled is not None else ()) for v in m.variables]
+
+
 def check_keras_model_internals() -> None:
   """Raises InternalMoved unless a compiled Keras model has the internals above."""
   model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
@@ -156,6 +166,12 @@ def check_keras_model_internals() -> None:
   keras_symbolic_build(model, (tf.zeros([2, 1]), tf.zeros([2, 1])))
   if not model.optimizer.built:
     raise InternalMoved('keras_symbolic_build', 'Trainer._symbolic_build built no optimizer')
+  inputs = keras.Input((1,))
+  model = keras.Model(inputs, [keras.layers.Dense(1)(inputs), keras.layers.Dense(1)(inputs)])
+  model.compile(optimizer='sgd', loss=['mse', 'mse'])
+  keras_symbolic_build(model, (tf.zeros([2, 1]), (tf.zeros([2, 1]), tf.zeros([2, 1]))))
+  if len(keras_loss_metric_variables(model)) != 4:  # Two Means, each a total and a count.
+    raise InternalMoved('keras_loss_metric_variables', 'no Mean per loss in Trainer._compile_loss')
 
 
 # -- random states -------------------------------------------------------------------------------

@@ -127,10 +127,6 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
     verdict = p.allow_update(stats)
     if verdict is not None:
       allow = tf.logical_and(allow, verdict)
-  # The decision (and so every counter update after it) waits for the transformed gradients,
-  # so an in-graph check that raises stops the step before anything is counted.
-  with tf.control_dependencies(grads):
-    allow = tf.identity(allow)
   return grads, _report(stats, grad_flags, grad_norm, grads_finite, inputs_finite_flags, allow,
                         loss_scale)
 

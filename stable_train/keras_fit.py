@@ -163,7 +163,7 @@ class KerasGuard:
         split_batch=split_batch, compute=self._compute,
         variables=lambda: list(m.trainable_variables),
         apply=lambda grads: optimizer.apply(grads, m.trainable_variables),
-        forward_state=self.forward_state, random_states=self.random_states,
+        forward_state=self._step_state, random_states=self.random_states,
         policies=self.policies, variable_paths=paths,
         learning_rate=lambda: optimizer.learning_rate, counters=self.state,
         strategy=self.strategy, distributed=distribute.uses_distributed_input(self.strategy),
@@ -205,6 +205,11 @@ class KerasGuard:
   def forward_state(self):
     """The variables a forward pass may assign (BatchNorm statistics, seed-generator states)."""
     return [v for v in self.model.variables if not v.trainable]
+
+  def _step_state(self):
+    """What a training step assigns before its apply-or-skip, put back on a skip: the forward
+    state, and the compiled loss's `Mean` of each loss (Keras updates them in `compute_loss`)."""
+    return self.forward_state() + compat.keras_loss_metric_variables(self.model)
 
   # -- traced ----------------------------------------------------------------------------------
   def train_step(self, data) -> Dict[str, Any]:

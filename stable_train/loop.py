@@ -143,6 +143,8 @@ def numerics_error(error: tf.errors.InvalidArgumentError,
   lines = [l for l in (error.message or '').splitlines() if 'non-finite' in l]
   if not lines:
     return None
+  # Under a strategy the line may begin with the error's index and code ("(1) INVALID_ARGUMENT:").
+  what = lines[-1][lines[-1].index('non-finite'):].strip()
   return errors.NumericsError(
-      f"non-finite value at step {step}: {lines[-1].strip()}; CheckNumerics(mode='raise') "
+      f"non-finite value at step {step}: {what}; CheckNumerics(mode='raise') "
       "stops here; use mode='flag' with SkipNonFinite to skip it.")

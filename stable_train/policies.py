@@ -40,6 +40,7 @@ class CheckNumerics(interfaces.Policy):
     super().__init__(name=name)
     self.mode = errors.check_choice('CheckNumerics', 'mode', mode, self.MODES,
                                     hint="use 'flag' or 'raise'")
+    self._paths = []  # The trainable variables' names (`build`), for the in-graph raise.
 
   @property
   def uses_end_step(self) -> bool:
@@ -59,23 +60,25 @@ class CheckNumerics(interfaces.Policy):
     # Under XLA the raise happens on the host after the step: the step itself must not apply.
     return tf.logical_and(stats['loss_finite'], stats['grads_finite'])
 
-  def transform_gradients(self, grads, stats):
-    if self.mode != 'raise' or stats['xla']:
-      return grads
-    if stats['loss_scaled']:
-      # An fp16 overflow gives non-finite gradients that are no fault: the host raises on real
-      # faults only (the update is vetoed by allow_update either way).
-      tf.debugging.check_numerics(stats['loss'], 'non-finite loss')
-      return grads
-    # check_numerics aborts the whole tf.function call, so the update is never applied.
-    tf.debugging.check_numerics(stats['loss'], 'non-finite loss')
-    checked = [
-        tf.debugging.check_numerics(g, f'non-finite gradient of {path}')
-        for g, path in zip(grads, stats['variable_paths'])
-    ]
-    for key in interfaces.MEASURED_STATS:  # An identity on values: the stats still hold.
-      stats[key] = stats[key]
-    return checked
+  def build(self, variables, variable_paths):
+    del variables
+    self._paths = list(variable_paths)
+
+  def update_state(self, report, applied):
+    if self.mode != 'raise':
+      return None
+    del applied
+    # check_numerics aborts the whole tf.function call. Here, after the skip that allow_update
+    # forced, the forward pass's assigns (BatchNorm statistics, seed generators) are undone: the
+    # state is the one the step found, and nothing is counted. Under XLA the op does not raise
+    # (the host does, from the report). An fp16 overflow is no fault.
+    grads_ok = tf.logical_or(report['grad_finite_flags'], report['overflow'])
+    checked = [tf.debugging.check_numerics(report['loss'], 'non-finite loss')] + [
+        tf.debugging.check_numerics(tf.where(grads_ok[i], 0.0, float('nan')),
+                                    f'non-finite gradient of {path}')
+        for i, path in enumerate(self._paths)]
+    return tf.logical_not(tf.reduce_all(tf.math.is_finite(tf.stack(
+        [tf.cast(c, tf.float32) for c in checked]))))
 
   def decide(self, reports, context):
     del context

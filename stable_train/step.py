@@ -225,12 +225,23 @@ class GuardedStep:
         v.assign(value)
       return tf.constant(False)
 
-    tf.cond(applied, do_apply, do_skip)
-    flags = [f for f in (policy.update_state(report, applied) for policy in p.policies)
-             if f is not None]
-    # A detector's flag makes the loop not clean: the host then asks every policy to decide.
-    report['flagged'] = (tf.reduce_any(tf.stack(flags)) if len(flags) > 1 else
-                         flags[0] if flags else tf.constant(False))
+    done = tf.cond(applied, do_apply, do_skip)
+    # The policies' updates follow the apply or skip (so an in-graph raise, CheckNumerics', finds
+    # the forward state put back), and the counters follow them (a raise counts nothing).
+    with tf.control_dependencies([done]):
+      flags = [f for f in (policy.update_state(report, applied) for policy in p.policies)
+               if f is not None]
+      # A detector's flag makes the loop not clean: the host then asks every policy to decide.
+      report['flagged'] = (tf.reduce_any(tf.stack(flags)) if len(flags) > 1 else
+                           flags[0] if flags else tf.identity(False))
+    with tf.control_dependencies([report['flagged']]):
+      self._count(report, applied)
+    report['learning_rate'] = learning_rate
+    return report
+
+  def _count(self, report, applied) -> None:
+    """The counters of one agreed step; sets the report's 'step' (the global step after it)."""
+    p = self.parts
     counters = p.counters
     counters.applied_steps.assign_add(tf.cast(applied, tf.int64))
     counters.skipped_steps.assign_add(tf.cast(tf.logical_not(applied), tf.int64))
@@ -239,5 +250,3 @@ class GuardedStep:
     counters.input_faults.assign_add(tf.cast(tf.logical_not(report['inputs_finite']), tf.int64))
     with tf.control_dependencies([applied]):
       report['step'] = counters.global_step.assign_add(1)
-    report['learning_rate'] = learning_rate
-    return report

@@ -6,6 +6,7 @@ import glob
 import json
 import os
 
+from absl.testing import parameterized
 import keras
 import numpy as np
 import tensorflow as tf
@@ -17,9 +18,11 @@ from stable_train import forensics
 from stable_train import keras_fit
 from stable_train import models
 from stable_train import policies
+from stable_train import precision
 from stable_train import recovery
 from stable_train import stopping
 from stable_train import trainer as trainer_lib
+import test_keras_fit  # pylint: disable=g-bad-import-order
 
 BATCH = 8
 FEATURES = 6
@@ -65,8 +68,12 @@ class WeightsAt(keras.callbacks.Callback):
     return [w for s, w in self.seen if s == step]
 
 
-class RollbackTest(tf.test.TestCase):
+class RollbackTest(parameterized.TestCase, tf.test.TestCase):
   test_session = None
+
+  def tearDown(self):
+    precision.set_precision('float32')
+    super().tearDown()
 
   def test_from_memory_with_the_learning_rate_backoff(self):
     model = _model()
@@ -136,6 +143,50 @@ class RollbackTest(tf.test.TestCase):
     self.assertTrue(guard.random_states)
     tf_variable = lambda v: v.value if isinstance(v, keras.Variable) else v
     self.assertTrue(all(id(tf_variable(v)) in held for v in guard.random_states))
+
+  @parameterized.named_parameters(('memory', 'memory'), ('mirrored_disk', 'mirrored'),
+                                  ('mixed_float16', 'mixed_float16'))
+  def test_to_the_start_restores_the_whole_untrained_convnet(self, mode):
+    """3 steps train the BatchNorm + Dropout convnet, then a NaN streak: its 11th skip rolls back
+    to the start checkpoint, every variable as it was before the first update."""
+    if mode == 'mixed_float16':
+      precision.set_precision('mixed_float16')
+    strategy = test_keras_fit.mirrored() if mode == 'mirrored' else None
+    model = test_keras_fit.compiled('convnet_bn', strategy=strategy)
+    guard = keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + [
+        recovery.Rollback()])
+    callback = guard.callback(model_dir=None if mode == 'memory' else self.get_temp_dir())
+    whole_state = lambda: test_keras_fit.whole_state(model) + [
+        [v.numpy()] for v in guard.random_states]
+
+    class Snapshots(keras.callbacks.Callback):  # After the guard's callback has acted.
+      def on_train_begin(self, logs=None):
+        self.at = {'untrained': whole_state()}  # The optimizer built, as at the start.
+
+      def on_train_batch_end(self, batch, logs=None):
+        self.at.setdefault(int(guard.state.global_step.numpy()), whole_state())
+
+    snapshots = Snapshots()
+    x, y, _ = test_keras_fit.arrays('convnet_bn', num_batches=20)
+    x = x.copy()
+    x[3 * BATCH:15 * BATCH] = np.nan  # Batches 3..14: the rollback at step 14, then 1 skip.
+    model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[callback, snapshots])
+    self.assertEqual((callback.last_summary['status'], callback.last_summary['rollbacks']),
+                     ('completed', 1))
+    untrained, trained, restored = (snapshots.at[k] for k in ('untrained', 3, 0))
+    variables = list(model.variables) + list(model.optimizer.variables)
+    # Three steps moved the weights, BatchNorm statistics, seed generators, slots, iterations...
+    moved = {variables[i].path for i, (a, b) in enumerate(zip(untrained, trained))
+             if not np.array_equal(a[0], b[0])}
+    for name in ('conv_0/kernel', 'bn_0/moving_mean', 'seed_generator_state', 'iteration'):
+      self.assertTrue(any(name in m for m in moved), (name, moved))
+    # ...and the rollback put every one back, on every replica (the rate it then backed off).
+    for i, (a, b) in enumerate(zip(untrained, restored)):
+      if i >= len(variables) or 'learning_rate' not in variables[i].path:
+        for u, r in zip(a, b):
+          self.assertTrue(np.array_equal(u, r), f'variable {i} is not the untrained one')
+    self.assertEqual(int(model.optimizer.iterations.numpy()), 5)  # Trained on: batches 15..19.
+    self.assertTrue(all(np.all(np.isfinite(v)) for vs in whole_state() for v in vs))
 
 
 class AbortTest(tf.test.TestCase):
@@ -218,6 +269,38 @@ class EndedByAnErrorTest(tf.test.TestCase):
       with open(os.path.join(model_dir, 'run.lock')) as f:
         self.assertEqual(f.read(), '')  # Released cleanly: another process may train here.
       self.assertTrue(all(np.all(np.isfinite(w)) for w in _weights(model)))
+
+  def test_raise_mode_under_mirrored_strategy_leaves_the_convnet_as_before_the_step(self):
+    # The faulty step's forward pass assigned the BatchNorm statistics (NaN here) and the seed
+    # generators on both replicas: the raise comes after the skip put them back.
+    model = test_keras_fit.compiled('convnet_bn', strategy=test_keras_fit.mirrored())
+    guard = keras_fit.guard_fit(model, policies=[policies.CheckNumerics(mode='raise')])
+    model_dir = self.get_temp_dir()
+    seen = []
+
+    class WholeState(keras.callbacks.Callback):
+      def on_train_batch_end(self, batch, logs=None):
+        seen.append(test_keras_fit.whole_state(model))
+
+    x, y, _ = test_keras_fit.arrays('convnet_bn')
+    x = x.copy()
+    x[3 * BATCH + 5, 0, 0, 0] = np.nan  # Step 4, in the second replica's half of its batch.
+    with self.assertRaisesRegex(errors.NumericsError,
+                                r'^non-finite value at step 4: non-finite loss : Tensor had NaN'):
+      model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0,
+                callbacks=[guard.callback(model_dir=model_dir), WholeState()])
+    self.assertLen(seen, 3)
+    for i, (a, b) in enumerate(zip(seen[-1], test_keras_fit.whole_state(model))):
+      for u, v in zip(a, b):
+        self.assertTrue(np.array_equal(u, v), f'variable {i} moved in the step that raised')
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      self.assertEqual(json.load(f)['status'], 'aborted')
+    with open(os.path.join(model_dir, 'run.lock')) as f:
+      self.assertEqual(f.read(), '')
+    callback = guard.callback(model_dir=model_dir)  # The next fit trains there.
+    model.fit(x[:2 * BATCH], y[:2 * BATCH], batch_size=BATCH, verbose=0, callbacks=[callback])
+    self.assertEqual(callback.last_summary['status'], 'completed')
+    self.assertEqual(int(model.optimizer.iterations.numpy()), 5)
 
   def test_a_fit_an_exception_ends_leaves_the_model_dir_free_after_the_next(self):
     model = _model()

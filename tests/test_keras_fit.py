@@ -32,13 +32,14 @@ ZOO = dict({k: test_state.ZOO[k] for k in ('convnet_bn', 'transformer', 'lstm')}
            subclassed=_subclassed)
 
 
-def arrays(kind, num_batches=6, nan_weights=(), nan_pixels=()):
+def arrays(kind, num_batches=6, nan_weights=(), nan_pixels=(), nan_row=0):
   """test_state's zoo data as (x, y, sample_weight) arrays; a NaN sample weight (a NaN loss after
-  a whole training-mode forward pass) or a NaN pixel in the listed batches."""
+  a whole training-mode forward pass; in row `nan_row` of the batch) or a NaN pixel in the listed
+  batches."""
   (x, _), y = next(iter(test_state._zoo_data(  # pylint: disable=protected-access
       kind, num_batches, nan_pixels=nan_pixels).unbatch().batch(num_batches * BATCH)))
   w = np.random.RandomState(3).uniform(0.5, 1.5, size=len(y)).astype(np.float32)
-  w[[b * BATCH for b in nan_weights]] = np.nan
+  w[[b * BATCH + nan_row for b in nan_weights]] = np.nan
   return x.numpy(), y.numpy(), w
 
 
@@ -186,6 +187,13 @@ class SkippedStepChangesNothingTest(TestCase):
                         policies=trainer_lib.default_policies() + [policies.ValidateInputs()])
     self._check(model, 'convnet_bn', nan_pixels=[0])
 
+  def test_convnet_mirrored_with_a_nan_loss_on_the_second_replica_only(self):
+    # The first replica's own loss and gradients are finite: the aggregated verdict skips both,
+    # and both put back what their forward pass assigned.
+    model = compiled('convnet_bn', strategy=mirrored())
+    keras_fit.guard_fit(model)
+    self._check(model, 'convnet_bn', nan_weights=[0], nan_row=BATCH - 1)
+
   def test_convnet_mixed_float16_through_the_loss_scale_optimizer(self):
     precision.set_precision('mixed_float16')
     model = compiled('convnet_bn', steps_per_execution=2)
@@ -253,6 +261,42 @@ class SkippedStepChangesNothingTest(TestCase):
 
     for a, b in zip(run(True), run(False)):
       np.testing.assert_array_equal(a, b)
+
+
+class TwoOutputsTest(TestCase):
+
+  def test_a_skipped_batch_enters_neither_output_loss(self):
+    """A model with two outputs and two weighted losses: Keras updates each loss's mean in
+    `compute_loss`, before the verdict. [0, 1, NaN, 2, 3] guarded ends as plain fit of
+    [0, 1, 2, 3]: the state, and `loss`, `cls_loss` and `reg_loss` in the logs."""
+    x, y, _ = arrays('convnet_bn', num_batches=5)
+    reg = np.random.RandomState(1).normal(size=(len(y), 1)).astype(np.float32)
+    runs = []
+    for guarded in (False, True):
+      keras.utils.set_random_seed(0)
+      inputs = keras.Input(test_state.IMAGE)
+      h = keras.layers.Dense(8, activation='relu')(keras.layers.Flatten()(inputs))
+      h = keras.layers.Dropout(0.2)(keras.layers.BatchNormalization()(h))
+      model = keras.Model(inputs, {'cls': keras.layers.Dense(test_state.CLASSES, name='cls')(h),
+                                   'reg': keras.layers.Dense(1, name='reg')(h)})
+      model.compile(optimizer=keras.optimizers.Adam(1e-2), steps_per_execution=2,
+                    loss={'cls': keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          'reg': 'mse'}, loss_weights={'cls': 1.0, 'reg': 0.5})
+      xs, ys = x.copy(), {'cls': y, 'reg': reg}
+      if guarded:
+        keras_fit.guard_fit(model)
+        xs[2 * BATCH:3 * BATCH] = np.nan
+      else:
+        drop = lambda a: np.delete(a, range(2 * BATCH, 3 * BATCH), 0)
+        xs, ys = drop(xs), {'cls': drop(y), 'reg': drop(reg)}
+      history = model.fit(xs, ys, batch_size=BATCH, shuffle=False, verbose=0).history
+      runs.append((whole_state(model), history))
+    (plain, plain_logs), (state, logs) = runs
+    self.assertEqual(logs['skipped_steps'], [1.0])
+    for key in ('loss', 'cls_loss', 'reg_loss'):
+      self.assertTrue(np.isfinite(logs[key][0]), key)
+      self.assertEqual(plain_logs[key], logs[key], key)
+    self.assertSameState(plain, state, 'guarded with a NaN batch vs plain fit without it')
 
 
 class SampleWeightsTest(TestCase):

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import checkpointing
+from stable_train import errors
 from stable_train import forensics
 from stable_train import losses
 from stable_train import models
@@ -190,6 +191,22 @@ class SkippedStepChangesNothingTest(TestCase):
                     extra_policies=[forensics.Forensics(when='every', recheck=True)])
     self._check(trainer, 'convnet_bn')
     self.assertTrue(os.path.isdir(os.path.join(model_dir, 'forensics', 'step_4')))
+
+  def test_a_check_numerics_raise_leaves_the_convnet_as_before_the_step(self):
+    # Its forward pass assigned the BatchNorm statistics (NaN) and the dropout seed: the in-graph
+    # raise comes after the skip that put them back.
+    trainer = ScaledLossTrainer(
+        model=ZOO['convnet_bn'](), optimizer=keras.optimizers.Adam(1e-3),
+        loss=losses.sparse_softmax_cross_entropy,
+        policies=[policies.CheckNumerics(mode='raise'), policies.SkipNonFinite()], model_dir=None)
+    data = _zoo_data('convnet_bn', nan_pixels=[3])
+    trainer.fit(data.take(3), num_steps=3)
+    before = whole_state(trainer)
+    with self.assertRaisesRegex(errors.NumericsError, 'at step 4: non-finite loss'):
+      trainer.fit(data.skip(3), num_steps=6)
+    for i, (b, a) in enumerate(zip(before, whole_state(trainer))):
+      self.assertTrue(np.array_equal(b[0], a[0]), f'variable {i} moved in the step that raised')
+    self.assertEqual(int(trainer.state.global_step.numpy()), 3)
 
 
 class MixedPrecisionOverflowTest(TestCase):
