@@ -78,8 +78,8 @@ class Policy(tf.Module):
     `RunHandle`.
   Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
     `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
-    `decides_on_clean_loops`, `uses_end_step`, `end_step_compiles`, `wants_start_checkpoint`,
-    `takes_norm_ceiling` (with `set_norm_ceiling`), `uses_first_batch`.
+    `decides_on_clean_loops`, `uses_end_step`, `end_step_compiles`, `updates_after_apply`,
+    `wants_start_checkpoint`, `takes_norm_ceiling` (with `set_norm_ceiling`), `uses_first_batch`.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -94,6 +94,10 @@ class Policy(tf.Module):
   # True for the policy that marks the checkpoint of the best evaluation `best` (at most one per
   # Trainer: one best mark).
   marks_best = False
+
+  # True for a policy whose `update_state` may raise (an in-graph check): the step then runs every
+  # policy's `update_state` after the apply or skip, and its counters after them.
+  updates_after_apply = False
 
   @property
   def uses_end_step(self) -> bool:

@@ -46,6 +46,10 @@ class CheckNumerics(interfaces.Policy):
   def uses_end_step(self) -> bool:
     return self.mode == 'raise'  # 'flag' mode ends no loop: the step returns no report dict.
 
+  @property
+  def updates_after_apply(self) -> bool:
+    return self.mode == 'raise'  # Its in-graph raise must find the forward state put back.
+
   def end_step(self, batch, report):
     if self.mode != 'raise':
       return None

@@ -226,15 +226,17 @@ class GuardedStep:
       return tf.constant(False)
 
     done = tf.cond(applied, do_apply, do_skip)
-    # The policies' updates follow the apply or skip (so an in-graph raise, CheckNumerics', finds
-    # the forward state put back), and the counters follow them (a raise counts nothing).
-    with tf.control_dependencies([done]):
+    # Where a policy raises in `update_state` (CheckNumerics('raise')), the updates follow the
+    # apply or skip (the raise finds the forward state put back) and the counters follow them (a
+    # raise counts nothing); otherwise they run beside the apply, off its critical path.
+    ordered = any(policy.updates_after_apply for policy in p.policies)
+    with tf.control_dependencies([done] if ordered else []):
       flags = [f for f in (policy.update_state(report, applied) for policy in p.policies)
                if f is not None]
       # A detector's flag makes the loop not clean: the host then asks every policy to decide.
       report['flagged'] = (tf.reduce_any(tf.stack(flags)) if len(flags) > 1 else
                            flags[0] if flags else tf.identity(False))
-    with tf.control_dependencies([report['flagged']]):
+    with tf.control_dependencies([report['flagged']] if ordered else []):
       self._count(report, applied)
     report['learning_rate'] = learning_rate
     return report

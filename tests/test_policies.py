@@ -125,6 +125,7 @@ class CheckNumericsTest(tf.test.TestCase):
           policies=[p], model_dir=None, jit_compile=True, verbose=False)
       t.fit(data.synthetic_regression(num_features=4, num_examples=64), num_steps=2)
       self.assertEqual(p.uses_end_step, wanted)
+      self.assertEqual(p.updates_after_apply, wanted)  # Only a raise needs the skip done first.
       self.assertEqual(t.controller.loop.needs_report, wanted)
       _, report = t.controller.loop.step_fn.get_concrete_function(
           t.controller.input.iterator.element_spec).structured_outputs
