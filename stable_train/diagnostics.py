@@ -82,13 +82,17 @@ def _row_spread(arrays) -> float:
 
 
 def _outputs(model, features, weights):
-  """The model's outputs on `features` in inference mode, with `weights` or the current ones."""
-  if weights is None:
-    outputs = model(features, training=False) if hasattr(model, 'stateless_call') else (
-        model(features))
-  elif hasattr(model, 'stateless_call'):
+  """The model's outputs on `features` in inference mode, with `weights` or the current ones.
+
+  A Keras model runs through `stateless_call`, so the probe moves no state: a plain call in
+  inference mode still advances an LSTM's seed generator, and that changed the training that
+  followed (the zoo LSTM's loss moved 4 %)."""
+  if hasattr(model, 'stateless_call'):
+    weights = [v.value for v in model.trainable_variables] if weights is None else weights
     outputs, _ = model.stateless_call(
         weights, [v.value for v in model.non_trainable_variables], features, training=False)
+  elif weights is None:
+    outputs = model(features)
   else:  # A plain tf.Module: run it with the weights put back for the call.
     variables = list(model.trainable_variables)
     current = [v.numpy() for v in variables]

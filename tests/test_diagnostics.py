@@ -159,3 +159,17 @@ class OutputSpreadTest(tf.test.TestCase):
     self.assertIsNone(self._spread(model, nan))
     probe = types.SimpleNamespace(model=model, first_batch=lambda: None, split_batch=None)
     self.assertIsNone(diagnostics.output_spread(probe))
+
+  def test_the_probes_move_no_state_of_the_model(self):
+    # A plain inference-mode call advances the LSTM's seed generator, which changed the training
+    # after every probe; the probes run it through stateless_call.
+    model = models.lstm(seed=0)
+    x, y = next(iter(data.synthetic_sequences()))
+    model(x[:4], training=True)
+    before = [np.array(v.numpy()) for v in model.variables]
+    probe = types.SimpleNamespace(model=model, first_batch=lambda: (x[:32], y[:32]),
+                                  split_batch=lambda batch: batch)
+    self.assertGreater(diagnostics.output_spread(probe), 0.01)
+    self.assertIsNotNone(diagnostics.output_scale(probe)[0])
+    for v, value in zip(model.variables, before):
+      self.assertAllEqual(v.numpy(), value, msg=v.path)
