@@ -41,8 +41,10 @@ def activation_scales(model, features) -> List[Dict[str, Any]]:
   if extractor is None:
     return []
   fn, names = extractor
-  try:
-    outputs = fn(features, training=False)
+  try:  # stateless_call: a plain call in inference mode still advances an LSTM's seed state.
+    outputs, _ = fn.stateless_call([v.value for v in fn.trainable_variables],
+                                   [v.value for v in fn.non_trainable_variables], features,
+                                   training=False)
   except (ValueError, TypeError):
     return []
   outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]

@@ -22,6 +22,16 @@ class ActivationScalesTest(tf.test.TestCase):
     for a, b in zip(before, model.variables):
       self.assertAllEqual(a, b.numpy())  # BatchNorm statistics and dropout state untouched.
 
+  def test_the_lstm_seed_state_is_untouched_too(self):
+    # A plain inference-mode call advances the LSTM's seed generator (Keras 3).
+    model = models.lstm(seed=0)
+    x = np.random.RandomState(0).randint(0, 32, size=(4, 16)).astype(np.int32)
+    model(x, training=True)
+    before = {v.path: v.numpy().copy() for v in model.variables}
+    self.assertTrue(activations.activation_scales(model, x))
+    for v in model.variables:
+      self.assertAllEqual(before[v.path], v.numpy(), msg=v.path)
+
   def test_a_float16_overflow_shows(self):
     keras.mixed_precision.set_global_policy('mixed_float16')
     try:
