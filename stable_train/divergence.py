@@ -38,7 +38,9 @@ RISE_FLOOR = 0.1  # ...and is at least this fraction of the starting level.
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
 INITIAL_COPY_LIMIT = 2**24  # Weights (16M) up to which the start check keeps the initial ones.
 COLLAPSE_LOSS = 0.1  # The collapse probe runs while the smoothed loss is above this x the start...
-COLLAPSE_SPREAD = 1e-4  # ...and calls a model collapsed whose outputs vary less across rows.
+# ...and calls a model collapsed whose outputs vary less across rows (a dead network computes
+# the same bits for every row: 0; float16 outputs that vary at all vary by ~1e-3 or more).
+COLLAPSE_SPREAD = 1e-6
 
 
 def _number(arg, value, **kwargs):
@@ -67,7 +69,7 @@ class DivergenceCheck(interfaces.Policy):
   `untrainable_start`, the initialiser remedy named): a model-level cause no rollback fixes.
   With `collapse_every`, every that many steps while the smoothed loss is still above a tenth of
   its starting level, the model's outputs on the first batch are probed in inference mode: the
-  same output for every example (`diagnostics.output_spread` below 1e-4, on inputs that differ)
+  same output for every example (`diagnostics.output_spread` below 1e-6, on inputs that differ)
   is a network that collapsed, its units dead (a ReLU net a too-high rate knocked out): no
   later step revives it, and the loss sits at the level of predicting the mean. That escalates
   as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written after it is
