@@ -3,6 +3,7 @@
 import time
 from typing import Any, Callable, Dict, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from stable_train import distribute
@@ -145,7 +146,20 @@ class Evaluator:
     return result
 
   def _sums(self, dataset, steps, stop):
-    """(summed loss, batches evaluated, batches left out) as numpy values, or None (stopped)."""
+    """(summed loss, batches evaluated, batches left out) as numpy values, or None (stopped).
+
+    The forward state is put back after it: a Keras layer that draws a seed in inference mode
+    too (an LSTM's dropout) advances its seed generator on every eval batch, which would change
+    the training after an evaluation."""
+    kept = [(v, v.numpy()) for v in self._trainer.forward_state()]
+    try:
+      return self._sums_of(dataset, steps, stop)
+    finally:
+      for v, value in kept:
+        if not np.array_equal(v.numpy(), value):
+          v.assign(value)
+
+  def _sums_of(self, dataset, steps, stop):
     for m in self.metrics:
       m.reset_state()
     if self._distributed:

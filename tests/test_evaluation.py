@@ -57,6 +57,17 @@ class EvaluatorTest(tf.test.TestCase):
     self.assertAllClose(result['loss'], loss, rtol=1e-5)
     self.assertAllClose(result['metrics']['accuracy'], accuracy)
 
+  def test_the_lstm_seed_state_is_put_back(self):
+    # Keras's LSTM advances its seed generator on an inference-mode call too.
+    t = trainer_lib.Trainer(model=models.lstm(seed=0), optimizer=keras.optimizers.Adam(1e-3),
+                            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                            model_dir=None, verbose=False)
+    t.fit(data.synthetic_sequences(), num_steps=2)
+    before = {v.path: v.numpy().copy() for v in t.model.variables}
+    evaluation.Evaluator(t).evaluate(data.synthetic_sequences(repeat=False, num_examples=64), 2)
+    for v in t.model.variables:
+      self.assertAllEqual(before[v.path], v.numpy(), msg=v.path)
+
   def test_a_batch_with_a_label_out_of_range_is_left_out(self):
     t = make_trainer()
     t.fit(images(repeat=True), num_steps=2)
