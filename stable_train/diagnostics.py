@@ -57,15 +57,19 @@ def output_spread(probe) -> Optional[float]:
   first = probe.first_batch()
   if first is None:
     return None
-  features, _ = probe.split_batch(first)
-  try:
-    outputs = _outputs(probe.model, features, None)
-  except (ValueError, TypeError, tf.errors.InvalidArgumentError):
-    return None
-  def rows(nest, kind):  # The tensors of `kind` with two rows or more, as float64.
+  def rows(nest, kind):  # The dense tensors of `kind` with two rows or more, as float64.
     return [np.asarray(t, np.float64) for t in tf.nest.flatten(nest)
-            if getattr(tf.as_dtype(t.dtype), kind) and len(t.shape) and t.shape[0] > 1]
-  inputs, outputs = rows(features, 'is_numeric'), rows(outputs, 'is_floating')
+            if isinstance(t, (tf.Tensor, np.ndarray)) and getattr(tf.as_dtype(t.dtype), kind)
+            and len(t.shape) and t.shape[0] > 1]
+  try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
+    features, _ = probe.split_batch(first)
+    features = tf.nest.map_structure(  # At most 32 rows (the Trainer's first batch is whole).
+        lambda t: t[:32] if isinstance(t, (tf.Tensor, np.ndarray)) and len(t.shape) else t,
+        features)
+    outputs = _outputs(probe.model, features, None)
+    inputs, outputs = rows(features, 'is_numeric'), rows(outputs, 'is_floating')
+  except (ValueError, TypeError, tf.errors.OpError):
+    return None
   if not outputs or not inputs or not _row_spread(inputs) > 0.0:
     return None
   spread = _row_spread(outputs)
@@ -91,8 +95,15 @@ def _outputs(model, features, weights):
     weights = [v.value for v in model.trainable_variables] if weights is None else weights
     outputs, _ = model.stateless_call(
         weights, [v.value for v in model.non_trainable_variables], features, training=False)
-  elif weights is None:
-    outputs = model(features)
+  elif weights is None:  # A plain tf.Module: every variable it holds put back after the call
+    # (a tf.random.Generator's state is not among `model.variables`).
+    held = [v for v in tf.train.TrackableView(model).descendants() if isinstance(v, tf.Variable)]
+    values = [v.numpy() for v in held]
+    try:
+      outputs = model(features)
+    finally:
+      for v, value in zip(held, values):
+        v.assign(value)
   else:  # A plain tf.Module: run it with the weights put back for the call.
     variables = list(model.trainable_variables)
     current = [v.numpy() for v in variables]

@@ -38,9 +38,10 @@ RISE_FLOOR = 0.1  # ...and is at least this fraction of the starting level.
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
 INITIAL_COPY_LIMIT = 2**24  # Weights (16M) up to which the start check keeps the initial ones.
 COLLAPSE_LOSS = 0.1  # The collapse probe runs while the smoothed loss is above this x the start...
-# ...and calls a model collapsed whose outputs vary less across rows (a dead network computes
-# the same bits for every row: 0; float16 outputs that vary at all vary by ~1e-3 or more).
-COLLAPSE_SPREAD = 1e-6
+# ...and calls a model collapsed whose outputs are the same bits for every row (spread 0: a dead
+# network computes the same arithmetic for each; a healthy one with a 1e6 offset learnt first
+# varied by 4.6e-7 of its magnitude, ~8 ulps).
+COLLAPSE_SPREAD = 0.0
 
 
 def _number(arg, value, **kwargs):
@@ -69,7 +70,7 @@ class DivergenceCheck(interfaces.Policy):
   `untrainable_start`, the initialiser remedy named): a model-level cause no rollback fixes.
   With `collapse_every`, every that many steps while the smoothed loss is still above a tenth of
   its starting level, the model's outputs on the first batch are probed in inference mode: the
-  same output for every example (`diagnostics.output_spread` below 1e-6, on inputs that differ)
+  same output for every example (`diagnostics.output_spread` 0, on inputs that differ)
   is a network that collapsed, its units dead (a ReLU net a too-high rate knocked out): no
   later step revives it, and the loss sits at the level of predicting the mean. That escalates
   as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written after it is
@@ -170,7 +171,7 @@ class DivergenceCheck(interfaces.Policy):
     start_check = tf.logical_and(tf.equal(counted, self.rise_patience), get('init_bad') > 0.0)
     flag = tf.logical_and(ok, tf.logical_or(tf.logical_or(fired, start_check), collapsed))
     if self.collapse_every is not None:  # Probe a run whose loss has not come down far.
-      due = tf.logical_and(counted > self.warmup,
+      due = tf.logical_and(tf.logical_and(counted > self.warmup, counted < _COUNT_CAP),
                            tf.equal(tf.math.floormod(counted, float(self.collapse_every)), 0.0))
       due = tf.logical_and(due, tf.logical_and(positive, smoothed > COLLAPSE_LOSS * start))
       flag = tf.logical_or(flag, tf.logical_and(ok, due))
@@ -292,7 +293,7 @@ def _probe_collapse(state, decision, run) -> None:
   """Marks the model collapsed (`verdict`) when its outputs on the first batch no longer
   depend on the example."""
   spread = diagnostics.output_spread(run.probe)
-  if spread is None or spread >= COLLAPSE_SPREAD:
+  if spread is None or spread > COLLAPSE_SPREAD:
     return
   state[_I['verdict']] = _COLLAPSED
   run.emit('divergence_check', decision.step, rule='collapsed', verdict='model',

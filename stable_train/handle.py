@@ -52,8 +52,16 @@ class LiveRun(interfaces.RunHandle):
                        jit_compile=t.jit_compile, label_classes_of=lambda: t.label_classes)
 
   def _first_batch(self):
+    """The run's first batch, read once per dataset: every new iterator of a shuffled or
+    generator dataset advances its seed or its stream, which changed the training after each
+    probe (DivergenceCheck's, every 50 steps)."""
     dataset = self._controller.input.dataset
-    return None if dataset is None else next(iter(dataset.take(1)), None)
+    if dataset is None:
+      return None
+    kept = getattr(self, '_first', None)
+    if kept is None or kept[0] is not dataset:
+      kept = self._first = (dataset, next(iter(dataset.take(1)), None))
+    return kept[1]
 
   # -- reading --------------------------------------------------------------------------------
   @property

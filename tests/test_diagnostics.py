@@ -173,3 +173,29 @@ class OutputSpreadTest(tf.test.TestCase):
     self.assertIsNotNone(diagnostics.output_scale(probe)[0])
     for v, value in zip(model.variables, before):
       self.assertAllEqual(v.numpy(), value, msg=v.path)
+
+  def test_a_large_offset_is_no_collapse_and_odd_models_are_left_alone(self):
+    x = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
+    offset = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
+        1, kernel_initializer=keras.initializers.Constant(0.3),
+        bias_initializer=keras.initializers.Constant(1e6))])  # 1e6 +- 1: ~8 ulps apart.
+    self.assertGreater(self._spread(offset, x), 0.0)
+
+    class Broken(keras.Model):
+      def call(self, inputs):
+        raise TypeError('cannot take these')
+    self.assertIsNone(self._spread(Broken(), x))  # A diagnostic never ends the run.
+
+  def test_a_tf_module_keeps_its_generator_state(self):
+    class Noisy(tf.Module):
+      def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(tf.ones([4, 2]))
+        self.rng = tf.random.Generator.from_seed(0)
+      def __call__(self, x):
+        return tf.matmul(x + self.rng.normal(tf.shape(x)), self.w)
+    model = Noisy()
+    state = model.rng.state.numpy().copy()
+    x = np.random.RandomState(0).normal(size=(8, 4)).astype(np.float32)
+    self.assertGreater(self._spread(model, x), 0.0)
+    self.assertAllEqual(model.rng.state.numpy(), state)

@@ -4,6 +4,7 @@ the last good checkpoint named) or handed to a Rollback; healthy runs and bad ba
 import dataclasses
 import json
 import os
+import types
 
 import keras
 import numpy as np
@@ -115,6 +116,31 @@ class InGraphStatisticsTest(tf.test.TestCase):
     self.assertFalse(feed(divergence.DivergenceCheck(output_ratio=None, warmup=2,
                                                      collapse_every=None), [1.0] * 12).any())
 
+  def test_only_the_same_bits_for_every_row_is_a_collapse(self):
+    x = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
+    def verdict(bias, kernel):
+      model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
+          1, kernel_initializer=keras.initializers.Constant(kernel),
+          bias_initializer=keras.initializers.Constant(bias))])
+      run = types.SimpleNamespace(
+          probe=types.SimpleNamespace(model=model, first_batch=lambda: (x, x[:, :1]),
+                                      split_batch=lambda batch: batch),
+          emit=lambda *args, **kwargs: None)
+      state = np.zeros(len(divergence._FIELDS), np.float32)
+      divergence._probe_collapse(state, interfaces.Decision(
+          action=interfaces.ACT, step=50, details={'smoothed': 1.0, 'best': 1.0}), run)
+      return state[divergence._I['verdict']]
+    self.assertEqual(verdict(1e6, 0.3), 0.0)  # 1e6 +- 1 (relative spread ~5e-7): alive.
+    self.assertEqual(verdict(1.0, 0.0), divergence._COLLAPSED)  # The same output for all.
+
+  def test_no_probe_past_the_count_cap(self):
+    check = divergence.DivergenceCheck(output_ratio=None, warmup=2, collapse_every=2)
+    feed(check, [1.0] * 4)
+    state = check.state.numpy()
+    state[divergence._I['count']] = divergence._COUNT_CAP  # Capped: floormod would be stuck.
+    check.state.assign(state)
+    self.assertFalse(feed(check, [1.0] * 6).any())
+
   def test_a_collapse_is_flagged_until_handled_and_its_checkpoints_are_not_good(self):
     check = divergence.DivergenceCheck(output_ratio=None, warmup=2, collapse_every=None)
     feed(check, [1.0] * 4)
@@ -214,13 +240,35 @@ class DivergenceRunTest(tf.test.TestCase):
     self.assertIn('the model collapsed', summary['reason'])
     check = [r for r in records if r['event'] == 'divergence_check']
     self.assertEqual([(r['rule'], r['verdict']) for r in check], [('collapsed', 'model')])
-    self.assertLess(check[0]['output_spread'], divergence.COLLAPSE_SPREAD)
+    self.assertEqual(check[0]['output_spread'], 0.0)  # The same bits for every row.
     self.assertEqual(summary['diagnosis']['cause'], 'learning_rate')
     rescued, records = self._hot_adam(extra=[recovery.Rollback()])
     self.assertEqual(rescued['status'], 'completed')
     rollbacks = [r for r in records if r['event'] == 'rollback']
     self.assertEqual([(r['trigger'], r['to_step']) for r in rollbacks], [('divergence', 0)])
     self.assertLess(rescued['final_loss'], 0.1 * summary['final_loss'])  # It trains again.
+
+  def test_the_probe_leaves_a_shuffled_healthy_run_as_it_was(self):
+    # Noise labels keep the loss above a tenth of its start: probed every 50 steps. Reading the
+    # first batch anew each time advanced the shuffle's seed and changed the epochs after it.
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(256, FEATURES)).astype(np.float32)
+    y = rng.normal(size=(256, 1)).astype(np.float32)
+    weights = []
+    for every in (50, None):
+      keras.utils.set_random_seed(0)
+      dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256, seed=1).batch(32)
+      t = trainer_lib.Trainer(
+          model=models.mlp(input_dim=FEATURES, hidden=(16,), outputs=1),
+          optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.MeanSquaredError(),
+          policies=trainer_lib.default_policies()[:3] + [
+              divergence.DivergenceCheck(collapse_every=every)],
+          model_dir=None, steps_per_loop=10, verbose=False)
+      summary = t.fit(dataset.repeat(), num_steps=160)
+      self.assertEqual(summary['status'], 'completed')
+      weights.append([v.numpy() for v in t.model.variables])
+    for a, b in zip(*weights):
+      self.assertAllEqual(a, b)
 
   def test_healthy_runs_are_left_alone(self):
     _, summary, _ = fit(None, keras.optimizers.Adam(1e-3), steps=200)
