@@ -50,8 +50,8 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
 
 def output_spread(probe) -> Optional[float]:
   """How much the model's float outputs on the run's first batch vary from row to row, in
-  inference mode: the RMS of each output's deviation from its mean over the rows, over the
-  outputs' RMS (0: the same output for every example, a network that collapsed; an untrained
+  inference mode: the RMS of each output's difference from the first row's, over the outputs'
+  RMS (exactly 0 only when every row has the same bits: a network that collapsed; an untrained
   one is far above 0). None without a first batch of two rows or more, where the features are
   themselves the same in every row, or where the model cannot take them as they are."""
   first = probe.first_batch()
@@ -77,10 +77,11 @@ def output_spread(probe) -> Optional[float]:
 
 
 def _row_spread(arrays) -> float:
-  """RMS over `arrays` of each value's deviation from its mean over axis 0, over their RMS
-  (NaN where a value is not finite; 0 for all-zero arrays)."""
+  """RMS over `arrays` of each value's difference from the first row's, over their RMS (NaN
+  where a value is not finite; 0 for all-zero arrays). Against the first row, not the mean: a
+  mean of identical rows can round away from them, and 0 must mean the same bits."""
   rows = [a.reshape(a.shape[0], -1) for a in arrays]
-  deviation = _rms([r - r.mean(axis=0, keepdims=True) for r in rows])
+  deviation = _rms([r - r[:1] for r in rows])
   scale = _rms(rows)
   return deviation / scale if scale > 0 else (0.0 if scale == 0 else math.nan)
 

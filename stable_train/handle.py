@@ -45,6 +45,7 @@ class LiveRun(interfaces.RunHandle):
   def __init__(self, controller):
     self._controller = controller
     self._trainer = controller.trainer
+    self._first = None  # (the dataset, its first batch), read once (`_first_batch`).
     t = self._trainer
     self.probe = Probe(model=t.model, policies=t.policies, split_batch=t.split_batch,
                        loss_and_gradients=t.loss_and_gradients,
@@ -58,7 +59,7 @@ class LiveRun(interfaces.RunHandle):
     dataset = self._controller.input.dataset
     if dataset is None:
       return None
-    kept = getattr(self, '_first', None)
+    kept = self._first
     if kept is None or kept[0] is not dataset:
       kept = self._first = (dataset, next(iter(dataset.take(1)), None))
     return kept[1]
