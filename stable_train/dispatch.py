@@ -60,6 +60,7 @@ class Dispatcher:
     self._context = context
     self._mark_fault = mark_fault
     self.acted = False  # Whether the last `after_loop` carried anything out.
+    self._unresolved: List[Decision] = []  # The last `decide`'s non-ACT decisions.
     # The steps before trouble, written out when a loop skips, acts or ends the run.
     self.history = history_lib.RunHistory()
 
@@ -77,18 +78,23 @@ class Dispatcher:
     if not asked:
       return [], Decision()
     context = self._context()
-    decisions = []
-    for p in asked:
-      d = p.decide(reports, context)
-      if d is not None and d.action == interfaces.STOP:
-        raise ValueError(f'{p.name}.decide returned action={d.action!r}: a stop comes from '
-                         'decide_eval (after an evaluation); from decide, ABORT stops the run.')
-      if d is not None:
-        # A decision names the policy that carries it out; by default the one that made it.
-        decisions.append(d if d.policy else dataclasses.replace(d, policy=p.name))
+    decisions = [d for d in (_ask(p, reports, context) for p in asked) if d is not None]
     acts = [d for d in decisions if d.action == interfaces.ACT]
-    return acts, resolve([d for d in decisions if d.action != interfaces.ACT], self._policies,
-                         context)
+    self._unresolved = [d for d in decisions if d.action != interfaces.ACT]
+    return acts, resolve(self._unresolved, self._policies, context)
+
+  def redecide(self, reports, acts: Sequence[Decision], decision: Decision) -> Decision:
+    """The resolved decision once the ACTs ran: a policy that `decides_after_act` is asked again
+    (what its check found, e.g. a collapse or a damaged model, counts in the same loop, the last
+    one included); its new ACTs are dropped. Pure, like `decide`."""
+    again = [self._by_name[a.policy] for a in acts]
+    again = [p for i, p in enumerate(again) if p.decides_after_act and p not in again[:i]]
+    if not again or decision.action == interfaces.ABORT:
+      return decision
+    context = self._context()
+    found = [d for d in (_ask(p, reports, context) for p in again)
+             if d is not None and d.action != interfaces.ACT]
+    return resolve(self._unresolved + found, self._policies, context) if found else decision
 
   def after_loop(self, reports) -> Optional[outcome_lib.Outcome]:
     """Decides on one loop of reports and carries it out; an Outcome when the run must end. The
@@ -96,22 +102,25 @@ class Dispatcher:
     it (a `history` event, for the doctor)."""
     self.history.add(reports)
     acts, decision = self.decide(reports)
+    ended, decision = self._carry_out(reports, acts, decision)
     self.acted = bool(acts) or decision.action != interfaces.CONTINUE
-    ended = self._carry_out(reports, acts, decision)
     self.history.after_loop(reports, decision.action, ended, self._run.emit)
     return ended
 
-  def _carry_out(self, reports, acts, decision) -> Optional[outcome_lib.Outcome]:
+  def _carry_out(self, reports, acts, decision
+                 ) -> Tuple[Optional[outcome_lib.Outcome], Decision]:
+    """The ACTs, then the decision as resolved after them; (an Outcome or None, that decision)."""
     step = int(reports.step[-1])
     for act in acts:  # Every policy's own action, in policy order, whatever comes next.
       stop = self._by_name[act.policy].execute(act, self._run)
       if stop is not None:
-        return self.abort(stop, act.trigger or act.policy, step)
+        return self.abort(stop, act.trigger or act.policy, step), decision
+    decision = self.redecide(reports, acts, decision)
     if decision.action == interfaces.ABORT:
-      return self.abort(decision.reason, decision.trigger, step, status=decision.status)
+      return self.abort(decision.reason, decision.trigger, step, status=decision.status), decision
     stop = self._execute(decision)
     return (None if stop is None else
-            self.abort(stop, decision.trigger, step, status=decision.status))
+            self.abort(stop, decision.trigger, step, status=decision.status)), decision
 
   def carry_out(self, fault: Decision) -> Optional[outcome_lib.Outcome]:
     """Resolves a fault the run found itself (an eval divergence, checkpoints refused in a row)
@@ -183,3 +192,13 @@ class Dispatcher:
     # before the fault), which would otherwise let the next checkpoints be marked good.
     self._mark_fault(mark)
     return stop
+
+
+def _ask(policy, reports, context) -> Optional[Decision]:
+  """One policy's `decide`, named after it unless it names another; a STOP is refused."""
+  d = policy.decide(reports, context)
+  if d is not None and d.action == interfaces.STOP:
+    raise ValueError(f'{policy.name}.decide returned action={d.action!r}: a stop comes from '
+                     'decide_eval (after an evaluation); from decide, ABORT stops the run.')
+  # A decision names the policy that carries it out; by default the one that made it.
+  return d if d is None or d.policy else dataclasses.replace(d, policy=policy.name)

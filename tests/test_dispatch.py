@@ -32,5 +32,68 @@ class ResolveTest(tf.test.TestCase):
     unhandled = dispatch.resolve([_d(interfaces.ESCALATE, 'spike')], [], None)
     self.assertEqual((unhandled.action, unhandled.trigger), (interfaces.ABORT, 'spike'))
 
+class _Checker(interfaces.Policy):
+  """Asks for a check (ACT); once its execute found trouble, escalates."""
+
+  def __init__(self, *, after_act, name='checker'):
+    super().__init__(name=name)
+    self.decides_after_act = after_act
+    self.found = False
+    self.asked = 0
+
+  def decide(self, reports, context):
+    self.asked += 1
+    if self.found:
+      return interfaces.Decision(action=interfaces.ESCALATE, trigger='found', step=1)
+    return interfaces.Decision(action=interfaces.ACT, trigger='check', step=1)
+
+  def execute(self, decision, run):
+    if decision.action == interfaces.ACT:
+      self.found = True
+    return None
+
+
+class _Reports:
+
+  def clean(self):
+    return False
+
+
+class RedecideTest(tf.test.TestCase):
+
+  def _dispatcher(self, policies):
+    return dispatch.Dispatcher(policies=policies, run=None, context=lambda: None,
+                               mark_fault=lambda step: None)
+
+  def test_a_finding_escalates_in_the_loop_of_its_check(self):
+    checker, handler = _Checker(after_act=True), _Handler(name='h')
+    d = self._dispatcher([checker, handler])
+    acts, decision = d.decide(_Reports())
+    self.assertEqual(decision.action, interfaces.CONTINUE)
+    d._by_name['checker'].execute(acts[0], None)
+    again = d.redecide(_Reports(), acts, decision)
+    self.assertEqual((again.action, again.policy, again.trigger),
+                     (interfaces.ROLLBACK, 'h', 'found'))
+    self.assertEqual(checker.asked, 2)
+
+  def test_a_policy_that_does_not_opt_in_is_not_asked_again(self):
+    checker = _Checker(after_act=False)
+    d = self._dispatcher([checker])
+    acts, decision = d.decide(_Reports())
+    checker.execute(acts[0], None)
+    self.assertIs(d.redecide(_Reports(), acts, decision), decision)
+    self.assertEqual(checker.asked, 1)
+
+  def test_new_acts_are_dropped_and_an_abort_stands(self):
+    checker = _Checker(after_act=True)
+    d = self._dispatcher([checker])
+    acts, decision = d.decide(_Reports())
+    # Nothing found yet: asked again, it only asks for its check again, which is dropped.
+    self.assertIs(d.redecide(_Reports(), acts, decision), decision)
+    checker.found = True
+    abort = interfaces.Decision(action=interfaces.ABORT, trigger='x')
+    self.assertIs(d.redecide(_Reports(), acts, abort), abort)
+
+
 if __name__ == '__main__':
   tf.test.main()

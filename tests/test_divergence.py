@@ -219,11 +219,11 @@ class DivergenceRunTest(tf.test.TestCase):
     self.assertEqual([r['verdict'] for r in records if r['event'] == 'divergence_check'],
                      ['data'])
 
-  def _hot_adam(self, extra=(), lr=0.316):
+  def _hot_adam(self, extra=(), lr=0.316, steps=150):
     """Adam this hot kills every ReLU of this MLP within ~20 steps (the survival sweep's run):
     the same output for every example, the loss at the level of predicting the mean, and no
     climb of the loss for the other rules to see."""
-    model_dir = self.get_temp_dir() + f'/collapse{len(extra)}_{lr}'
+    model_dir = self.get_temp_dir() + f'/collapse{len(extra)}_{lr}_{steps}'
     keras.utils.set_random_seed(0)
     t = trainer_lib.Trainer(
         model=models.mlp(input_dim=32, hidden=(64, 32), outputs=1),
@@ -231,7 +231,7 @@ class DivergenceRunTest(tf.test.TestCase):
         policies=trainer_lib.default_policies() + list(extra), model_dir=model_dir,
         steps_per_loop=10, checkpoint_every=50, healthy_window=20, verbose=False)
     summary = t.fit(data.synthetic_regression(num_features=32, num_examples=1024),
-                    num_steps=150)
+                    num_steps=steps)
     return summary, events.read_events(os.path.join(model_dir, 'events.jsonl'))
 
   def test_a_collapsed_network_stops_diverged_and_the_ladder_revives_it(self):
@@ -242,6 +242,12 @@ class DivergenceRunTest(tf.test.TestCase):
     self.assertEqual([(r['rule'], r['verdict']) for r in check], [('collapsed', 'model')])
     self.assertEqual(check[0]['output_spread'], 0.0)  # The same bits for every row.
     self.assertEqual(summary['diagnosis']['cause'], 'learning_rate')
+    # Stopped in the loop (10 steps) of the probe that found it, not one loop later...
+    loop_end = -(-check[0]['step'] // 10) * 10
+    self.assertEqual(summary['global_step'], loop_end)
+    # ...so a run whose last loop finds it does not end 'completed' either.
+    last, _ = self._hot_adam(steps=loop_end)
+    self.assertEqual((last['status'], last['global_step']), ('diverged', loop_end))
     rescued, records = self._hot_adam(extra=[recovery.Rollback()])
     self.assertEqual(rescued['status'], 'completed')
     rollbacks = [r for r in records if r['event'] == 'rollback']
