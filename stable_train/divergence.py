@@ -250,6 +250,10 @@ class DivergenceCheck(interfaces.Policy):
       if bad:
         log.warning('step %d: the model\'s outputs are %.3gx the labels; the run stops unless its '
                     'loss comes down within %d steps', decision.step, ratio, self.rise_patience)
+      # It comes before the probe: probe too, once the loop trained (a first loop that killed
+      # the net, or weights a fit resumed dead, e.g. BackupAndRestore's backup of such a run).
+      if self.collapse_every is not None and initial is not None and _moved(run.probe, initial):
+        _probe_collapse(state, decision, run)
     elif decision.details['check'] == 'collapse':
       _probe_collapse(state, decision, run)
     else:
@@ -302,6 +306,13 @@ def _probe_collapse(state, decision, run) -> None:
            best=decision.details['best'])
   log.warning("step %d: the model's outputs on the first batch are the same for every example "
               '(spread %.3g): the network collapsed', decision.step, spread)
+
+
+def _moved(probe, initial) -> bool:
+  """Whether a trainable weight differs from its `initial` value: outputs the same for every row
+  that the initial weights gave (x * sqrt(0), say) are no collapse."""
+  return any(not np.array_equal(w, v.numpy())
+             for w, v in zip(initial, probe.model.trainable_variables))
 
 
 def _shown(name: str, value: float):

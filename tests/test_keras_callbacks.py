@@ -474,6 +474,14 @@ class FirstBatchChecksTest(tf.test.TestCase):
                      ('diverged', 30))
     self.assertLen(model.history.history['loss'], 2)  # The epoch it ended in is not logged.
     self.assertTrue(os.path.exists(os.path.join(backup, 'latest.weights.h5')))  # Kept.
+    # The same script again resumes the backup, epoch 2's dead weights, for its last epoch:
+    # the start check (the guard's state is new) finds them dead, not 'completed' 10 steps on.
+    model, callback, fit, _ = self._collapse(
+        callbacks=[keras.callbacks.BackupAndRestore(backup)])
+    with self.assertRaisesRegex(errors.RunAborted, 'the model collapsed'):
+      fit()
+    self.assertEqual(callback.last_summary['status'], 'diverged')
+    self.assertLessEqual(callback.last_summary['global_step'], 10)
 
   def test_a_rollback_by_the_last_read_is_reported_not_called_a_rescue(self):
     _, callback, fit, records = self._collapse(extra=[recovery.Rollback()])
