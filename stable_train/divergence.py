@@ -69,7 +69,9 @@ class DivergenceCheck(interfaces.Policy):
   starting level after `rise_patience` steps stop the run ('diverged', trigger
   `untrainable_start`, the initialiser remedy named): a model-level cause no rollback fixes.
   With `collapse_every`, every that many steps while the smoothed loss is still above a tenth of
-  its starting level, the model's outputs on the first batch are probed in inference mode: the
+  its starting level, and at the start check once the first loop moved a weight (a fit may
+  resume weights that died before), the model's outputs on the first batch are probed in
+  inference mode: the
   same output for every example (`diagnostics.output_spread` 0, on inputs that differ)
   is a network that collapsed, its units dead (a ReLU net a too-high rate knocked out): no
   later step revives it, and the loss sits at the level of predicting the mean. That escalates
