@@ -73,9 +73,9 @@ class DivergenceCheck(interfaces.Policy):
   resume weights that died before), the model's outputs on the first batch are probed in
   inference mode: the same output for every example (`diagnostics.output_spread` 0, on inputs
   that differ) is a network that collapsed, its units dead (a ReLU net a too-high rate knocked
-  out): no later step revives it, and the loss sits at the level of predicting the mean. That escalates
-  as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written after it is
-  not good. A run that trains well stops probing once its loss is below a tenth of its start.
+  out): no later step revives it, and the loss sits at the level of predicting the mean. That
+  escalates as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written
+  after it is not good. A run that trains well stops probing once its loss is below a tenth of its start.
   Losses that are not positive are not judged (the ratios need a positive scale).
   """
 
