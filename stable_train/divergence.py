@@ -75,8 +75,8 @@ class DivergenceCheck(interfaces.Policy):
   that differ) is a network that collapsed, its units dead (a ReLU net a too-high rate knocked
   out): no later step revives it, and the loss sits at the level of predicting the mean. That
   escalates as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written
-  after it is not good. A run that trains well stops probing once its loss is below a tenth of its start.
-  Losses that are not positive are not judged (the ratios need a positive scale).
+  after it is not good. A run that trains well stops probing once its loss is below a tenth of
+  its start. Losses that are not positive are not judged (the ratios need a positive scale).
   """
 
   decides_on_clean_loops = False  # Clean loops carry no flag: nothing fired.
