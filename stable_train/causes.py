@@ -171,7 +171,9 @@ def _rate_rules(s: Symptoms, out: _Scores) -> None:
   if 'stalled' in s.triggers:
     out.add('learning_rate', 2, 'after a rollback to the start the loss did not come down at the '
                                 'backed-off rate')
-  if s.rollbacks and diverged and s.status == 'completed':
+  # Trained after the last rollback: a fit whose last read rolled back ended at its target.
+  if (s.rollbacks and diverged and s.status == 'completed'
+      and s.global_step > int(s.rollbacks[-1].get('to_step') or 0)):
     out.add('learning_rate', 3, 'the run trained once Rollback had backed the rate off to '
                                 f"{s.rollbacks[-1].get('learning_rate'):.3g}")
   if loss_growth >= 10 and norm_growth >= 3:

@@ -11,6 +11,8 @@ the resolved one.
 import dataclasses
 from typing import Callable, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from stable_train import history as history_lib
 from stable_train import interfaces
 from stable_train import outcome as outcome_lib
@@ -92,7 +94,7 @@ class Dispatcher:
     if not again or decision.action == interfaces.ABORT:
       return decision
     context = self._context()
-    found = [d for d in (_ask(p, reports, context) for p in again)
+    found = [d for d in (_ask_again(p, reports, context) for p in again)
              if d is not None and d.action != interfaces.ACT]
     return resolve(self._unresolved + found, self._policies, context) if found else decision
 
@@ -202,3 +204,19 @@ def _ask(policy, reports, context) -> Optional[Decision]:
                      'decide_eval (after an evaluation); from decide, ABORT stops the run.')
   # A decision names the policy that carries it out; by default the one that made it.
   return d if d is None or d.policy else dataclasses.replace(d, policy=policy.name)
+
+
+def _ask_again(policy, reports, context) -> Optional[Decision]:
+  """`_ask` on reports the policy has decided on: a state transition in its `decide` would run
+  twice, so one is undone and refused."""
+  before = [v.numpy() for v in policy.variables]
+  d = _ask(policy, reports, context)
+  changed = [v for v, b in zip(policy.variables, before) if not np.array_equal(v.numpy(), b)]
+  if changed:
+    for v, b in zip(policy.variables, before):
+      v.assign(b)
+    raise ValueError(
+        f'{policy.name}.decide changed its variables when asked again after its ACT '
+        f'(decides_after_act=True; {changed[0].name}): it decides each loop twice, so its state '
+        'transition belongs in update_state or execute, or set decides_after_act=False.')
+  return d

@@ -69,13 +69,14 @@ class DivergenceCheck(interfaces.Policy):
   starting level after `rise_patience` steps stop the run ('diverged', trigger
   `untrainable_start`, the initialiser remedy named): a model-level cause no rollback fixes.
   With `collapse_every`, every that many steps while the smoothed loss is still above a tenth of
-  its starting level, the model's outputs on the first batch are probed in inference mode: the
-  same output for every example (`diagnostics.output_spread` 0, on inputs that differ)
-  is a network that collapsed, its units dead (a ReLU net a too-high rate knocked out): no
-  later step revives it, and the loss sits at the level of predicting the mean. That escalates
-  as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written after it is
-  not good. A run that trains well stops probing once its loss is below a tenth of its start.
-  Losses that are not positive are not judged (the ratios need a positive scale).
+  its starting level, and at the start check once the first loop moved a weight (a fit may
+  resume weights that died before), the model's outputs on the first batch are probed in
+  inference mode: the same output for every example (`diagnostics.output_spread` 0, on inputs
+  that differ) is a network that collapsed, its units dead (a ReLU net a too-high rate knocked
+  out): no later step revives it, and the loss sits at the level of predicting the mean. That
+  escalates as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written
+  after it is not good. A run that trains well stops probing once its loss is below a tenth of
+  its start. Losses that are not positive are not judged (the ratios need a positive scale).
   """
 
   decides_on_clean_loops = False  # Clean loops carry no flag: nothing fired.
@@ -250,6 +251,10 @@ class DivergenceCheck(interfaces.Policy):
       if bad:
         log.warning('step %d: the model\'s outputs are %.3gx the labels; the run stops unless its '
                     'loss comes down within %d steps', decision.step, ratio, self.rise_patience)
+      # It comes before the probe: probe too, once the loop trained (a first loop that killed
+      # the net, or weights a fit resumed dead, e.g. BackupAndRestore's backup of such a run).
+      if self.collapse_every is not None and initial is not None and _moved(run.probe, initial):
+        _probe_collapse(state, decision, run)
     elif decision.details['check'] == 'collapse':
       _probe_collapse(state, decision, run)
     else:
@@ -302,6 +307,13 @@ def _probe_collapse(state, decision, run) -> None:
            best=decision.details['best'])
   log.warning("step %d: the model's outputs on the first batch are the same for every example "
               '(spread %.3g): the network collapsed', decision.step, spread)
+
+
+def _moved(probe, initial) -> bool:
+  """Whether a trainable weight differs from its `initial` value: outputs the same for every row
+  that the initial weights gave (x * sqrt(0), say) are no collapse."""
+  return any(not np.array_equal(w, v.numpy())
+             for w, v in zip(initial, probe.model.trainable_variables))
 
 
 def _shown(name: str, value: float):

@@ -78,8 +78,9 @@ class Policy(tf.Module):
     `RunHandle`.
   Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
     `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
-    `decides_on_clean_loops`, `decides_after_act`, `uses_end_step`, `end_step_compiles`, `updates_after_apply`,
-    `wants_start_checkpoint`, `takes_norm_ceiling` (with `set_norm_ceiling`), `uses_first_batch`.
+    `decides_on_clean_loops`, `decides_after_act`, `uses_end_step`, `end_step_compiles`,
+    `updates_after_apply`, `wants_start_checkpoint`, `takes_norm_ceiling` (with
+    `set_norm_ceiling`), `uses_first_batch`.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -97,7 +98,8 @@ class Policy(tf.Module):
 
   # True for a policy whose `execute` of an ACT may change what it decides on the same loop (a
   # check whose finding escalates): the dispatcher then asks it again after the ACTs, so the
-  # finding counts in that loop, the run's last included.
+  # finding counts in that loop, the run's last included. Its `decide` must then leave its
+  # variables as they are (a second ask that changes them is undone and refused).
   decides_after_act = False
 
   # True for a policy whose `update_state` may raise (an in-graph check): the step then runs every

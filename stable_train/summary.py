@@ -1,11 +1,14 @@
 """summary.json: what a run did and how it ended, written atomically when it ends."""
 
+import logging
 import os
 import time
 from typing import Any, Callable, Dict, Optional
 
 from stable_train import events as events_lib
 from stable_train import outcome as outcome_lib
+
+log = logging.getLogger('stable_train')
 
 
 class RunSummary:
@@ -22,9 +25,11 @@ class RunSummary:
     self._epochs = epochs
     self._epoch_of = epoch_of
     self.last_loss: Optional[float] = None  # The loss of the last applied step.
+    self._last_step: Optional[int] = None  # The last step recorded (a rollback goes back).
 
   def record(self, reports) -> None:
     """Notes the loss of one loop's last applied step."""
+    self._last_step = int(reports.step[-1])
     if reports.applied[-1]:
       self.last_loss = float(reports.loss[-1])
     else:
@@ -57,9 +62,18 @@ class RunSummary:
       summary['eval'] = dict(last_eval)
     if metrics is not None:
       summary['metrics'] = metrics
-    if outcome.reason:
-      summary['reason' if outcome.status != outcome_lib.Status.COMPLETED else 'note'] = (
-          outcome.reason)
+    note = outcome.reason if outcome.status == outcome_lib.Status.COMPLETED else ''
+    if outcome.reason and not note:
+      summary['reason'] = outcome.reason
+    if outcome.finished and self._last_step is not None and step < self._last_step:
+      # Its last loop rolled back, then the data or Keras's epochs ended: no step since.
+      undone = (f'the run ended right after a rollback from step {self._last_step} to step '
+                f"{step}: the model is that checkpoint's, trained no further (fit again to "
+                'train on)')
+      log.warning(undone)
+      note = f'{note}; {undone}' if note else undone
+    if note:
+      summary['note'] = note
     summary.update(outcome.extra)
     return summary
 

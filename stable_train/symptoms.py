@@ -39,6 +39,7 @@ class Symptoms:
   status: str = ''
   reason: str = ''
   num_steps: int = 0  # The run's target step (0: unknown).
+  global_step: int = 0  # The step it ended at.
   faults: List[Dict[str, Any]] = dataclasses.field(default_factory=list)  # Non-finite skips.
   overflow_skips: int = 0
   vetoes: int = 0  # Skips on finite values (OutlierSkip).
@@ -79,7 +80,8 @@ class Symptoms:
            forensics: Sequence[Dict[str, Any]]) -> 'Symptoms':
     """The symptoms of a run from its events, summary and forensics reports (any may be
     empty: a run directory written before the doctor existed has no history events)."""
-    s = cls(status=summary.get('status', ''), reason=summary.get('reason', ''))
+    s = cls(status=summary.get('status', ''), reason=summary.get('reason', ''),
+            global_step=int(summary.get('global_step') or 0))
     for e in events:
       kind = e.get('event')
       if kind in ('start', 'resume') and e.get('num_steps'):

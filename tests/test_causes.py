@@ -65,6 +65,18 @@ class RulesTest(tf.test.TestCase):
     events = [{'event': 'divergence_check', 'step': 20, 'verdict': 'data'}]
     self.assertEqual(top(events, {'status': 'completed'})[0], 'bad_input')
 
+  def test_a_rollback_is_a_rescue_only_if_the_run_trained_after_it(self):
+    events = [{'event': 'divergence_check', 'step': 21, 'verdict': 'model'},
+              {'event': 'rollback', 'step': 30, 'to_step': 0, 'trigger': 'divergence',
+               'learning_rate': 0.0316}]
+    def rescued(global_step):
+      cause, scores = top(events, {'status': 'completed', 'global_step': global_step})
+      self.assertEqual(cause, 'learning_rate')
+      return any('the run trained once' in e for e in scores['learning_rate'][1])
+    self.assertTrue(rescued(30))
+    # A Keras fit whose last read rolled back ends there: it never trained at the new rate.
+    self.assertFalse(rescued(0))
+
   def test_huge_start_outputs_are_the_initialisation_unless_the_inputs_explain_them(self):
     summary = {'divergence': {'output_rms': 1e5, 'label_rms': 1.0, 'input_rms': 1.0}}
     events = [{'event': 'diverged', 'step': 50, 'trigger': 'untrainable_start', 'reason': 'r'}]

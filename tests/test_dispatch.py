@@ -32,6 +32,7 @@ class ResolveTest(tf.test.TestCase):
     unhandled = dispatch.resolve([_d(interfaces.ESCALATE, 'spike')], [], None)
     self.assertEqual((unhandled.action, unhandled.trigger), (interfaces.ABORT, 'spike'))
 
+
 class _Checker(interfaces.Policy):
   """Asks for a check (ACT); once its execute found trouble, escalates."""
 
@@ -93,6 +94,32 @@ class RedecideTest(tf.test.TestCase):
     checker.found = True
     abort = interfaces.Decision(action=interfaces.ABORT, trigger='x')
     self.assertIs(d.redecide(_Reports(), acts, abort), abort)
+
+  def test_a_policy_that_misbehaves_when_asked_again_gets_a_clear_error(self):
+    class Stops(_Checker):
+      def decide(self, reports, context):
+        if self.found:
+          return interfaces.Decision(action=interfaces.STOP, trigger='found')
+        return super().decide(reports, context)
+
+    class Counts(_Checker):  # A state transition in decide: asked again, it would count twice.
+      def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.flagged_loops = tf.Variable(0)
+
+      def decide(self, reports, context):
+        self.flagged_loops.assign_add(1)
+        return super().decide(reports, context)
+
+    for policy, text in ((Stops(after_act=True), r"checker.decide returned action='stop'"),
+                         (Counts(after_act=True), r'checker.decide changed its variables when '
+                                                  r'asked again after its ACT')):
+      d = self._dispatcher([policy])
+      acts, decision = d.decide(_Reports())
+      policy.execute(acts[0], None)
+      with self.assertRaisesRegex(ValueError, text):
+        d.redecide(_Reports(), acts, decision)
+    self.assertEqual(int(policy.flagged_loops.numpy()), 1)  # The second count is undone.
 
 
 if __name__ == '__main__':

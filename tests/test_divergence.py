@@ -41,6 +41,16 @@ def fit(model_dir, optimizer, *, steps, extra=(), scale=1.0, dataset=None, **kwa
   return t, summary, records
 
 
+class _SqrtScale(keras.layers.Layer):
+  """Multiplies its input by sqrt(scale), scale 0 at first: d/d(scale) is infinite there."""
+
+  def build(self, input_shape):
+    self.scale = self.add_weight(shape=(), initializer='zeros', name='scale')
+
+  def call(self, x):
+    return x * tf.sqrt(self.scale)
+
+
 def reports_of(losses, step0=1, applied=None):
   n = len(losses)
   return interfaces.StepReports(
@@ -219,17 +229,17 @@ class DivergenceRunTest(tf.test.TestCase):
     self.assertEqual([r['verdict'] for r in records if r['event'] == 'divergence_check'],
                      ['data'])
 
-  def _hot_adam(self, extra=(), lr=0.316, steps=150):
+  def _hot_adam(self, extra=(), lr=0.316, steps=150, steps_per_loop=10):
     """Adam this hot kills every ReLU of this MLP within ~20 steps (the survival sweep's run):
     the same output for every example, the loss at the level of predicting the mean, and no
     climb of the loss for the other rules to see."""
-    model_dir = self.get_temp_dir() + f'/collapse{len(extra)}_{lr}_{steps}'
+    model_dir = self.get_temp_dir() + f'/collapse{len(extra)}_{lr}_{steps}_{steps_per_loop}'
     keras.utils.set_random_seed(0)
     t = trainer_lib.Trainer(
         model=models.mlp(input_dim=32, hidden=(64, 32), outputs=1),
         optimizer=keras.optimizers.Adam(lr), loss=keras.losses.MeanSquaredError(),
         policies=trainer_lib.default_policies() + list(extra), model_dir=model_dir,
-        steps_per_loop=10, checkpoint_every=50, healthy_window=20, verbose=False)
+        steps_per_loop=steps_per_loop, checkpoint_every=50, healthy_window=20, verbose=False)
     summary = t.fit(data.synthetic_regression(num_features=32, num_examples=1024),
                     num_steps=steps)
     return summary, events.read_events(os.path.join(model_dir, 'events.jsonl'))
@@ -253,6 +263,26 @@ class DivergenceRunTest(tf.test.TestCase):
     rollbacks = [r for r in records if r['event'] == 'rollback']
     self.assertEqual([(r['trigger'], r['to_step']) for r in rollbacks], [('divergence', 0)])
     self.assertLess(rescued['final_loss'], 0.1 * summary['final_loss'])  # It trains again.
+
+  def test_a_collapse_in_the_first_loop_is_found_by_the_start_check(self):
+    # One loop of 30 steps, dead by its end: the start check (which came first) probes too.
+    summary, records = self._hot_adam(steps=30, steps_per_loop=30)
+    self.assertEqual((summary['status'], summary['global_step']), ('diverged', 30))
+    self.assertIn('the model collapsed', summary['reason'])
+    self.assertEqual([r['rule'] for r in records if r['event'] == 'divergence_check'],
+                     ['collapsed'])
+
+  def test_outputs_the_same_for_every_row_from_the_start_are_no_collapse(self):
+    # The initial weights already give every row the same output (x * sqrt(0)); both steps are
+    # skipped (an infinite gradient), so the start check sees them unchanged: nothing died.
+    layers = keras.layers
+    model = keras.Sequential([keras.Input((FEATURES,)), layers.Dense(4), _SqrtScale(),
+                              layers.Dense(1)])
+    t = trainer_lib.Trainer(model=model, optimizer=keras.optimizers.SGD(0.1),
+                            loss=keras.losses.MeanSquaredError(), model_dir=None,
+                            steps_per_loop=2, verbose=False)
+    summary = t.fit(regression(), num_steps=2)
+    self.assertEqual((summary['status'], summary['skipped_steps']), ('completed', 2))
 
   def test_the_probe_leaves_a_shuffled_healthy_run_as_it_was(self):
     # Noise labels keep the loss above a tenth of its start: probed every 50 steps. Reading the

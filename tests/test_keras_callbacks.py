@@ -445,6 +445,57 @@ class FirstBatchChecksTest(tf.test.TestCase):
     self.assertRegex(summary['reason'], r"the first batch's loss is [0-9.e+]+ now")
 
 
+  def _collapse(self, extra=(), callbacks=()):
+    """Adam 0.316 kills every ReLU of this MLP within ~20 steps (test_divergence's run); its
+    3 epochs of 10 steps end with the read (step 30) whose probe finds the collapse."""
+    keras.utils.set_random_seed(0)
+    model = models.mlp(input_dim=32, hidden=(64, 32), outputs=1)
+    model.compile(optimizer=keras.optimizers.Adam(0.316), loss='mse')
+    guard = keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + list(extra))
+    model_dir = self.get_temp_dir() + f'/collapse{len(extra)}'
+    callback = guard.callback(model_dir=model_dir, checkpoint_every=50, healthy_window=20)
+    dataset = data.synthetic_regression(num_features=32, num_examples=1024)
+    fit = lambda: model.fit(dataset, epochs=3, steps_per_epoch=10, verbose=0,
+                            callbacks=[callback, *callbacks])
+    return model, callback, fit, os.path.join(model_dir, 'events.jsonl')
+
+  def test_a_collapse_found_by_the_last_read_ends_the_fit(self):
+    backup = os.path.join(self.get_temp_dir(), 'backup')
+    model, callback, fit, records = self._collapse(
+        callbacks=[keras.callbacks.BackupAndRestore(backup)])
+    with self.assertRaisesRegex(errors.RunAborted, 'the model collapsed'):
+      fit()
+    summary = callback.last_summary
+    self.assertEqual((summary['status'], summary['global_step']), ('diverged', 30))
+    self.assertEqual(summary['diagnosis']['cause'], 'learning_rate')
+    records = events.read_events(records)
+    self.assertEqual([(r['event'], r['step']) for r in records
+                      if r['event'] in ('divergence_check', 'diverged', 'done')][-1],
+                     ('diverged', 30))
+    self.assertLen(model.history.history['loss'], 2)  # The epoch it ended in is not logged.
+    self.assertTrue(os.path.exists(os.path.join(backup, 'latest.weights.h5')))  # Kept.
+    # The same script again resumes the backup, epoch 2's dead weights, for its last epoch:
+    # the start check (the guard's state is new) finds them dead, not 'completed' 10 steps on.
+    model, callback, fit, _ = self._collapse(
+        callbacks=[keras.callbacks.BackupAndRestore(backup)])
+    with self.assertRaisesRegex(errors.RunAborted, 'the model collapsed'):
+      fit()
+    self.assertEqual(callback.last_summary['status'], 'diverged')
+    self.assertLessEqual(callback.last_summary['global_step'], 10)
+
+  def test_a_rollback_by_the_last_read_is_reported_not_called_a_rescue(self):
+    _, callback, fit, records = self._collapse(extra=[recovery.Rollback()])
+    fit()
+    summary = callback.last_summary
+    rollback = [r for r in events.read_events(records) if r['event'] == 'rollback']
+    self.assertEqual([(r['step'], r['to_step']) for r in rollback], [(30, 0)])
+    # fit ends with the start checkpoint restored: completed, but it says so.
+    self.assertEqual((summary['status'], summary['global_step']), ('completed', 0))
+    self.assertIn('right after a rollback from step 30 to step 0', summary['note'])
+    self.assertEqual(summary['diagnosis']['cause'], 'learning_rate')
+    self.assertFalse(any('the run trained once' in e for e in summary['diagnosis']['evidence']))
+
+
 class ArgumentsTest(tf.test.TestCase):
   test_session = None
 

@@ -1,0 +1,52 @@
+"""Tests for stable_train.summary: summary.json's figures and what it says of the run's end."""
+
+import types
+
+import numpy as np
+import tensorflow as tf
+
+from stable_train import interfaces
+from stable_train import outcome as outcome_lib
+from stable_train import summary as summary_lib
+
+
+def loop(first, n):
+  steps = np.arange(first, first + n)
+  return interfaces.StepReports(
+      step=steps, loss=steps * 1.0, grad_norm=np.ones(n), clipped_grad_norm=np.ones(n),
+      loss_finite=np.ones(n, bool), grads_finite=np.ones(n, bool), inputs_finite=np.ones(n, bool),
+      outputs_finite=np.ones(n, bool), first_bad_grad=-np.ones(n, int),
+      first_bad_input=-np.ones(n, int), applied=np.ones(n, bool), learning_rate=np.ones(n))
+
+
+def run_view():
+  """What RunSummary reads of a Trainer (or of a Keras fit's guard)."""
+  counters = {k: tf.Variable(0, dtype=tf.int64) for k in (
+      'global_step', 'applied_steps', 'skipped_steps', 'input_faults', 'overflow_steps')}
+  return types.SimpleNamespace(policies=[], output_dir=None, last_summary={}, **counters)
+
+
+class RunSummaryTest(tf.test.TestCase):
+
+  def test_a_run_that_ends_right_after_a_rollback_says_it_trained_no_further(self):
+    view = run_view()
+    summary = summary_lib.RunSummary(view, start_step=0)
+    summary.record(loop(1, 10))
+    view.global_step.assign(10)
+    completed = outcome_lib.Outcome(outcome_lib.Status.COMPLETED, reason='num_epochs reached')
+    self.assertEqual(summary.build(completed)['note'], 'num_epochs reached')
+    summary.record(loop(11, 10))
+    view.global_step.assign(4)  # The last loop rolled back to step 4; the data then ended.
+    with self.assertLogs('stable_train', 'WARNING') as logs:
+      values = summary.build(completed)
+    self.assertEqual(values['global_step'], 4)
+    self.assertIn('num_epochs reached; the run ended right after a rollback from step 20 to '
+                  'step 4', values['note'])
+    self.assertIn('trained no further', logs.output[0])
+    summary.record(loop(5, 6))  # Trained on after it, to step 10: nothing to say.
+    view.global_step.assign(10)
+    self.assertEqual(summary.build(completed)['note'], 'num_epochs reached')
+
+
+if __name__ == '__main__':
+  tf.test.main()
