@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train import guard as guard_lib
+from stable_train import interfaces
 from stable_train import labels as labels_lib
 from stable_train import precision
 from stable_train import reports as reports_lib
@@ -75,6 +76,8 @@ class GuardedStep:
   def __init__(self, parts: StepParts):
     self.parts = parts
     self.distributed = parts.distributed
+    # The compiled state updates (`compiles_bookkeeping`): None until a step traces them.
+    self.compiled_bookkeeping = None
 
   # -- per replica ------------------------------------------------------------------------------
   def input_checks(self, features, labels) -> tf.Tensor:
@@ -229,17 +232,44 @@ class GuardedStep:
     # Where a policy raises in `update_state` (CheckNumerics('raise')), the updates follow the
     # apply or skip (the raise finds the forward state put back) and the counters follow them (a
     # raise counts nothing); otherwise they run beside the apply, off its critical path.
-    ordered = any(policy.updates_after_apply for policy in p.policies)
-    with tf.control_dependencies([done] if ordered else []):
-      flags = [f for f in (policy.update_state(report, applied) for policy in p.policies)
-               if f is not None]
-      # A detector's flag makes the loop not clean: the host then asks every policy to decide.
-      report['flagged'] = (tf.reduce_any(tf.stack(flags)) if len(flags) > 1 else
-                           flags[0] if flags else tf.identity(False))
-    with tf.control_dependencies([report['flagged']] if ordered else []):
-      self._count(report, applied)
+    if self.compiles_bookkeeping():
+      if self.compiled_bookkeeping is None:
+        self.compiled_bookkeeping = tf.function(self._update_and_count, jit_compile=True)
+      report['flagged'], report['step'] = self.compiled_bookkeeping(report)
+    else:
+      ordered = any(policy.updates_after_apply for policy in p.policies)
+      with tf.control_dependencies([done] if ordered else []):
+        report['flagged'] = self._update(report, applied)
+      with tf.control_dependencies([report['flagged']] if ordered else []):
+        self._count(report, applied)
     report['learning_rate'] = learning_rate
     return report
+
+  def compiles_bookkeeping(self) -> bool:
+    """Whether the policies' state updates and the counters run as one XLA-compiled function:
+    outside XLA (a compiled step fuses them already), on one device, with at least one policy
+    that updates state and all of them `update_state_compiles`, none raising in it."""
+    p = self.parts
+    updating = [policy for policy in p.policies
+                if type(policy).update_state is not interfaces.Policy.update_state]
+    return (not p.xla and not self.distributed and not tf.distribute.has_strategy()
+            and bool(updating) and all(policy.update_state_compiles for policy in updating)
+            and not any(policy.updates_after_apply for policy in p.policies))
+
+  def _update_and_count(self, report):
+    """The compiled bookkeeping: (flagged, the global step after the step). Traced."""
+    report = dict(report)  # `_count` sets 'step'; a tf.function must not change its argument.
+    flagged = self._update(report, report['applied'])
+    self._count(report, report['applied'])
+    return flagged, report['step']
+
+  def _update(self, report, applied) -> tf.Tensor:
+    """Every policy's `update_state`; returns whether a detector flagged the step."""
+    flags = [f for f in (policy.update_state(report, applied) for policy in self.parts.policies)
+             if f is not None]
+    # A detector's flag makes the loop not clean: the host then asks every policy to decide.
+    return (tf.reduce_any(tf.stack(flags)) if len(flags) > 1 else
+            flags[0] if flags else tf.identity(False))
 
   def _count(self, report, applied) -> None:
     """The counters of one agreed step; sets the report's 'step' (the global step after it)."""

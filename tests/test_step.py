@@ -1,0 +1,111 @@
+"""Tests for stable_train.step: the compiled bookkeeping (policies' state updates and counters in
+one XLA function outside XLA), against the same step with them as plain graph ops."""
+
+from unittest import mock
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import stable_train as st
+from stable_train import interfaces
+from stable_train import step as step_lib
+
+
+class StringState(interfaces.Policy):
+  """Updates its state with an op XLA cannot compile (a string format), without saying it does."""
+
+  def __init__(self):
+    super().__init__(name='string_state')
+    self.text = tf.Variable('', trainable=False)
+
+  def update_state(self, report, applied):
+    self.text.assign(tf.strings.as_string(report['loss']))
+    return None
+
+
+def _data(nan_at=(7, 23)):
+  x = np.random.RandomState(0).randn(40 * 16, 8).astype('float32')
+  y = x[:, :1] * 2.0
+  for i in nan_at:  # Whole batches of NaN features: skipped steps.
+    x[i * 16:(i + 1) * 16] = np.nan
+  return tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+
+
+def _trainer(policies, jit_compile=False):
+  keras.utils.set_random_seed(1)
+  model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, activation='tanh'),
+                            keras.layers.Dense(1)])
+  return st.Trainer(model=model, optimizer=keras.optimizers.Adam(1e-2),
+                    loss=keras.losses.MeanSquaredError(), policies=policies, model_dir=None,
+                    steps_per_loop=5, jit_compile=jit_compile)
+
+
+def _stack():
+  return st.default_policies() + [st.OutlierSkip(warmup=4)]
+
+
+def _state(trainer):
+  """Every variable of the run: the model's, the optimizer's, each policy's."""
+  values = {f'model/{i}': np.array(v.numpy()) for i, v in enumerate(trainer.model.variables)}
+  values.update({f'optimizer/{i}': np.array(v.numpy())
+                 for i, v in enumerate(trainer.optimizer.variables)})
+  for p in trainer.policies:
+    values.update({f'{p.name}/{v.name}': np.array(v.numpy()) for v in p.variables})
+  return values
+
+
+class CompiledBookkeepingTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.compiled = _trainer(_stack())
+    cls.compiled.fit(_data(), num_steps=40)
+    with mock.patch.object(step_lib.GuardedStep, 'compiles_bookkeeping', return_value=False):
+      cls.plain = _trainer(_stack())
+      cls.plain.fit(_data(), num_steps=40)
+
+  def test_the_default_stack_compiles_its_bookkeeping_outside_xla(self):
+    self.assertIsNotNone(self.compiled.controller.step.compiled_bookkeeping)
+    self.assertIsNone(self.plain.controller.step.compiled_bookkeeping)
+
+  def test_same_run_as_plain_graph_ops(self):
+    # The counters and the skips exactly; every variable within float rounding (XLA may
+    # contract the statistics' arithmetic differently).
+    for name in ('global_step', 'applied_steps', 'skipped_steps', 'input_faults'):
+      self.assertEqual(int(getattr(self.compiled, name).numpy()),
+                       int(getattr(self.plain, name).numpy()), name)
+    self.assertEqual(int(self.compiled.skipped_steps.numpy()), 2)
+    compiled, plain = _state(self.compiled), _state(self.plain)
+    self.assertEqual(sorted(compiled), sorted(plain))
+    for key, value in compiled.items():
+      if value.dtype.kind in 'iub':
+        np.testing.assert_array_equal(value, plain[key], err_msg=key)
+      else:
+        np.testing.assert_allclose(value, plain[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    clip = [p for p in self.compiled.policies if isinstance(p, st.AdaptiveClip)][0]
+    self.assertGreater(int(clip.count.numpy()), 30)  # The statistics did move.
+
+  def test_not_compiled_where_it_must_not_be(self):
+    cases = {
+        'xla step (fused already)': _trainer(_stack(), jit_compile=True),
+        'no policy updates state': _trainer([]),
+        "an in-graph raise": _trainer([st.CheckNumerics(mode='raise'), st.SkipNonFinite()]),
+        'a policy that does not compile': _trainer(st.default_policies() + [StringState()]),
+    }
+    for what, trainer in cases.items():
+      with self.subTest(what):
+        summary = trainer.fit(_data(nan_at=()), num_steps=10)
+        self.assertEqual(summary['status'], 'completed')
+        self.assertIsNone(trainer.controller.step.compiled_bookkeeping)
+
+  def test_a_policy_that_does_not_compile_still_updates(self):
+    trainer = _trainer(st.default_policies() + [StringState()])
+    trainer.fit(_data(nan_at=()), num_steps=5)
+    policy = [p for p in trainer.policies if isinstance(p, StringState)][0]
+    self.assertNotEqual(policy.text.numpy(), b'')
+
+
+if __name__ == '__main__':
+  tf.test.main()
