@@ -9,6 +9,8 @@
   python scripts/benchmark.py --section recorder           # its host part alone, per loop (quick)
   python scripts/benchmark.py --section healthy            # final loss: default stack vs bare;
                                                            # guarded vs plain model.fit
+  python scripts/benchmark.py --section floor              # what a bit-identical skip cannot
+                                                           # avoid, and each layer above it
 
 Section `speed` (the default) follows the reference protocol of ../shared/bench/perf.py. Every
 configuration trains its own seed-0 model (Adam 1e-3) on one shared in-memory pipeline
@@ -65,6 +67,7 @@ import statistics
 import sys
 import tempfile
 import time
+from unittest import mock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -175,9 +178,12 @@ class QuickstartData:
 class Bare:
   """A plain GradientTape step in a tf.function loop: the floor every ratio is taken against."""
 
-  def __init__(self, name, work, k, jit, steps=None):
+  def __init__(self, name, work, k, jit, steps=None, guard=None):
     self.name, self.work, self.k, self.jit, self.steps = name, work, k, jit, steps
-    self.desc = f'bare tf.function step, {k}/call, jit_compile={jit}'
+    self.guard = guard  # None; 'norm': + the global norm; 'skip': + a finite check and a cond.
+    shown = {None: '', 'norm': ' + global norm', 'skip': ' + global norm, apply in a tf.cond on '
+             'its finiteness (the least a bit-identical skip needs)'}[guard]
+    self.desc = f'bare tf.function step{shown}, {k}/call, jit_compile={jit}'
 
   def build(self):
     import keras  # pylint: disable=g-import-not-at-top
@@ -188,11 +194,27 @@ class Bare:
     self.optimizer.build(variables)
     model, optimizer, loss_fn = self.model, self.optimizer, self.work.loss
 
+    from stable_train import numerics  # pylint: disable=g-import-not-at-top
+    guard = self.guard
+
     def step(x, y):
       with tf.GradientTape() as tape:
         loss = loss_fn(y, model(x, training=True))
-      optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-      return loss
+      grads = tape.gradient(loss, variables)
+
+      def apply():
+        optimizer.apply_gradients(zip(grads, variables))
+        return tf.constant(True)
+
+      if guard is None:
+        apply()
+        return loss
+      _, norm = numerics.finite_flags_and_norm(grads, xla=self.jit)  # As the guard measures it.
+      if guard == 'norm':
+        apply()
+      else:
+        tf.cond(tf.math.is_finite(norm), apply, lambda: tf.constant(False))
+      return loss + 0.0 * norm  # The norm is an output: nothing prunes it.
 
     step_fn = tf.function(step, jit_compile=True if self.jit else None)
 
@@ -218,6 +240,10 @@ class Bare:
     done = int(self.optimizer.iterations.numpy()) - self._before
     return [] if done == steps and np.isfinite(self.last_loss) else [
         f'{done} steps (expected {steps}), loss {self.last_loss}']
+
+
+def no_policies():
+  return []
 
 
 def default_stack():
@@ -735,6 +761,62 @@ def rss_child(a):
 
 
 # ------------------------------------------------------------------------------------------------
+# The floor section: what a guard cannot avoid, and what stable_train adds above it.
+
+class Uncompiled(Stable):
+  """`Stable` with the policies' bookkeeping as plain graph ops (`compiles_bookkeeping` off)."""
+
+  def run_round(self, steps):
+    from stable_train import step as step_lib  # pylint: disable=g-import-not-at-top
+    with mock.patch.object(step_lib.GuardedStep, 'compiles_bookkeeping', return_value=False):
+      super().run_round(steps)
+
+
+def floor(a):
+  """Interleaved rounds at 10 steps per call, without and with XLA: the bare step, the bare step
+  with the global norm (n), with the apply in a tf.cond on its finiteness (m: the least a
+  bit-identical skip needs, no stable_train), the Trainer's skeleton (e: `policies=[]`), the
+  default stack (d) and, without XLA, the default stack with its bookkeeping uncompiled (u);
+  nothing on disk."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  work = Workload(a.model, a.batch, a.examples)
+  root = tempfile.mkdtemp(prefix='st_bench.')
+  print(f'# stable_train benchmark, floor: {work.describe}, batch {a.batch}; TF {tf.__version__}, '
+        f'load avg {os.getloadavg()[0]:.2f}; {a.rounds} rounds x {a.steps} steps', flush=True)
+  modes = [(10, False)] + ([] if a.model == 'transformer' else [(10, True)])
+  configs = []
+  for k, jit in modes:
+    m = f'k{k}{".xla" if jit else ""}'
+    configs += [Bare(f'a.{m}', work, k, jit), Bare(f'n.{m}', work, k, jit, guard='norm'),
+                Bare(f'm.{m}', work, k, jit, guard='skip'),
+                Stable(f'e.{m}', work, root, k, jit, model_dir=False, stack=no_policies),
+                Stable(f'd.{m}', work, root, k, jit, model_dir=False)]
+  configs.append(Uncompiled('u.k10', work, root, 10, False, model_dir=False))
+  configs[-1].desc += ', bookkeeping uncompiled'
+  try:
+    wall, cpu, by_round, _, problems = run_rounds(a, configs)
+  finally:
+    shutil.rmtree(root, ignore_errors=True)
+  ratios = Ratios(wall, cpu, by_round)
+  for c in configs:
+    print(f'CONFIG {c.name:9s} {ratios.med[c.name]:7.3f} ms/step  cpu {ratios.cmed[c.name]:7.3f}'
+          f'  | {c.desc}')
+  for k, jit in modes:
+    m = f'k{k}{".xla" if jit else ""}'
+    ratios.add(f'floor.norm.n_over_a.{m}', f'n.{m}', f'a.{m}', note='(the global norm pass)')
+    ratios.add(f'floor.skip.m_over_a.{m}', f'm.{m}', f'a.{m}',
+               note='(the floor: the least a bit-identical skip costs)')
+    ratios.add(f'floor.skeleton.e_over_m.{m}', f'e.{m}', f'm.{m}',
+               note="(the Trainer's step and loop above the floor)")
+    ratios.add(f'floor.policies.d_over_e.{m}', f'd.{m}', f'e.{m}',
+               note='(the default policies above the skeleton)')
+    ratios.add(f'floor.total.d_over_a.{m}', f'd.{m}', f'a.{m}')
+  ratios.add('floor.bookkeeping.u_over_d.k10', 'u.k10', 'd.k10',
+             note='(> 1: what compiling the bookkeeping saves)')
+  print('\n'.join(ratios.lines))
+  return sanity(wall, problems)
+
+
 # The healthy section: the default stack trains like a bare step.
 # ------------------------------------------------------------------------------------------------
 def healthy(a):
@@ -919,7 +1001,7 @@ def event_record_costs(root, records=1000, per_loop=10, repeats=5):
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split('\n\n', 1)[0],
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument('--section', choices=('speed', 'cadences', 'recorder', 'healthy'),
+  p.add_argument('--section', choices=('speed', 'cadences', 'recorder', 'healthy', 'floor'),
                  default='speed')
   p.add_argument('--model', choices=('mlp', 'convnet', 'transformer'), default='mlp')
   p.add_argument('--batch', type=int, default=32)
@@ -951,7 +1033,8 @@ def main(argv=None):
   tf.get_logger().setLevel(logging.ERROR)  # One variables_finite function per Trainer: "retracing".
   if a.rss_child:
     return rss_child(a)
-  sections = {'speed': speed, 'cadences': cadences, 'recorder': recorder, 'healthy': healthy}
+  sections = {'speed': speed, 'cadences': cadences, 'recorder': recorder, 'healthy': healthy,
+              'floor': floor}
   return sections[a.section](a)
 
 

@@ -58,3 +58,18 @@ def test_recorder_section_prints_the_host_cost_of_every_cadence():
           'log_every_10', 'log_every_100', 'log_every_1000')]
   for name in names:
     assert name in metrics and math.isfinite(metrics[name]) and metrics[name] > 0, (name, metrics)
+
+
+def test_floor_section_prints_each_layer_above_the_bare_step():
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+  result = subprocess.run(
+      [sys.executable, os.path.join(ROOT, 'scripts', 'benchmark.py'), '--section', 'floor',
+       '--quick'], capture_output=True, text=True, env=env, timeout=600, check=False)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  ratios = _figures(result.stdout, 'RATIO')
+  names = [f'floor.{kind}.{mode}' for kind in ('norm.n_over_a', 'skip.m_over_a',
+                                               'skeleton.e_over_m', 'policies.d_over_e',
+                                               'total.d_over_a') for mode in ('k10', 'k10.xla')]
+  for name in names + ['floor.bookkeeping.u_over_d.k10']:
+    assert name in ratios and math.isfinite(ratios[name]) and ratios[name] > 0, (name, ratios)
+  assert 'SANITY ok' in result.stdout, result.stdout[-3000:]
