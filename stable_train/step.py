@@ -330,11 +330,10 @@ def _xla_failure(function, report) -> Optional[str]:
   with tf.init_scope():
     example = {k: tf.zeros([1 if d is None else d for d in v.shape], v.dtype)
                for k, v in report.items()}
+    function.get_concrete_function(example)  # An error in tracing is the policy's own: as is.
     try:
       function.experimental_get_compiler_ir(example)(stage='hlo')
       return None
     except (ValueError, tf.errors.OpError) as e:
-      if isinstance(e, errors.StableTrainError):
-        raise
       found = re.search(r'on XLA_\w+: (.+?) \(', str(e))
       return found.group(1) if found else str(e).strip().splitlines()[0][:200]

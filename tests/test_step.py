@@ -44,6 +44,15 @@ class Flags(interfaces.Policy):
     return self.flag(self.count.assign_add(1))
 
 
+class BrokenUpdate(interfaces.Policy):
+  """Says its update compiles; its update has a bug of its own (raised while tracing)."""
+
+  update_state_compiles = True
+
+  def update_state(self, report, applied):
+    raise ValueError('a bug of its own')
+
+
 def _data(nan_at=(7, 23)):
   x = np.random.RandomState(0).randn(40 * 16, 8).astype('float32')
   y = x[:, :1] * 2.0
@@ -155,6 +164,12 @@ class PolicyContractTest(tf.test.TestCase):
         # Refused while tracing: nothing trained.
         for before, after in zip(weights, model.variables):
           np.testing.assert_array_equal(before, after.numpy())
+
+  def test_an_error_of_the_policy_s_own_is_raised_as_it_is(self):
+    trainer = _trainer(st.default_policies() + [BrokenUpdate(name='broken')])
+    with self.assertRaisesRegex(ValueError, 'a bug of its own') as caught:
+      trainer.fit(_data(nan_at=()), num_steps=5)
+    self.assertNotIsInstance(caught.exception, errors.ConfigError)
 
   def test_a_flag_that_is_not_a_scalar_bool_is_refused(self):
     for compiles in (True, False):
