@@ -129,6 +129,25 @@ class CompiledBookkeepingTest(tf.test.TestCase):
         self.assertEqual(summary['status'], 'completed')
         self.assertIsNone(trainer.controller.step.compiled_bookkeeping)
 
+  def test_not_compiled_under_a_strategy_and_still_skips(self):
+    strategy = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    with strategy.scope():
+      keras.utils.set_random_seed(1)
+      model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+      optimizer = keras.optimizers.Adam(1e-2)
+    trainer = st.Trainer(model=model, optimizer=optimizer, loss=keras.losses.MeanSquaredError(),
+                         policies=_stack(), model_dir=None, steps_per_loop=5, strategy=strategy)
+    self.assertEqual(trainer.fit(_data(), num_steps=10)['status'], 'completed')
+    self.assertEqual(int(trainer.skipped_steps.numpy()), 1)
+    self.assertIsNone(trainer.controller.step.compiled_bookkeeping)
+    with strategy.scope():
+      model.compile(optimizer=keras.optimizers.Adam(1e-2), loss='mse', steps_per_execution=2)
+    guard = st.guard_fit(model, policies=_stack())
+    history = model.fit(_data().take(10), callbacks=[guard.callback()], verbose=0)
+    self.assertEqual(history.history['skipped_steps'], [1.0])
+    self.assertIsNone(guard.step.compiled_bookkeeping)
+
   def test_a_policy_that_does_not_compile_still_updates(self):
     trainer = _trainer(st.default_policies() + [StringState()])
     trainer.fit(_data(nan_at=()), num_steps=5)
