@@ -67,7 +67,6 @@ import statistics
 import sys
 import tempfile
 import time
-from unittest import mock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -763,21 +762,11 @@ def rss_child(a):
 # ------------------------------------------------------------------------------------------------
 # The floor section: what a guard cannot avoid, and what stable_train adds above it.
 
-class Uncompiled(Stable):
-  """`Stable` with the policies' bookkeeping as plain graph ops (`compiles_bookkeeping` off)."""
-
-  def run_round(self, steps):
-    from stable_train import step as step_lib  # pylint: disable=g-import-not-at-top
-    with mock.patch.object(step_lib.GuardedStep, 'compiles_bookkeeping', return_value=False):
-      super().run_round(steps)
-
-
 def floor(a):
   """Interleaved rounds at 10 steps per call, without and with XLA: the bare step, the bare step
   with the global norm (n), with the apply in a tf.cond on its finiteness (m: the least a
   bit-identical skip needs, no stable_train), the Trainer's skeleton (e: `policies=[]`), the
-  default stack (d) and, without XLA, the default stack with its bookkeeping uncompiled (u);
-  nothing on disk."""
+  default stack (d); nothing on disk."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   work = Workload(a.model, a.batch, a.examples)
   root = tempfile.mkdtemp(prefix='st_bench.')
@@ -791,8 +780,6 @@ def floor(a):
                 Bare(f'm.{m}', work, k, jit, guard='skip'),
                 Stable(f'e.{m}', work, root, k, jit, model_dir=False, stack=no_policies),
                 Stable(f'd.{m}', work, root, k, jit, model_dir=False)]
-  configs.append(Uncompiled('u.k10', work, root, 10, False, model_dir=False))
-  configs[-1].desc += ', bookkeeping uncompiled'
   try:
     wall, cpu, by_round, _, problems = run_rounds(a, configs)
   finally:
@@ -811,8 +798,6 @@ def floor(a):
     ratios.add(f'floor.policies.d_over_e.{m}', f'd.{m}', f'e.{m}',
                note='(the default policies above the skeleton)')
     ratios.add(f'floor.total.d_over_a.{m}', f'd.{m}', f'a.{m}')
-  ratios.add('floor.bookkeeping.u_over_d.k10', 'u.k10', 'd.k10',
-             note='(> 1: what compiling the bookkeeping saves)')
   print('\n'.join(ratios.lines))
   return sanity(wall, problems)
 

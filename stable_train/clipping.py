@@ -85,7 +85,6 @@ class AdaptiveClip(interfaces.Policy):
                                     name='norm_ceiling')
 
   takes_norm_ceiling = True
-  update_state_compiles = True
 
   def set_norm_ceiling(self, norm: float) -> None:
     self.norm_ceiling.assign(min(float(norm), float(self.norm_ceiling.numpy())))

@@ -82,7 +82,6 @@ class DivergenceCheck(interfaces.Policy):
   decides_on_clean_loops = False  # Clean loops carry no flag: nothing fired.
   decides_after_act = True  # A collapse or a damaged model found by a check escalates at once.
   uses_first_batch = True  # The start check and the reference re-run.
-  update_state_compiles = True
 
   def __init__(self, *, factor: float = 10.0, patience: int = 20, rise_patience: int = 50,
                smoothing: float = 0.9, warmup: int = 10, output_ratio=100.0,

@@ -79,8 +79,8 @@ class Policy(tf.Module):
   Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
     `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
     `decides_on_clean_loops`, `decides_after_act`, `uses_end_step`, `end_step_compiles`,
-    `update_state_compiles`, `updates_after_apply`, `wants_start_checkpoint`,
-    `takes_norm_ceiling` (with `set_norm_ceiling`), `uses_first_batch`.
+    `updates_after_apply`, `wants_start_checkpoint`, `takes_norm_ceiling` (with
+    `set_norm_ceiling`), `uses_first_batch`.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -105,12 +105,6 @@ class Policy(tf.Module):
   # True for a policy whose `update_state` may raise (an in-graph check): the step then runs every
   # policy's `update_state` after the apply or skip, and its counters after them.
   updates_after_apply = False
-
-  # True for a policy whose `update_state` compiles with XLA (scalar tensor ops on its variables).
-  # Outside XLA, on one device, when every policy that updates state says so, the step runs the
-  # updates and its counters as one small compiled function: one launch instead of dozens of
-  # scalar ops, each of which costs microseconds in TensorFlow's executor on every step.
-  update_state_compiles = False
 
   @property
   def uses_end_step(self) -> bool:

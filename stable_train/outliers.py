@@ -33,7 +33,6 @@ class OutlierSkip(interfaces.Policy):
   """
 
   decides_on_clean_loops = False  # A clean loop skipped nothing.
-  update_state_compiles = True
 
   def __init__(self, *, window: int = 128, num_stds: float = 6.0, warmup: int = 32,
                min_ratio: float = 10.0, start_fraction: float = 0.5,

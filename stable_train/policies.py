@@ -50,10 +50,6 @@ class CheckNumerics(interfaces.Policy):
   def updates_after_apply(self) -> bool:
     return self.mode == 'raise'  # Its in-graph raise must find the forward state put back.
 
-  @property
-  def update_state_compiles(self) -> bool:
-    return self.mode != 'raise'  # check_numerics does not raise under XLA.
-
   def end_step(self, batch, report):
     if self.mode != 'raise':
       return None
@@ -157,7 +153,6 @@ class SkipNonFinite(interfaces.Policy):
   # within the limit (the host resets it only when it looks): no escalation is possible, and a
   # later streak is compared by the max, so the stale value can never trigger one.
   decides_on_clean_loops = False
-  update_state_compiles = True
 
   def __init__(self, *, max_consecutive: int = 10, name: str = 'skip_non_finite'):
     """Initialises the policy.

@@ -102,7 +102,6 @@ class DynamicLossScale(interfaces.Policy):
   """
 
   scales_loss = True
-  update_state_compiles = True
 
   def __init__(self, *, initial_scale: float = 2.0**15, growth_interval: int = 2000,
                min_scale: float = 1.0, max_scale: float = 2.0**24, name: str = 'loss_scale'):

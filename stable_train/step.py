@@ -9,7 +9,6 @@ seed-generator states) and the process-wide generators are put back.
 """
 
 import dataclasses
-import re
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -17,7 +16,6 @@ import tensorflow as tf
 from stable_train import compat
 from stable_train import errors
 from stable_train import guard as guard_lib
-from stable_train import interfaces
 from stable_train import labels as labels_lib
 from stable_train import precision
 from stable_train import reports as reports_lib
@@ -78,8 +76,6 @@ class GuardedStep:
   def __init__(self, parts: StepParts):
     self.parts = parts
     self.distributed = parts.distributed
-    # The compiled state updates (`compiles_bookkeeping`): None until a step traces them.
-    self.compiled_bookkeeping = None
 
   # -- per replica ------------------------------------------------------------------------------
   def input_checks(self, features, labels) -> tf.Tensor:
@@ -234,55 +230,13 @@ class GuardedStep:
     # Where a policy raises in `update_state` (CheckNumerics('raise')), the updates follow the
     # apply or skip (the raise finds the forward state put back) and the counters follow them (a
     # raise counts nothing); otherwise they run beside the apply, off its critical path.
-    if self.compiles_bookkeeping():
-      if self.compiled_bookkeeping is None:
-        self.compiled_bookkeeping = self._compile_bookkeeping(report)
-      report['flagged'], report['step'] = self.compiled_bookkeeping(report)
-    else:
-      ordered = any(policy.updates_after_apply for policy in p.policies)
-      with tf.control_dependencies([done] if ordered else []):
-        report['flagged'] = self._update(report, applied)
-      with tf.control_dependencies([report['flagged']] if ordered else []):
-        self._count(report, applied)
+    ordered = any(policy.updates_after_apply for policy in p.policies)
+    with tf.control_dependencies([done] if ordered else []):
+      report['flagged'] = self._update(report, applied)
+    with tf.control_dependencies([report['flagged']] if ordered else []):
+      self._count(report, applied)
     report['learning_rate'] = learning_rate
     return report
-
-  def compiles_bookkeeping(self) -> bool:
-    """Whether the policies' state updates and the counters run as one XLA-compiled function:
-    outside XLA (a compiled step fuses them already), on one device, with at least one policy
-    that updates state and all of them `update_state_compiles`, none raising in it."""
-    p = self.parts
-    updating = self._updating()
-    return (not p.xla and not self.distributed and not tf.distribute.has_strategy()
-            and bool(updating) and all(policy.update_state_compiles for policy in updating)
-            and not any(policy.updates_after_apply for policy in p.policies))
-
-  def _updating(self) -> list:
-    """The policies that override `update_state`."""
-    return [policy for policy in self.parts.policies
-            if type(policy).update_state is not interfaces.Policy.update_state]
-
-  def _compile_bookkeeping(self, report):
-    """`_update_and_count` as an XLA function. A policy's own `update_state` (not one shipped
-    here, which the tests compile) is first converted alone, once, at trace time (~50 ms): one
-    that says it compiles and does not is named (`errors.ConfigError`), not left to a raw XLA
-    error at the first step."""
-    for policy in self._updating():
-      if not type(policy).update_state.__module__.startswith('stable_train.'):
-        reason = _xla_failure(_update_alone(policy), report)
-        if reason is not None:
-          raise errors.ConfigError(
-              f'{type(policy).__name__} {policy.name!r}: update_state_compiles is True but its '
-              f'update_state does not compile with XLA ({reason}); set update_state_compiles = '
-              'False on the class (its updates then run as plain graph ops), or make it compile.')
-    return tf.function(self._update_and_count, jit_compile=True)
-
-  def _update_and_count(self, report):
-    """The compiled bookkeeping: (flagged, the global step after the step). Traced."""
-    report = dict(report)  # `_count` sets 'step'; a tf.function must not change its argument.
-    flagged = self._update(report, report['applied'])
-    self._count(report, report['applied'])
-    return flagged, report['step']
 
   def _update(self, report, applied) -> tf.Tensor:
     """Every policy's `update_state`; returns whether a detector flagged the step."""
@@ -316,24 +270,3 @@ def _checked_flag(policy, flag) -> tf.Tensor:
         f'{type(policy).__name__} {policy.name!r}: update_state returned a {flag.dtype.name} '
         f'of shape {flag.shape}; return None or a scalar bool (True flags the step).')
   return flag
-
-
-def _update_alone(policy):
-  """One policy's `update_state` as an XLA function of the report (to find what fails)."""
-  return tf.function(lambda report: policy.update_state(dict(report), report['applied']),
-                     jit_compile=True)
-
-
-def _xla_failure(function, report) -> Optional[str]:
-  """None if `function(report)` converts to XLA, else the reason (the unsupported ops). Eager
-  inputs of the report's dtypes and shapes stand in for it (XLA compiles for shapes)."""
-  with tf.init_scope():
-    example = {k: tf.zeros([1 if d is None else d for d in v.shape], v.dtype)
-               for k, v in report.items()}
-    function.get_concrete_function(example)  # An error in tracing is the policy's own: as is.
-    try:
-      function.experimental_get_compiler_ir(example)(stage='hlo')
-      return None
-    except (ValueError, tf.errors.OpError) as e:
-      found = re.search(r'on XLA_\w+: (.+?) \(', str(e))
-      return found.group(1) if found else str(e).strip().splitlines()[0][:200]
