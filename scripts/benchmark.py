@@ -761,7 +761,7 @@ def rss_child(a):
 
 # ------------------------------------------------------------------------------------------------
 # The floor section: what a guard cannot avoid, and what stable_train adds above it.
-
+# ------------------------------------------------------------------------------------------------
 def floor(a):
   """Interleaved rounds at 10 steps per call, without and with XLA: the bare step, the bare step
   with the global norm (n), with the apply in a tf.cond on its finiteness (m: the least a
@@ -802,6 +802,7 @@ def floor(a):
   return sanity(wall, problems)
 
 
+# ------------------------------------------------------------------------------------------------
 # The healthy section: the default stack trains like a bare step.
 # ------------------------------------------------------------------------------------------------
 def healthy(a):
