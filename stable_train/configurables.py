@@ -19,7 +19,6 @@ from stable_train import precision  # pylint: disable=unused-import  (registers 
 from stable_train import recovery  # pylint: disable=unused-import  (registers LossSpike, Rollback)
 from stable_train import stopping  # pylint: disable=unused-import  (BestCheckpoint, EarlyStopping)
 from stable_train import trainer
-from stable_train.testing import faults  # pylint: disable=unused-import  (registers Faults)
 
 _done = False
 
@@ -44,10 +43,9 @@ def register() -> None:
   # Trainer is made configurable in place (not through a subclass), so a user's subclass that
   # calls super().__init__(**kwargs) still receives the `Trainer.*` bindings.
   gin.configurable('Trainer', module='stable_train')(trainer.Trainer)
-  # The policies register themselves where they are defined (`@gin.register` in policies.py,
-  # recovery.py, forensics.py, precision.py, testing/faults.py, clipping.py, diagnostics.py,
-  # divergence.py, outliers.py; WarmupSchedule
-  # in lr.py): importing those modules above registers them.
+  # The policies register themselves where they are defined (`@gin.register`; WarmupSchedule in
+  # lr.py): importing those modules above registers them. The testing tools' `Faults` registers
+  # when a config imports it (`import stable_train.testing`): the library never imports them.
   for fn in (data.synthetic_regression, data.synthetic_classification, data.synthetic_images,
              data.synthetic_sequences, models.convnet_bn, models.transformer, models.lstm,
              models.mlp,

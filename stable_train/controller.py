@@ -32,9 +32,9 @@ from stable_train import reports as reports_lib
 from stable_train import runlock
 from stable_train import signal_action
 from stable_train import signals
+from stable_train import state as state_lib
 from stable_train import step as step_lib
 from stable_train import summary as summary_lib
-from stable_train import trainer_setup
 
 log = logging.getLogger('stable_train')
 
@@ -198,8 +198,8 @@ class Controller:
   def _build(self, dataset) -> None:
     """Builds the run's variables and, once, the guarded step and the in-graph loop."""
     t = self.trainer
-    variables, self.variable_paths = trainer_setup.build(t, dataset)
-    self.random_states = trainer_setup.random_state_variables()
+    variables, self.variable_paths = t.build(dataset)
+    self.random_states = state_lib.random_state_variables()
     self.input_paths = reports_lib.input_paths(*t.split_batch(dataset.element_spec))
     if self.loop is None:
       float64 = any(tf.as_dtype(v.dtype) == tf.float64 for v in variables)

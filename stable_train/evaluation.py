@@ -187,10 +187,9 @@ class Evaluator:
     elements the model cannot take, labels that would broadcast against its outputs) is a
     one-line ConfigError naming it now, not at the first evaluation after training and
     checkpoints. Changes nothing (an evaluation)."""
-    from stable_train import trainer_setup  # pylint: disable=g-import-not-at-top  (it builds us)
     try:
       # Labels checked as the training data's are (they would give a finite, wrong loss).
-      trainer_setup.label_classes(self._trainer, dataset.element_spec)
+      labels_lib.trainer_classes(self._trainer, dataset.element_spec)
       sums = self._sums(dataset, 1, None)
     except (ValueError, TypeError, tf.errors.OpError) as e:
       elements = ', '.join(f'{s.dtype.name}{list(s.shape)}' if hasattr(s, 'dtype') else

@@ -26,7 +26,6 @@ from stable_train import compat
 from stable_train import errors
 from stable_train import events as events_lib
 from stable_train import interfaces
-from stable_train import policies
 from stable_train import provenance
 
 log = logging.getLogger('stable_train')
@@ -36,10 +35,6 @@ REPORT_JSON = 'report.json'
 REPORT_TXT = 'report.txt'
 RNG_JSON = 'rng.json'
 CHECKPOINT_PREFIX = os.path.join('checkpoint', 'ckpt')
-
-
-# Moved to policies.py (it is a core input check); kept importable here for compatibility.
-ValidateInputs = policies.ValidateInputs
 
 
 def _encode_structure(value) -> Any:
@@ -244,9 +239,10 @@ class Forensics(interfaces.Policy):
 
 
 def _num_classes(probe) -> Optional[int]:
-  """The class count labels are checked against: ValidateInputs', else the step's own."""
+  """The class count labels are checked against: a policy's that checks the labels' range (its
+  `num_classes`, as `ValidateInputs` has it), else the step's own."""
   for p in probe.policies:
-    if isinstance(p, ValidateInputs) and p.num_classes is not None:
+    if getattr(p, 'num_classes', None) is not None:
       return p.num_classes
   return probe.label_classes
 

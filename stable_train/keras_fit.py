@@ -22,6 +22,7 @@ from stable_train import compat
 from stable_train import distribute
 from stable_train import errors
 from stable_train import first_batch as first_batch_lib
+from stable_train import keras_parts
 from stable_train import labels as labels_lib
 from stable_train import loop as loop_lib
 from stable_train import precision
@@ -158,9 +159,9 @@ class KerasGuard:
       for p in self.policies:
         p.build(variables, paths)
     self.variable_paths = paths
-    self.random_states = trainer_setup.random_state_variables()
+    self.random_states = state_lib.random_state_variables()
     self.step = step_lib.GuardedStep(step_lib.StepParts(
-        split_batch=split_batch, compute=self._compute,
+        split_batch=keras_parts.split_batch, compute=self._compute,
         variables=lambda: list(m.trainable_variables),
         apply=lambda grads: optimizer.apply(grads, m.trainable_variables),
         forward_state=self._step_state, random_states=self.random_states,
@@ -218,10 +219,11 @@ class KerasGuard:
     if self._built_for != self._key():  # The first trace without a strategy (one thread).
       with tf.init_scope():
         self.prepare(data)
-    self.input_paths = reports_lib.input_paths(*split_batch(data))  # Python, at trace time.
+    # Python, at trace time.
+    self.input_paths = reports_lib.input_paths(*keras_parts.split_batch(data))
     if self.first_batch_sample is not None:
       self.first_batch_sample.capture(data)
-    classes = _label_classes(self.model, self.policies, data)
+    classes = labels_lib.compiled_classes(self.model, self.policies, data)
     if classes != self.step.parts.label_classes:
       self.step = step_lib.GuardedStep(dataclasses.replace(self.step.parts, label_classes=classes))
     return self.step.in_replica(data, record=self._record)
@@ -290,28 +292,6 @@ class KerasGuard:
         columns, variable_paths=self.variable_paths, input_paths=self.input_paths)
 
 
-def _label_classes(m, policies, data) -> Optional[int]:
-  """The class count of sparse labels the compiled loss reads as indices into the model's one
-  (B, C) output (`labels.sparse_classes`), as the Trainer checks them; None where the specs
-  cannot tell, for a `compute_loss` override and for no policies (no guard at all)."""
-  x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
-  if (not policies or y is None or tf.nest.is_nested(y)
-      or type(m).compute_loss is not keras.Model.compute_loss
-      or not isinstance(m.loss, (str, keras.losses.Loss))):
-    return None
-  outputs = getattr(m, 'outputs', None)  # A functional or Sequential model's.
-  if outputs is None:
-    try:
-      outputs = m.compute_output_spec(
-          tf.nest.map_structure(lambda t: keras.KerasTensor(t.shape, t.dtype.name), x))
-    except Exception:  # pylint: disable=broad-except  (a model Keras cannot trace symbolically)
-      return None
-  outputs = tf.nest.flatten(outputs)
-  loss = keras.losses.get(m.loss) if isinstance(m.loss, str) else m.loss
-  return labels_lib.sparse_classes(tf.TensorSpec(y.shape, y.dtype),
-                                   outputs[0] if len(outputs) == 1 else None, loss)
-
-
 def _numerics_errors(guard: KerasGuard, keras_function, iterator):
   """Runs Keras's train function; CheckNumerics(mode='raise') failing in-graph ends the fit with
   a `NumericsError` naming the tensor, as in the Trainer, recorded by the running callback."""
@@ -324,12 +304,6 @@ def _numerics_errors(guard: KerasGuard, keras_function, iterator):
     if guard.host is not None:
       guard.host.fail(error)
     raise error from None
-
-
-def split_batch(batch):
-  """(features, labels) of a Keras batch: x, y or x, y, sample_weight (labels () without y)."""
-  x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
-  return x, (() if y is None else y)
 
 
 def _check_model(model) -> None:

@@ -68,6 +68,12 @@ def as_metric(identifier):
   return keras.metrics.MeanMetricWrapper(fn, name=name)
 
 
+def split_batch(batch):
+  """(features, labels) of a Keras batch: x, y or x, y, sample_weight (labels () without y)."""
+  x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
+  return x, (() if y is None else y)
+
+
 def call_loss(loss, labels, predictions, batch):
   """`loss(labels, predictions)`, with `sample_weight=` the third part of an (x, y,
   sample_weight) batch; a loss that takes no sample weights (a plain function) then is a

@@ -14,7 +14,7 @@ from stable_train import compat
 from stable_train import distribute
 from stable_train import handle
 from stable_train import interfaces
-from stable_train import keras_fit
+from stable_train import keras_parts
 from stable_train import lr as lr_lib
 from stable_train import numerics
 from stable_train import provenance
@@ -114,7 +114,7 @@ class KerasRun(interfaces.RunHandle):
     g = callback.guard
     self._lr_control = None
     self.probe = handle.Probe(
-        model=g.model, policies=g.policies, split_batch=keras_fit.split_batch,
+        model=g.model, policies=g.policies, split_batch=keras_parts.split_batch,
         loss_and_gradients=g.loss_and_gradients, model_checkpoint=g.model_checkpoint,
         first_batch=g.first_batch, jit_compile=bool(g.model.jit_compile))
 

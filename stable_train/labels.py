@@ -88,6 +88,52 @@ def check_broadcast(label_spec, output_spec, loss, owner: str = 'Trainer') -> No
       f'the labels the outputs\' shape (None, {classes}), or the model 1 output.')
 
 
+def model_classes(model, features, label_spec, loss, *, guarded: bool,
+                  check_owner: Optional[str] = None) -> Optional[int]:
+  """The class count of sparse labels (`sparse_classes`) against a Keras model's one output,
+  from the specs of its features (or tensors) and labels, after a ConfigError for labels that
+  would broadcast against that output (`check_broadcast`, with `check_owner` as the owner; None:
+  no check). None where the output cannot be told from the specs, and when not `guarded` (a bare
+  step, no guard at all): the labels are then not checked in the step."""
+  outputs = getattr(model, 'outputs', None)  # A functional or Sequential model's.
+  if outputs is None:
+    try:
+      outputs = model.compute_output_spec(
+          tf.nest.map_structure(lambda s: keras.KerasTensor(s.shape, s.dtype.name), features))
+    except Exception:  # pylint: disable=broad-except  (a model Keras cannot trace symbolically)
+      return None
+  outputs = tf.nest.flatten(outputs)
+  output_spec = outputs[0] if len(outputs) == 1 else None
+  if check_owner is not None:
+    check_broadcast(label_spec, output_spec, loss, check_owner)
+  return sparse_classes(label_spec, output_spec, loss) if guarded else None
+
+
+def trainer_classes(trainer, element_spec) -> Optional[int]:
+  """`model_classes` for a Trainer's data, with the broadcast check, where the Trainer's own
+  `forward` and `compute_loss` feed a Keras model's one output and the labels to the loss (its
+  `uses_own_forward()` and `uses_own_loss()`); None otherwise."""
+  t = trainer
+  if not (isinstance(t.model, keras.Model) and t.uses_own_forward() and t.uses_own_loss()):
+    return None
+  features, label_spec = t.split_batch(element_spec)
+  return model_classes(t.model, features, label_spec, t.loss_fn, guarded=bool(t.policies),
+                       check_owner='Trainer')
+
+
+def compiled_classes(model, policies, data) -> Optional[int]:
+  """`model_classes` for a compiled model's batch `data` (x, y[, sample_weight]) as its compiled
+  loss reads it; None for a `compute_loss` override, a loss that is not a Keras loss or name,
+  nested labels and no policies (no guard at all)."""
+  x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+  if (not policies or y is None or tf.nest.is_nested(y)
+      or type(model).compute_loss is not keras.Model.compute_loss
+      or not isinstance(model.loss, (str, keras.losses.Loss))):
+    return None
+  loss = keras.losses.get(model.loss) if isinstance(model.loss, str) else model.loss
+  return model_classes(model, x, tf.TensorSpec(y.shape, y.dtype), loss, guarded=True)
+
+
 def in_range(labels: tf.Tensor, classes: int) -> tf.Tensor:
   """Traced: whether every label lies in [0, classes) (False for a NaN label)."""
   low, high = tf.cast(0, labels.dtype), tf.cast(classes, labels.dtype)

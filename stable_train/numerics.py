@@ -217,3 +217,10 @@ def clip_by_global_norm(grads: Sequence[tf.Tensor],
   use_ordinary = _use_ordinary_clip(norm, max_norm, all_finite)
   clipped = tf.cond(use_ordinary, ordinary, rescaled)
   return clipped, norm, tf.minimum(norm, max_norm)
+
+
+def widen(loss) -> tf.Tensor:
+  """A loss as float32 (float16/bfloat16 widened; float64 kept): scaling, checks and reports
+  never work in a half-precision loss."""
+  loss = tf.convert_to_tensor(loss)
+  return loss if loss.dtype == tf.float64 else tf.cast(loss, tf.float32)

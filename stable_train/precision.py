@@ -55,13 +55,6 @@ def compute_dtype(model) -> str:
   return tf.as_dtype(value).name
 
 
-def widen(loss) -> tf.Tensor:
-  """A loss as float32 (float16/bfloat16 widened; float64 kept): scaling, checks and reports
-  never work in a half-precision loss."""
-  loss = tf.convert_to_tensor(loss)
-  return loss if loss.dtype == tf.float64 else tf.cast(loss, tf.float32)
-
-
 def default_loss_scale() -> 'DynamicLossScale':
   """The DynamicLossScale the Trainer adds under mixed_float16, built through gin so that
   `DynamicLossScale.*` bindings apply to it as to one listed in `Trainer.policies`."""

@@ -13,6 +13,7 @@ import tensorflow as tf
 from stable_train import errors
 from stable_train import forensics
 from stable_train import interfaces
+from stable_train import labels as labels_lib
 from stable_train import provenance
 
 
@@ -78,8 +79,7 @@ def restore_trainer(trainer, forensics_dir: str, batch, recorded: Dict[str, Any]
     trainer.model(features, training=False)
   trainer.optimizer.build(trainer.model.trainable_variables)
   # The step's own label check, as in the run: a label out of range must not crash the re-run.
-  from stable_train import trainer_setup  # pylint: disable=g-import-not-at-top  (the runtime's)
-  trainer.label_classes = trainer_setup.label_classes(
+  trainer.label_classes = labels_lib.trainer_classes(
       trainer, tf.nest.map_structure(tf.TensorSpec.from_tensor, batch))
   prefix = os.path.join(forensics_dir, recorded.get('checkpoint', forensics.CHECKPOINT_PREFIX))
   try:

@@ -54,7 +54,7 @@ class TrainState(tf.Module):
       model: the model.
       optimizer: the optimizer.
       forward_state: the variables a forward pass may assign (`Trainer.forward_state`).
-      random_states: the process-wide generators' states (`trainer.random_state_variables`).
+      random_states: the process-wide generators' states (`random_state_variables`).
     """
     objects = dict(model=model, optimizer=optimizer)
     objects.update({name: getattr(self, name) for name, _, _ in COUNTERS})
@@ -211,3 +211,14 @@ class TracedWriter:
   def __call__(self, prefix: str) -> str:
     """Writes the checkpoint at `prefix`; returns the prefix."""
     return self._write(tf.constant(prefix)).numpy().decode()
+
+
+def random_state_variables() -> List[tf.Variable]:
+  """The process-wide random states a run draws from: TensorFlow's global generator and Keras's
+  global SeedGenerator (created here if they do not exist yet, so every run checkpoints the same
+  structure)."""
+  states = [compat.tf_global_generator().state]
+  keras_generator = compat.keras_global_seed_generator()
+  if keras_generator is not None:
+    states.append(keras_generator.state)
+  return states

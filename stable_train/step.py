@@ -17,7 +17,7 @@ from stable_train import compat
 from stable_train import errors
 from stable_train import guard as guard_lib
 from stable_train import labels as labels_lib
-from stable_train import precision
+from stable_train import numerics
 from stable_train import reports as reports_lib
 
 
@@ -111,7 +111,7 @@ class GuardedStep:
     variables = p.variables()
     with tf.GradientTape() as tape:
       loss, predictions, outputs_ok = p.compute(self.sanitize(batch))
-      loss = precision.widen(loss)
+      loss = numerics.widen(loss)
       for policy in p.policies:
         loss = policy.transform_loss(loss)
       target = loss if p.loss_scale is None else p.loss_scale.scale_loss(loss)

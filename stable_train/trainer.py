@@ -16,19 +16,18 @@ from stable_train import events as events_lib
 from stable_train import keras_parts
 from stable_train import lr as lr_lib
 from stable_train import numerics
-from stable_train import precision as precision_lib
 from stable_train import provenance
+from stable_train import seams
 from stable_train import state as state_lib
 from stable_train import step as step_lib
 from stable_train import trainer_setup as setup
-from stable_train.testing import faults as faults_lib
 
 log = logging.getLogger('stable_train')
 
 # The public names of the set-up helpers (stable_train.default_policies, ...).
 EMPTY_DATASET = setup.EMPTY_DATASET
 default_policies = setup.default_policies
-random_state_variables = setup.random_state_variables
+random_state_variables = state_lib.random_state_variables
 show_progress = setup.show_progress
 steps_per_epoch = setup.steps_per_epoch
 
@@ -70,7 +69,8 @@ class Trainer:
     max_refused_checkpoints: this many checkpoints refused in a row (a non-finite variable)
       are a fault: a Rollback takes over, or the run aborts naming the variable.
     strategy: a `tf.distribute.Strategy`; None means the current one.
-    faults: a `stable_train.testing.Faults` plan, to rehearse failure; None: none.
+    faults: a `seams.RunSeams` plug-in, e.g. a `stable_train.testing.Faults` plan to rehearse
+      failure; None: none.
     metrics: Keras metrics or names ('accuracy'; None: a compiled model's), updated by applied
       steps only, reset after each progress line (under a strategy, create them in its scope).
     eval_divergence_factor: an evaluation whose loss is non-finite or above this factor times
@@ -84,7 +84,7 @@ class Trainer:
                checkpoint_every: int = 100, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
                max_refused_checkpoints: int = 2, strategy=None,
-               faults: Optional[faults_lib.Faults] = None, metrics: Optional[Sequence] = None,
+               faults: Optional[seams.RunSeams] = None, metrics: Optional[Sequence] = None,
                eval_divergence_factor: Optional[float] = 10.0, verbose: bool = True):
     self.strategy = strategy or tf.distribute.get_strategy()
     optimizer, loss, metrics, wrapper = setup.model_parts(
@@ -150,7 +150,7 @@ class Trainer:
     features, labels = self.split_batch(batch)
     predictions = self.forward(features, training)
     value = keras_parts.call_loss(self.loss_fn, labels, predictions, batch)  # Sample weights.
-    loss = precision_lib.widen(distribute.unscale_keras_loss(self.loss_fn, value))
+    loss = numerics.widen(distribute.unscale_keras_loss(self.loss_fn, value))
     regularization = getattr(self.model, 'losses', None)
     if regularization:  # float32 terms under mixed precision; float64 ones under float64.
       loss = loss + tf.add_n([tf.cast(r, loss.dtype) for r in regularization])
@@ -172,7 +172,7 @@ class Trainer:
     self._outputs = []
     loss = self.compute_loss(batch, training=training)
     if training and self.faults is not None:
-      loss = self.faults.transform_loss(precision_lib.widen(loss))
+      loss = self.faults.transform_loss(numerics.widen(loss))
     flags = [tf.reduce_all(tf.math.is_finite(o)) for out in self._outputs
              for o in tf.nest.flatten(out) if o.dtype.is_floating]
     if self.metrics and not self._outputs:
@@ -205,6 +205,19 @@ class Trainer:
     """Variables a forward pass may assign (BatchNorm moving statistics, dropout and attention
     seed-generator states): the model's non-trainable ones. A skip puts them back."""
     return [v for v in self.model.variables if not v.trainable]
+
+  def uses_own_loss(self) -> bool:
+    """Whether `compute_loss` is the Trainer's own (the loss on `forward`'s outputs and labels)."""
+    return type(self).compute_loss is Trainer.compute_loss
+
+  def uses_own_forward(self) -> bool:
+    """Whether `forward` is the Trainer's own (the model called on the features)."""
+    return type(self).forward is Trainer.forward
+
+  def build(self, dataset) -> tuple:
+    """Builds the model (from `dataset`'s first batch), the optimizer's slots and the policies,
+    all checked (`trainer_setup.build`); (trainable variables, their paths)."""
+    return setup.build(self, dataset)
 
   # -- host-side hooks --------------------------------------------------------------------------
   def on_loop_end(self, reports) -> None:

@@ -19,7 +19,7 @@ from stable_train import labels as labels_lib
 from stable_train import policies as policies_lib
 from stable_train import precision
 from stable_train import provenance
-from stable_train.testing import faults as faults_lib
+from stable_train import seams
 
 log = logging.getLogger('stable_train')
 
@@ -74,8 +74,9 @@ def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
   if loss is None or not callable(loss):
     raise errors.ConfigError(
         f'Trainer: loss={loss!r} must be callable (labels, predictions) -> scalar.')
-  if faults is not None and not isinstance(faults, faults_lib.Faults):
-    raise errors.ConfigError(f'Trainer: faults={faults!r} must be a stable_train Faults plan.')
+  if faults is not None and not isinstance(faults, seams.RunSeams):
+    raise errors.ConfigError(f'Trainer: faults={faults!r} must be a stable_train Faults plan '
+                             '(a seams.RunSeams).')
   errors.check_dir('Trainer', 'model_dir', model_dir)
 
 
@@ -220,9 +221,8 @@ def build(trainer, dataset) -> Tuple[List[tf.Variable], List[str]]:
         'model its own optimizer (e.g. keras.optimizers.Adam()).')
   with t.strategy.scope():
     t.optimizer.build(variables)
-  t.label_classes = label_classes(t, dataset.element_spec)
-  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
-  if type(t).compute_loss is trainer_lib.Trainer.compute_loss:  # The Trainer's own loss call.
+  t.label_classes = labels_lib.trainer_classes(t, dataset.element_spec)
+  if t.uses_own_loss():  # The Trainer's own loss call reads the sample weights.
     keras_parts.check_sample_weights(dataset.element_spec, t.loss_fn)
   paths = [provenance.variable_path(v) for v in variables]
   for p in t.policies:
@@ -230,44 +230,6 @@ def build(trainer, dataset) -> Tuple[List[tf.Variable], List[str]]:
   if t.faults is not None:
     t.faults.bind(global_step=t.global_step, variables=variables, variable_paths=paths)
   return variables, paths
-
-
-def label_classes(trainer, element_spec) -> Optional[int]:
-  """The class count of the sparse labels (`labels.sparse_classes`) where the Trainer's own
-  `forward` and `compute_loss` feed a Keras model's one output and the labels to the loss, after
-  a ConfigError for labels that would broadcast against that output (`labels.check_broadcast`).
-  None where that cannot be told from the specs, and for a bare step (`policies=[]`, no guard at
-  all): the labels are then not checked."""
-  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
-  t, base = trainer, trainer_lib.Trainer
-  if (not isinstance(t.model, keras.Model) or type(t).forward is not base.forward
-      or type(t).compute_loss is not base.compute_loss):
-    return None
-  features, label_spec = t.split_batch(element_spec)
-  outputs = getattr(t.model, 'outputs', None)  # A functional or Sequential model's.
-  if outputs is None:
-    try:
-      outputs = t.model.compute_output_spec(
-          tf.nest.map_structure(lambda s: keras.KerasTensor(s.shape, s.dtype.name), features))
-    except Exception:  # pylint: disable=broad-except  (a model Keras cannot trace symbolically)
-      return None
-  outputs = tf.nest.flatten(outputs)
-  output_spec = outputs[0] if len(outputs) == 1 else None
-  labels_lib.check_broadcast(label_spec, output_spec, t.loss_fn)
-  if not t.policies:
-    return None
-  return labels_lib.sparse_classes(label_spec, output_spec, t.loss_fn)
-
-
-def random_state_variables() -> List[tf.Variable]:
-  """The process-wide random states a run draws from: TensorFlow's global generator and Keras's
-  global SeedGenerator (created here if they do not exist yet, so every run checkpoints the same
-  structure)."""
-  states = [compat.tf_global_generator().state]
-  keras_generator = compat.keras_global_seed_generator()
-  if keras_generator is not None:
-    states.append(keras_generator.state)
-  return states
 
 
 def steps_per_epoch(dataset: tf.data.Dataset) -> int:

@@ -27,7 +27,8 @@ SMALL = ['mlp.hidden = (16,)', 'synthetic_regression.num_features = 32', 'mlp.in
          'Trainer.summary_every = 1000']
 # Bad data at batches 44 and 50 (stream indices: steps 45 and 51), a NaN loss at step 63, a NaN
 # gradient at 70: the same plan in every run of a test, so the input pipeline matches on resume.
-DATA_FAULTS = ['Trainer.faults = @Faults()', 'Faults.feature_nan_batches = [44]',
+DATA_FAULTS = ['import stable_train.testing', 'Trainer.faults = @Faults()',
+               'Faults.feature_nan_batches = [44]',
                'Faults.label_nan_batches = [50]', 'Faults.loss_nan_steps = [63]',
                'Faults.gradient_nan_steps = [70]',
                "Faults.gradient_variable = 'mlp/dense_0/kernel'"]
@@ -275,7 +276,8 @@ class ChaosTest(tf.test.TestCase):
 
   def test_full_disk_and_a_lost_manifest_never_cost_a_committed_checkpoint(self):
     model_dir = os.path.join(self.get_temp_dir(), 'run')
-    params = SMALL + ['train.num_steps = 100', 'Trainer.faults = @Faults()']
+    params = SMALL + ['train.num_steps = 100', 'import stable_train.testing',
+                      'Trainer.faults = @Faults()']
     code, _, err = self._run(model_dir, params + ['Faults.disk_full_step = 25'])
     self._assert_one_line(code, err, 1, 'could not write a checkpoint at step 40',
                           'No space left on device', 'resumes from ckpt-1 (step 20)')
@@ -322,7 +324,7 @@ class ChaosRegressionsTest(tf.test.TestCase):
 
   def test_label_fault_on_integer_labels_is_one_line_exit_2(self):
     r = _small_run(os.path.join(self.get_temp_dir(), 'labels'), 'train.num_steps=5',
-                   'Trainer.faults=@Faults()', 'Faults.label_nan_batches=[0]',
+                   'import stable_train.testing', 'Trainer.faults=@Faults()', 'Faults.label_nan_batches=[0]',
                    'train.dataset_fn=@synthetic_classification',
                    'Trainer.loss=@sparse_softmax_cross_entropy', 'mlp.input_dim=64',
                    'mlp.outputs=10', 'synthetic_classification.num_features=64')
@@ -332,8 +334,8 @@ class ChaosRegressionsTest(tf.test.TestCase):
 
   def test_forensics_folder_honours_the_umask(self):
     model_dir = os.path.join(self.get_temp_dir(), 'umask')
-    r = _small_run(model_dir, 'train.num_steps=10', 'Trainer.faults=@Faults()',
-                   'Faults.gradient_nan_steps=[5]', "Faults.gradient_variable='mlp/dense_0/kernel'",
+    r = _small_run(model_dir, 'train.num_steps=10', 'import stable_train.testing',
+                   'Trainer.faults=@Faults()', 'Faults.gradient_nan_steps=[5]', "Faults.gradient_variable='mlp/dense_0/kernel'",
                    'Trainer.policies=[@CheckNumerics(),@AdaptiveClip(),@SkipNonFinite(),@Forensics()]',
                    umask=0o022)
     self.assertEqual(r.returncode, 0, r.stderr[-500:])
@@ -343,7 +345,8 @@ class ChaosRegressionsTest(tf.test.TestCase):
   def test_rollback_gets_past_an_injected_loss_nan_burst(self):
     # A step fault fires once per process: the steps a rollback repeats do not fault again.
     model_dir = os.path.join(self.get_temp_dir(), 'burst')
-    r = _small_run(model_dir, 'train.num_steps=120', 'Trainer.faults=@Faults()',
+    r = _small_run(model_dir, 'train.num_steps=120', 'import stable_train.testing',
+                   'Trainer.faults=@Faults()',
                    'Faults.loss_nan_steps=[50,51,52,53]', 'SkipNonFinite.max_consecutive=2',
                    'Trainer.steps_per_loop=1',
                    'Trainer.policies=[@CheckNumerics(),@AdaptiveClip(),@SkipNonFinite(),@Rollback()]')

@@ -340,6 +340,7 @@ class CliTest(tf.test.TestCase):
     faulty = model_dir + '_nan'
     code, err = run_main(*common, f'--model_dir={faulty}',
                          '--gin_param=Trainer.healthy_window = 1000',
+                         '--gin_param=import stable_train.testing',
                          '--gin_param=Trainer.faults = @Faults()',
                          '--gin_param=Faults.loss_nan_steps = [5]')
     self.assertEqual(code, 1, err)
@@ -456,6 +457,30 @@ class UserModulesTest(tf.test.TestCase):
     self.assertEqual(code, 2, err)
     self.assertIn("--gin_import=user_needs: it imports 'no_such_dependency_xyz', which is not "
                   'installed', err)
+
+
+class TestingToolsTest(tf.test.TestCase):
+  """The library never imports its testing tools: a config that binds `Faults` imports them."""
+
+  def test_faults_without_its_import_is_named_with_the_fix(self):
+    model_dir = os.path.join(self.get_temp_dir(), 'run')
+    argv = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
+            *[f'--gin_param={p}' for p in SMALL + ['train.num_steps = 3']],
+            '--gin_param=Trainer.faults = @Faults()', '--gin_param=Faults.loss_nan_steps = [2]']
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')
+    proc = subprocess.run([sys.executable, '-m', 'stable_train.cli', *argv], capture_output=True,
+                          text=True, timeout=120, cwd=REPO, env=env)
+    self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
+    lines = [l for l in proc.stderr.splitlines() if l.startswith('stable_train:')]
+    self.assertLen(lines, 1, proc.stderr[-2000:])
+    self.assertIn('Faults is a testing tool: import it before binding it, with an `import '
+                  'stable_train.testing` line', lines[0])
+    proc = subprocess.run([sys.executable, '-m', 'stable_train.cli',
+                           '--gin_param=import stable_train.testing', *argv], capture_output=True,
+                          text=True, timeout=120, cwd=REPO, env=env)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    with open(os.path.join(model_dir, 'operative_config.gin')) as f:
+      self.assertIn('import stable_train.testing', f.read())  # A replay imports it too.
 
 
 class CommandsTest(tf.test.TestCase):

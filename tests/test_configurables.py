@@ -4,6 +4,7 @@ import gin
 import keras
 import tensorflow as tf
 
+import stable_train
 from stable_train import configurables  # pylint: disable=unused-import
 from stable_train import losses
 from stable_train import policies
@@ -59,7 +60,7 @@ class ConfigurablesTest(tf.test.TestCase):
         # Unknown names raise: the binding resolves only if the class is registered.
         gin.parse_config(f"stable_train.{cls.__name__}.name = 'x'", skip_unknown=False)
         self.assertEqual(gin.query_parameter(f'{cls.__name__}.name'), 'x')
-    self.assertIs(forensics.ValidateInputs, policies.ValidateInputs)  # The old import path.
+    self.assertIs(stable_train.ValidateInputs, policies.ValidateInputs)  # The public name.
 
   def test_trainer_from_bindings(self):
     gin.parse_config(BASE)

@@ -95,7 +95,7 @@ class FaultsTest(tf.test.TestCase):
     plan = faults.Faults(loss_nan_steps=[3], loss_inf_steps=[4], loss_spike_steps=[6],
                          loss_spike_factor=1e6, gradient_nan_steps=[8],
                          gradient_variable='net/dense_1/kernel', feature_nan_batches=[9])
-    trainer = make_trainer(model_dir, plan, extra=[forensics.ValidateInputs()], steps_per_loop=3,
+    trainer = make_trainer(model_dir, plan, extra=[policies.ValidateInputs()], steps_per_loop=3,
                            checkpoint_every=3)
     grad_norms = {}
     trainer.on_loop_end = lambda r: grad_norms.update(zip(r.step.tolist(), r.grad_norm.tolist()))

@@ -120,10 +120,10 @@ class ValidateInputsTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_rejects_bad_arguments(self, kwargs, needle):
     with self.assertRaisesRegex(errors.ConfigError, 'ValidateInputs: ' + __import__('re').escape(needle)):
-      forensics.ValidateInputs(**kwargs)
+      policies.ValidateInputs(**kwargs)
 
   def test_flags_one_per_input_tensor(self):
-    check = forensics.ValidateInputs(num_classes=3, value_range=(-5.0, 5.0))
+    check = policies.ValidateInputs(num_classes=3, value_range=(-5.0, 5.0))
     features = {'a': tf.constant([[1.0, 2.0]]), 'b': tf.constant([[9.0]])}
     flags = check.check_batch(features, tf.constant([3]))
     # Order of flatten_inputs: features/a, features/b (out of range), labels (out of range).
@@ -137,7 +137,7 @@ class ValidateInputsTest(tf.test.TestCase, parameterized.TestCase):
     model = _model()
     model(tf.zeros([1, NUM_FEATURES]))
     before = [v.numpy().copy() for v in model.variables]
-    trainer = _trainer(model, model_dir, [forensics.ValidateInputs(), forensics.Forensics()])
+    trainer = _trainer(model, model_dir, [policies.ValidateInputs(), forensics.Forensics()])
     summary = trainer.fit(_regression(poison_batches=[0]), num_steps=1)
 
     self.assertEqual(summary['input_faults'], 1)
@@ -190,7 +190,7 @@ class ValidateInputsTest(tf.test.TestCase, parameterized.TestCase):
 
     model_dir = os.path.join(self.get_temp_dir(), 'checked')
     trainer = _trainer(_model(outputs=4), model_dir,
-                       [forensics.ValidateInputs(num_classes=4), forensics.Forensics()],
+                       [policies.ValidateInputs(num_classes=4), forensics.Forensics()],
                        loss=losses.sparse_softmax_cross_entropy, cls=OwnLossTrainer)
     summary = trainer.fit(ds, num_steps=2)
     self.assertIsNone(trainer.label_classes)  # ValidateInputs caught it, not the step's check.
@@ -203,7 +203,7 @@ class ValidateInputsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_value_range(self):
     model_dir = self.get_temp_dir()
-    trainer = _trainer(_model(), model_dir, [forensics.ValidateInputs(value_range=(-100., 100.))])
+    trainer = _trainer(_model(), model_dir, [policies.ValidateInputs(value_range=(-100., 100.))])
     summary = trainer.fit(_regression(poison_batches=[1], poison_value=1e6), num_steps=3)
     self.assertEqual((summary['input_faults'], summary['applied_steps']), (1, 2))
 
@@ -250,7 +250,7 @@ class ForensicsTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(('first', ['step_2']), ('every', ['step_2', 'step_4']), ('never', []))
   def test_when(self, when, expected):
     model_dir = self.get_temp_dir()
-    trainer = _trainer(_model(), model_dir, [forensics.ValidateInputs(),
+    trainer = _trainer(_model(), model_dir, [policies.ValidateInputs(),
                                              forensics.Forensics(when=when)], steps_per_loop=8)
     summary = trainer.fit(_regression(poison_batches=[1, 3]), num_steps=8)
     # Ending a loop early at a fault is not mistaken for the end of the data.
@@ -261,7 +261,7 @@ class ForensicsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_only_on_events(self):
     model_dir = self.get_temp_dir()
-    trainer = _trainer(_model(), model_dir, [forensics.ValidateInputs(),
+    trainer = _trainer(_model(), model_dir, [policies.ValidateInputs(),
                                              forensics.Forensics(when='every', recheck=True)])
     with mock.patch.object(provenance, 'locate_op', wraps=provenance.locate_op) as locate, \
         mock.patch.object(provenance, 'rerun', wraps=provenance.rerun) as rerun:
@@ -272,7 +272,7 @@ class ForensicsTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(_events(model_dir, 'forensics'), [])
       # A bad batch does run the deep path: the mocks can see it.
       other = _trainer(_model(), os.path.join(model_dir, 'bad'),
-                       [forensics.ValidateInputs(), forensics.Forensics(when='every', recheck=True)])
+                       [policies.ValidateInputs(), forensics.Forensics(when='every', recheck=True)])
       other.fit(_regression(poison_batches=[0]), num_steps=1)
       self.assertEqual(locate.call_count, 1)
       self.assertEqual(rerun.call_count, 1)  # The recheck's re-run also serves the report.
@@ -281,7 +281,7 @@ class ForensicsTest(tf.test.TestCase, parameterized.TestCase):
     model_dir = self.get_temp_dir()
     policy = forensics.Forensics(when='never', recheck=True)
     trainer = _trainer(_model(FlakyOnce(name='flaky')), model_dir,
-                       [forensics.ValidateInputs(), policy])
+                       [policies.ValidateInputs(), policy])
     summary = trainer.fit(_regression(poison_batches=[2]), num_steps=4)
     self.assertEqual(summary['skipped_steps'], 2)
     rechecks = [(e['step'], e['fault'], e['recheck']) for e in _events(model_dir, 'forensics')]

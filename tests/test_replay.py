@@ -94,7 +94,7 @@ class ReplayTest(tf.test.TestCase):
     # the plan's loss seam stays a no-op (unbound): a replay never injects.
     model_dir = self.get_temp_dir() + '/faults'
     gin.parse_config(CONFIG + '\n'.join([
-        '', 'Trainer.faults = @Faults()', 'Faults.loss_nan_steps = [2]',
+        '', 'import stable_train.testing', 'Trainer.faults = @Faults()', 'Faults.loss_nan_steps = [2]',
         'Faults.gradient_nan_steps = [3]', "Faults.gradient_variable = 'mlp/dense_0/kernel'"]))
     cli.train(model_dir=model_dir)
     gin.clear_config()

@@ -482,7 +482,7 @@ class NamedTupleBatchTest(TestCase):
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
     model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
-    validate = getattr(policies, 'ValidateInputs', None) or forensics.ValidateInputs
+    validate = policies.ValidateInputs
     trainer = NamedTupleTrainer(
         model=model, optimizer=keras.optimizers.Adam(1e-2),
         loss=losses.sparse_softmax_cross_entropy, model_dir=model_dir,

@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train import errors
+from stable_train import seams
 from stable_train.testing import data_faults
 
 log = logging.getLogger('stable_train')
@@ -58,7 +59,7 @@ class _Bound:
 
 
 @gin.register(module='stable_train')
-class Faults:
+class Faults(seams.RunSeams):
   """Injects configured faults, each logged as a `fault_injected` event. Seeded; off by default.
 
   Data faults name 0-based batch indices in the dataset's stream (`poison_batches` numbering: a
