@@ -19,7 +19,7 @@ import keras  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import stable_train  # pylint: disable=g-import-not-at-top
-from stable_train import export  # pylint: disable=g-import-not-at-top
+from stable_train.app import export  # pylint: disable=g-import-not-at-top
 
 import digits_data  # pylint: disable=g-import-not-at-top
 

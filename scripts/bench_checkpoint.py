@@ -51,7 +51,7 @@ def _dataset():
 def _trainer(root, every, foreground=False):
   import keras  # pylint: disable=g-import-not-at-top
   import stable_train  # pylint: disable=g-import-not-at-top
-  from stable_train import models  # pylint: disable=g-import-not-at-top
+  from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
   trainer = stable_train.Trainer(
       model=models.mlp(seed=0), optimizer=keras.optimizers.Adam(1e-3),
       loss=keras.losses.MeanSquaredError(), policies=stable_train.default_policies(),

@@ -56,7 +56,7 @@ def main():
   import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import stable_train  # pylint: disable=g-import-not-at-top
-  from stable_train import models  # pylint: disable=g-import-not-at-top
+  from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
   logging.getLogger('absl').setLevel(logging.WARNING)
   log = logging.getLogger('stable_train')
   log.setLevel(logging.INFO)

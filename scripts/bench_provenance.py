@@ -29,7 +29,7 @@ FLAGS = flags.FLAGS
 
 
 def _data():
-  from stable_train import data  # pylint: disable=g-import-not-at-top
+  from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
   return data.synthetic_regression(num_examples=1000, num_features=1000, batch_size=32)
 
 
@@ -37,7 +37,9 @@ def bare_loop(with_provenance: bool):
   """A hand-built loop of the core step, with or without the cheap provenance; returns run(steps)."""
   import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from stable_train import models, numerics, policies  # pylint: disable=g-import-not-at-top
+  from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
+  from stable_train.core import numerics
+  from stable_train.policies import basic as policies
   model = models.mlp()
   optimizer = keras.optimizers.Adam(1e-3)
   loss_fn = keras.losses.MeanSquaredError()
@@ -90,7 +92,7 @@ def trainer_loop(with_forensics: bool):
   """The real Trainer, default policies (+ ValidateInputs + Forensics); returns run(steps)."""
   import keras  # pylint: disable=g-import-not-at-top
   import stable_train  # pylint: disable=g-import-not-at-top
-  from stable_train import models  # pylint: disable=g-import-not-at-top
+  from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
   policies = stable_train.default_policies()
   if with_forensics:
     policies += [stable_train.ValidateInputs(), stable_train.Forensics()]

@@ -121,9 +121,9 @@ class Workload:
   def __init__(self, model: str, batch: int, examples: int):
     import keras  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from stable_train import data as data_lib  # pylint: disable=g-import-not-at-top
-    from stable_train import losses  # pylint: disable=g-import-not-at-top
-    from stable_train import models  # pylint: disable=g-import-not-at-top
+    from stable_train.zoo import data as data_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.core import losses  # pylint: disable=g-import-not-at-top
+    from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
     rng = np.random.RandomState(SEED)
     self.name, self.batch = model, batch
     if model == 'mlp':
@@ -193,7 +193,7 @@ class Bare:
     self.optimizer.build(variables)
     model, optimizer, loss_fn = self.model, self.optimizer, self.work.loss
 
-    from stable_train import numerics  # pylint: disable=g-import-not-at-top
+    from stable_train.core import numerics  # pylint: disable=g-import-not-at-top
     guard = self.guard
 
     def step(x, y):
@@ -312,9 +312,9 @@ class Quickstart(Stable):
   def build(self):
     import gin  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
-    from stable_train import job  # pylint: disable=g-import-not-at-top,unused-import
-    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.app import configurables  # pylint: disable=g-import-not-at-top,unused-import
+    from stable_train.app import job  # pylint: disable=g-import-not-at-top,unused-import
+    from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
     gin.clear_config()
     folder = os.path.dirname(QUICKSTART)  # The CLI's search paths: next to the config, above.
     gin.add_config_file_search_path(folder)
@@ -503,7 +503,7 @@ def configurations(a, work, root):
                   GuardedFit(f'p.{mode}', work, False, k, jit),
                   GuardedFit(f'g.{mode}', work, True, k, jit)]
     return configs + [KerasFit('c.best', work, steps_per_execution=10, jit=modes[-1][1])]
-  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   defaults = trainer_lib.Trainer.__init__.__kwdefaults__
   cadence = (defaults['checkpoint_every'], defaults['summary_every'])
   configs = [
@@ -808,9 +808,9 @@ def floor(a):
 def healthy(a):
   import keras  # pylint: disable=g-import-not-at-top
   import stable_train  # pylint: disable=g-import-not-at-top
-  from stable_train import data as data_lib  # pylint: disable=g-import-not-at-top
-  from stable_train import losses  # pylint: disable=g-import-not-at-top
-  from stable_train import models  # pylint: disable=g-import-not-at-top
+  from stable_train.zoo import data as data_lib  # pylint: disable=g-import-not-at-top
+  from stable_train.core import losses  # pylint: disable=g-import-not-at-top
+  from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
   cases = [
       ('quickstart MLP', models.mlp, data_lib.synthetic_regression, keras.losses.MeanSquaredError()),
       ('BatchNorm convnet', models.convnet_bn, data_lib.synthetic_images,
@@ -924,9 +924,10 @@ def recorder_costs(root, loops=2000, repeats=5):
   """METRIC lines: host us per clean loop of 10 steps (the recorder with a real TensorBoard file,
   events.jsonl and a progress logger to /dev/null, the loop's flush_due) at each cadence and at
   the defaults, min of `repeats` interleaved runs: what a cadence costs without the step's noise."""
-  from stable_train import events, reports  # pylint: disable=g-import-not-at-top
-  from stable_train import recorder as recorder_lib  # pylint: disable=g-import-not-at-top
-  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from stable_train.runfiles import events  # pylint: disable=g-import-not-at-top
+  from stable_train.core import reports
+  from stable_train.runtime import recorder as recorder_lib  # pylint: disable=g-import-not-at-top
+  from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   defaults = trainer_lib.Trainer.__init__.__kwdefaults__
   n, ones = 10, np.ones(10, np.float32)
   loops_of = [reports.StepReports(
@@ -962,7 +963,7 @@ def recorder_costs(root, loops=2000, repeats=5):
 def event_record_costs(root, records=1000, per_loop=10, repeats=5):
   """METRIC lines: us per `skip` record appended on its own and in batches of `per_loop` (a
   loop's skip events), min of `repeats` interleaved runs."""
-  from stable_train import events  # pylint: disable=g-import-not-at-top
+  from stable_train.runfiles import events  # pylint: disable=g-import-not-at-top
   fields = dict(fault='gradient', tensor='gradient of mlp/dense_0/kernel', loss=float('nan'),
                 grad_norm=float('nan'))
   best = {'alone': float('inf'), 'batched': float('inf')}

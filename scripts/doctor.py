@@ -12,8 +12,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from stable_train import commands  # pylint: disable=g-import-not-at-top
-from stable_train import doctor  # pylint: disable=g-import-not-at-top  (no TensorFlow import)
+from stable_train.app import commands  # pylint: disable=g-import-not-at-top
+from stable_train.doctor import doctor  # pylint: disable=g-import-not-at-top  (no TensorFlow import)
 
 if __name__ == '__main__':
   sys.exit(commands.run_module('doctor', doctor, sys.argv))

@@ -33,7 +33,7 @@ TRIGGERS = ('rollback', 'divergence_check', 'diverged', 'outliers', 'abort')
 
 
 def _events(model_dir):
-  from stable_train import events  # pylint: disable=g-import-not-at-top
+  from stable_train.runfiles import events  # pylint: disable=g-import-not-at-top
   path = os.path.join(model_dir, 'events.jsonl')
   return events.read_events(path) if os.path.exists(path) else []
 
@@ -67,9 +67,9 @@ def _policies_binding(kind):
 def run_config(name, steps, kind):
   """Trains configs/<name>.gin in-process as the CLI would; `kind`: 'shipped', 'bare' or 'old'
   (see `_policies_binding`). Returns (final loss, status, triggers)."""
-  from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
-  from stable_train import job  # pylint: disable=g-import-not-at-top
-  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from stable_train.app import configurables  # pylint: disable=g-import-not-at-top,unused-import
+  from stable_train.app import job  # pylint: disable=g-import-not-at-top
+  from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   kept = {}
 
   class Keeper(trainer_lib.Trainer):
@@ -109,15 +109,18 @@ def _bound(name):
 
 
 def _divergence():
-  from stable_train import divergence  # pylint: disable=g-import-not-at-top
+  from stable_train.policies import divergence  # pylint: disable=g-import-not-at-top
   return divergence.DivergenceCheck()
 
 
 def run_zoo(name, steps, bare):
   """Trains one zoo model with default_policies() or bare; (final loss, status, triggers)."""
   import keras  # pylint: disable=g-import-not-at-top
-  from stable_train import data, losses, models, precision  # pylint: disable=g-import-not-at-top
-  from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+  from stable_train.core import losses
+  from stable_train.zoo import models
+  from stable_train.policies import precision
+  from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   kind = name.replace('_fp16', '')
   model_fn, data_fn, loss = {
       'mlp': (models.mlp, data.synthetic_regression, keras.losses.MeanSquaredError()),

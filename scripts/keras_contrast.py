@@ -18,7 +18,7 @@ from absl import flags
 import gin
 import numpy as np
 
-from stable_train import cli  # pylint: disable=g-import-not-at-top,unused-import  (--gin_file, --gin_param)
+from stable_train.app import cli  # pylint: disable=g-import-not-at-top,unused-import  (--gin_file, --gin_param)
 
 flags.DEFINE_integer('epochs', 1, 'Epochs over the config\'s dataset (1000 rows / batch size).')
 FLAGS = flags.FLAGS
@@ -27,7 +27,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   import keras  # pylint: disable=g-import-not-at-top
-  from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
+  from stable_train.app import configurables  # pylint: disable=g-import-not-at-top,unused-import
   gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param, skip_unknown=True)
   trainer_bindings = {k: gin.query_parameter(f'Trainer.{k}') for k in ('model', 'optimizer', 'loss')}
   model = trainer_bindings['model'].scoped_configurable_fn()

@@ -6,7 +6,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from stable_train import cli  # pylint: disable=g-import-not-at-top
+from stable_train.app import cli  # pylint: disable=g-import-not-at-top
 
 if __name__ == '__main__':
   cli.run()

@@ -5,23 +5,25 @@ import importlib
 from stable_train.errors import (CheckpointError, ConfigError, NumericsError, RunAborted,
                                  StableTrainError)
 
-# Imported on first use, so that `stable_train.cli` starts (and installs its signal handlers)
+# Imported on first use, so that `stable_train.app.cli` starts (and installs its signal handlers)
 # before TensorFlow is imported: a signal during that import is then a clean one-line stop.
 _LAZY = {
-    'Forensics': 'forensics', 'ValidateInputs': 'policies',
-    'Decision': 'interfaces', 'Policy': 'interfaces', 'PolicyContext': 'interfaces',
-    'RunHandle': 'interfaces',
-    'StepReports': 'interfaces',
-    'CheckNumerics': 'policies', 'ClipByGlobalNorm': 'policies', 'SkipNonFinite': 'policies',
-    'LossSpike': 'recovery', 'Rollback': 'recovery',
-    'Trainer': 'trainer', 'default_policies': 'trainer',
+    'Forensics': 'forensics.forensics', 'ValidateInputs': 'policies.basic',
+    'Decision': 'core.interfaces', 'Policy': 'core.interfaces', 'PolicyContext': 'core.interfaces',
+    'RunHandle': 'core.interfaces',
+    'StepReports': 'core.interfaces',
+    'CheckNumerics': 'policies.basic', 'ClipByGlobalNorm': 'policies.basic',
+    'SkipNonFinite': 'policies.basic',
+    'LossSpike': 'policies.recovery', 'Rollback': 'policies.recovery',
+    'Trainer': 'trainer.trainer', 'default_policies': 'trainer.trainer',
     'Faults': 'testing.faults',
-    'AdaptiveClip': 'clipping', 'AdaptiveGradClip': 'clipping', 'ClipByNorm': 'clipping',
-    'ClipByValue': 'clipping', 'InitialisationCheck': 'diagnostics', 'WarmupSchedule': 'lr',
-    'DivergenceCheck': 'divergence', 'OutlierSkip': 'outliers',
-    'DynamicLossScale': 'precision', 'load_for_inference': 'export',
-    'BestCheckpoint': 'stopping', 'EarlyStopping': 'stopping',
-    'guard_fit': 'keras_fit', 'KerasGuard': 'keras_fit', 'GuardCallback': 'keras_callbacks',
+    'AdaptiveClip': 'policies.clipping', 'AdaptiveGradClip': 'policies.clipping',
+    'ClipByNorm': 'policies.clipping', 'ClipByValue': 'policies.clipping',
+    'InitialisationCheck': 'policies.diagnostics', 'WarmupSchedule': 'core.lr',
+    'DivergenceCheck': 'policies.divergence', 'OutlierSkip': 'policies.outliers',
+    'DynamicLossScale': 'policies.precision', 'load_for_inference': 'app.export',
+    'BestCheckpoint': 'policies.stopping', 'EarlyStopping': 'policies.stopping',
+    'guard_fit': 'keras.fit', 'KerasGuard': 'keras.fit', 'GuardCallback': 'keras.callbacks',
 }
 
 __all__ = ['CheckpointError', 'ConfigError', 'NumericsError', 'RunAborted', 'StableTrainError',

@@ -1,11 +1,11 @@
-"""Tests for stable_train.activations: each layer's output scale on a batch, in inference mode."""
+"""Tests for stable_train.forensics.activations: each layer's output scale on a batch, in inference mode."""
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import activations
-from stable_train import models
+from stable_train.forensics import activations
+from stable_train.zoo import models
 
 
 class ActivationScalesTest(tf.test.TestCase):

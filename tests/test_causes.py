@@ -1,9 +1,9 @@
-"""Tests for stable_train.causes: which cause each symptom speaks for."""
+"""Tests for stable_train.doctor.causes: which cause each symptom speaks for."""
 
 import tensorflow as tf
 
-from stable_train import causes
-from stable_train import symptoms
+from stable_train.doctor import causes
+from stable_train.doctor import symptoms
 
 
 def skip(step, fault='loss', tensor='loss; first non-finite gradient of net/d/kernel'):

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from stable_train import events
+from stable_train.runfiles import events
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, 'scripts', 'train.py')

@@ -1,4 +1,4 @@
-"""Tests for stable_train.checkpointing: commit by manifest, retention of good checkpoints, fallback."""
+"""Tests for stable_train.runfiles.checkpointing: commit by manifest, retention of good checkpoints, fallback."""
 
 import errno
 import json
@@ -12,9 +12,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import checkpointing
+from stable_train.runfiles import checkpointing
 from stable_train import errors
-from stable_train import state
+from stable_train.core import state
 
 
 class KeeperTest(tf.test.TestCase):
@@ -256,8 +256,10 @@ class KeeperTest(tf.test.TestCase):
 class AnotherModelTest(tf.test.TestCase):
 
   def test_another_float32_model_is_named_as_such_after_one_try(self):
-    from stable_train import data, events, models  # pylint: disable=g-import-not-at-top
-    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+    from stable_train.runfiles import events
+    from stable_train.zoo import models
+    from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
     model_dir = self.get_temp_dir()
     images = data.synthetic_images(num_examples=32, image_shape=(8, 8, 3), num_classes=4,
                                    batch_size=8)

@@ -1,4 +1,4 @@
-"""Tests for stable_train.cli: the gin entry point end to end, exit codes and one-line errors."""
+"""Tests for stable_train.app.cli: the gin entry point end to end, exit codes and one-line errors."""
 
 import contextlib
 import errno
@@ -13,9 +13,9 @@ from absl import flags
 from absl.testing import flagsaver
 import tensorflow as tf
 
-from stable_train import checkpointing
-from stable_train import cli
-from stable_train import events
+from stable_train.runfiles import checkpointing
+from stable_train.app import cli
+from stable_train.runfiles import events
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICKSTART = os.path.join(REPO, 'configs', 'quickstart.gin')
@@ -39,7 +39,7 @@ def run_main(*argv):
 class CliTest(tf.test.TestCase):
 
   def test_help_lists_the_flags_and_exits_0(self):
-    for command in ([os.path.join(REPO, 'scripts', 'train.py')], ['-m', 'stable_train.cli']):
+    for command in ([os.path.join(REPO, 'scripts', 'train.py')], ['-m', 'stable_train.app.cli']):
       proc = subprocess.run([sys.executable, *command, '--help'], capture_output=True, text=True,
                             timeout=120, env=dict(os.environ, PYTHONPATH=REPO), cwd=REPO)
       self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
@@ -402,7 +402,7 @@ class UserModulesTest(tf.test.TestCase):
 
   def _module(self, name, factory):
     with open(os.path.join(self.folder, f'{name}.py'), 'w') as f:
-      f.write('import gin\nfrom stable_train import data\n\n\n@gin.configurable\n'
+      f.write('import gin\nfrom stable_train.zoo import data\n\n\n@gin.configurable\n'
               f'def {factory}(num_examples=64):\n'
               '  return data.synthetic_regression(num_examples=num_examples, num_features=32,\n'
               '                                   batch_size=8)\n')
@@ -468,14 +468,14 @@ class TestingToolsTest(tf.test.TestCase):
             *[f'--gin_param={p}' for p in SMALL + ['train.num_steps = 3']],
             '--gin_param=Trainer.faults = @Faults()', '--gin_param=Faults.loss_nan_steps = [2]']
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')
-    proc = subprocess.run([sys.executable, '-m', 'stable_train.cli', *argv], capture_output=True,
+    proc = subprocess.run([sys.executable, '-m', 'stable_train.app.cli', *argv], capture_output=True,
                           text=True, timeout=120, cwd=REPO, env=env)
     self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
     lines = [l for l in proc.stderr.splitlines() if l.startswith('stable_train:')]
     self.assertLen(lines, 1, proc.stderr[-2000:])
     self.assertIn('Faults is a testing tool: import it before binding it, with an `import '
                   'stable_train.testing` line', lines[0])
-    proc = subprocess.run([sys.executable, '-m', 'stable_train.cli',
+    proc = subprocess.run([sys.executable, '-m', 'stable_train.app.cli',
                            '--gin_param=import stable_train.testing', *argv], capture_output=True,
                           text=True, timeout=120, cwd=REPO, env=env)
     self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
@@ -487,7 +487,7 @@ class CommandsTest(tf.test.TestCase):
   """`stable-train COMMAND`: the subcommands of the installed command."""
 
   def _cli(self, *argv):
-    return subprocess.run([sys.executable, '-m', 'stable_train.cli', *argv], capture_output=True,
+    return subprocess.run([sys.executable, '-m', 'stable_train.app.cli', *argv], capture_output=True,
                           text=True, timeout=120, cwd=REPO,
                           env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3'))
 

@@ -1,4 +1,4 @@
-"""Tests for stable_train.clipping: AdaptiveClip (the default clip), ClipByValue, ClipByNorm and
+"""Tests for stable_train.policies.clipping: AdaptiveClip (the default clip), ClipByValue, ClipByNorm and
 AdaptiveGradClip, against numpy references, under XLA, through checkpoints, and in whole runs."""
 
 import math
@@ -8,14 +8,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import clipping
-from stable_train import data
+from stable_train.policies import clipping
+from stable_train.zoo import data
 from stable_train import errors
-from stable_train import losses
-from stable_train import models
-from stable_train import numerics
-from stable_train import policies
-from stable_train import trainer as trainer_lib
+from stable_train.core import losses
+from stable_train.zoo import models
+from stable_train.core import numerics
+from stable_train.policies import basic as policies
+from stable_train.trainer import trainer as trainer_lib
 
 
 def stats_for(grads, xla=False):

@@ -1,4 +1,4 @@
-"""Tests for stable_train.commands: what the `stable-train` commands share."""
+"""Tests for stable_train.app.commands: what the `stable-train` commands share."""
 
 import contextlib
 import io
@@ -6,7 +6,7 @@ import io
 from absl import flags
 import tensorflow as tf
 
-from stable_train import commands
+from stable_train.app import commands
 
 VALUES = flags.FlagValues()
 flags.DEFINE_string('where', None, 'Where to look.', flag_values=VALUES)

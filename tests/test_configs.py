@@ -9,8 +9,8 @@ import sys
 import gin
 import tensorflow as tf
 
-from stable_train import cli
-from stable_train import configurables  # pylint: disable=unused-import
+from stable_train.app import cli
+from stable_train.app import configurables  # pylint: disable=unused-import
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(REPO, 'configs', '*.gin')))
@@ -67,7 +67,8 @@ class ConfigsTest(tf.test.TestCase):
 _DISTRIBUTED_RUN = """
 import json, os, sys
 import gin
-from stable_train import cli, configurables
+from stable_train.app import cli
+from stable_train.app import configurables
 config, model_dir = sys.argv[1:]
 gin.add_config_file_search_path(os.path.dirname(os.path.dirname(config)))
 gin.parse_config_files_and_bindings([config], ['train.num_steps = 2'], skip_unknown=False)

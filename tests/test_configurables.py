@@ -1,14 +1,14 @@
-"""Tests for stable_train.configurables: gin bindings for Keras objects, policies and subclasses."""
+"""Tests for stable_train.app.configurables: gin bindings for Keras objects, policies and subclasses."""
 
 import gin
 import keras
 import tensorflow as tf
 
 import stable_train
-from stable_train import configurables  # pylint: disable=unused-import
-from stable_train import losses
-from stable_train import policies
-from stable_train import trainer as trainer_lib
+from stable_train.app import configurables  # pylint: disable=unused-import
+from stable_train.core import losses
+from stable_train.policies import basic as policies
+from stable_train.trainer import trainer as trainer_lib
 
 BASE = """
 Trainer.model = @mlp()
@@ -43,7 +43,9 @@ class TaggedTrainer(trainer_lib.Trainer):
 class ConfigurablesTest(tf.test.TestCase):
 
   def test_every_policy_registers_itself_where_it_is_defined(self):
-    from stable_train import forensics, interfaces, recovery  # pylint: disable=g-import-not-at-top
+    from stable_train.forensics import forensics  # pylint: disable=g-import-not-at-top
+    from stable_train.core import interfaces
+    from stable_train.policies import recovery
 
     def subclasses(cls):
       for sub in cls.__subclasses__():

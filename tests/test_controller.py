@@ -1,4 +1,4 @@
-"""Tests for stable_train.controller: decisions are pure, the controller carries out the actions."""
+"""Tests for stable_train.runtime.controller: decisions are pure, the controller carries out the actions."""
 
 import errno
 import json
@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from stable_train import checkpointing
-from stable_train import diagnostics
+from stable_train.runfiles import checkpointing
+from stable_train.policies import diagnostics
 from stable_train import errors
-from stable_train import events
-from stable_train import forensics
-from stable_train import interfaces
-from stable_train import policies
-from stable_train import recovery
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.forensics import forensics
+from stable_train.core import interfaces
+from stable_train.policies import basic as policies
+from stable_train.policies import recovery
+from stable_train.trainer import trainer as trainer_lib
 from stable_train.testing import faults
 
 FEATURES = 8
@@ -167,8 +167,8 @@ class ControllerTest(tf.test.TestCase):
                                ('skip_non_finite', interfaces.ESCALATE)}, set(kinds))
 
   def test_the_divergence_check_and_the_outlier_skip_only_decide(self):
-    from stable_train import divergence  # pylint: disable=g-import-not-at-top
-    from stable_train import outliers  # pylint: disable=g-import-not-at-top
+    from stable_train.policies import divergence  # pylint: disable=g-import-not-at-top
+    from stable_train.policies import outliers  # pylint: disable=g-import-not-at-top
     model_dir = self.get_temp_dir()
     stack = [policies.CheckNumerics(), policies.SkipNonFinite(),
              outliers.OutlierSkip(warmup=4, metrics=('loss',)),
@@ -229,7 +229,7 @@ class ControllerTest(tf.test.TestCase):
 class HealthTest(tf.test.TestCase):
 
   def test_a_skipped_bad_batch_is_no_fault_of_the_model_and_a_non_finite_step_is(self):
-    from stable_train import data  # pylint: disable=g-import-not-at-top
+    from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
     model_dir = self.get_temp_dir() + '/health'
     t = make_trainer([policies.ValidateInputs()] + trainer_lib.default_policies(),
                      model_dir=model_dir, checkpoint_every=4, healthy_window=3, log_every=100,
@@ -247,7 +247,7 @@ class HealthTest(tf.test.TestCase):
 class EvalDecisionsTest(tf.test.TestCase):
 
   def test_decide_eval_only_decides_and_execute_acts(self):
-    from stable_train import stopping  # pylint: disable=g-import-not-at-top
+    from stable_train.policies import stopping  # pylint: disable=g-import-not-at-top
     model_dir = self.get_temp_dir()
     stop = stopping.EarlyStopping(patience=1, min_delta=1e9)  # Stops at the second eval.
     t = make_trainer([policies.SkipNonFinite(), stop], trainer_class=_Watched,

@@ -1,4 +1,4 @@
-"""Tests for stable_train.diagnostics: a bad initialisation or learning rate is named, not hidden."""
+"""Tests for stable_train.policies.diagnostics: a bad initialisation or learning rate is named, not hidden."""
 
 import json
 import os
@@ -8,13 +8,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import data
-from stable_train import diagnostics
+from stable_train.zoo import data
+from stable_train.policies import diagnostics
 from stable_train import errors
-from stable_train import events
-from stable_train import models
-from stable_train import policies
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.zoo import models
+from stable_train.policies import basic as policies
+from stable_train.trainer import trainer as trainer_lib
 
 
 def run(model_dir, initializer, optimizer, steps=30):

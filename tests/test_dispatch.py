@@ -1,10 +1,10 @@
-"""Tests for stable_train.dispatch: decision precedence (the run-level behaviour is in
+"""Tests for stable_train.runtime.dispatch: decision precedence (the run-level behaviour is in
 test_controller.py)."""
 
 import tensorflow as tf
 
-from stable_train import dispatch
-from stable_train import interfaces
+from stable_train.runtime import dispatch
+from stable_train.core import interfaces
 
 
 class _Handler(interfaces.Policy):

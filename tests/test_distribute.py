@@ -1,4 +1,4 @@
-"""Tests for stable_train.distribute and the Trainer under tf.distribute strategies."""
+"""Tests for stable_train.runtime.distribute and the Trainer under tf.distribute strategies."""
 
 import json
 import os
@@ -11,11 +11,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import distribute
+from stable_train.runtime import distribute
 from stable_train import errors
-from stable_train import models
-from stable_train import policies
-from stable_train import trainer as trainer_lib
+from stable_train.zoo import models
+from stable_train.policies import basic as policies
+from stable_train.trainer import trainer as trainer_lib
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BATCH = 8  # Global batch: 4 rows per replica on two replicas.
@@ -402,7 +402,7 @@ if __name__ == '__main__':
 class MirroredRollbackTest(TestCase):
 
   def test_rollback_under_the_strategy(self):
-    from stable_train import recovery  # pylint: disable=g-import-not-at-top
+    from stable_train.policies import recovery  # pylint: disable=g-import-not-at-top
     strategy = _mirrored()
     x, y = _data(num_batches=40)
     for b in (12, 13, 14):  # Three NaN batches in a row (one row each): escalation at step 15.

@@ -1,4 +1,4 @@
-"""Tests for stable_train.divergence: a finite divergence and a broken start are stopped ('diverged',
+"""Tests for stable_train.policies.divergence: a finite divergence and a broken start are stopped ('diverged',
 the last good checkpoint named) or handed to a Rollback; healthy runs and bad batches are not."""
 
 import dataclasses
@@ -10,15 +10,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import checkpointing
-from stable_train import data
-from stable_train import divergence
+from stable_train.runfiles import checkpointing
+from stable_train.zoo import data
+from stable_train.policies import divergence
 from stable_train import errors
-from stable_train import events
-from stable_train import interfaces
-from stable_train import models
-from stable_train import recovery
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.core import interfaces
+from stable_train.zoo import models
+from stable_train.policies import recovery
+from stable_train.trainer import trainer as trainer_lib
 
 FEATURES = 16
 

@@ -1,4 +1,4 @@
-"""Tests for stable_train.doctor: the diagnosis of a run's records, live and offline (old run
+"""Tests for stable_train.doctor.doctor: the diagnosis of a run's records, live and offline (old run
 directories included), and `doctor.main`."""
 
 import contextlib
@@ -9,12 +9,12 @@ import os
 import keras
 import tensorflow as tf
 
-from stable_train import data
-from stable_train import doctor
-from stable_train import events as events_lib
-from stable_train import models
-from stable_train import policies
-from stable_train import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.doctor import doctor
+from stable_train.runfiles import events as events_lib
+from stable_train.zoo import models
+from stable_train.policies import basic as policies
+from stable_train.trainer import trainer as trainer_lib
 
 FEATURES = 16
 

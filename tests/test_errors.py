@@ -26,7 +26,11 @@ class CheckIntTest(tf.test.TestCase):
     self.assertIsInstance(errors.ConfigError('x'), ValueError)
 
   def test_every_integer_argument_goes_through_check_int(self):
-    from stable_train import cli, data, distribute, models, policies  # pylint: disable=g-import-not-at-top
+    from stable_train.app import cli  # pylint: disable=g-import-not-at-top
+    from stable_train.zoo import data
+    from stable_train.runtime import distribute
+    from stable_train.zoo import models
+    from stable_train.policies import basic as policies
     calls = [
         ('train: num_steps', lambda v: cli.train(model_dir='unused', num_steps=v)),
         ('dataset: batch_size', lambda v: data.synthetic_regression(batch_size=v)),
@@ -54,7 +58,7 @@ class CheckIntTest(tf.test.TestCase):
 FULL_DISK_GRAPH = (
     'Graph execution error:\n\nDetected at node SaveV2 defined at (most recent call last):\n'
     '  File "/tmp/r_full.py", line 7, in <module>\n\n'
-    '  File "/repo/stable_train/state.py", line 206, in write\n\n'
+    '  File "/repo/stable_train/core/state.py", line 206, in write\n\n'
     '/tmp/tiny/ckpt-1_temp/part-00000-of-00001.data-00000-of-00001.tempstate1083; No space left '
     'on device\n\t [[{{node SaveV2}}]]\nHint: If you want to see a list of allocated tensors '
     'when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for current '

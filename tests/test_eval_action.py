@@ -1,4 +1,4 @@
-"""Tests for stable_train.eval_action: the evaluation cadence across a signal, and a signal
+"""Tests for stable_train.runtime.actions.eval_action: the evaluation cadence across a signal, and a signal
 during an evaluation."""
 
 import os
@@ -8,10 +8,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import events
-from stable_train import models
-from stable_train import stopping
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.zoo import models
+from stable_train.policies import stopping
+from stable_train.trainer import trainer as trainer_lib
 from stable_train.testing import faults as faults_lib
 
 

@@ -1,4 +1,4 @@
-"""Tests for stable_train.evaluation and evaluation during `Trainer.fit`."""
+"""Tests for stable_train.runtime.evaluation and evaluation during `Trainer.fit`."""
 
 import json
 import os
@@ -7,13 +7,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import data
+from stable_train.zoo import data
 from stable_train import errors
-from stable_train import eval_action
-from stable_train import events
-from stable_train import evaluation
-from stable_train import models
-from stable_train import trainer as trainer_lib
+from stable_train.runtime.actions import eval_action
+from stable_train.runfiles import events
+from stable_train.runtime import evaluation
+from stable_train.zoo import models
+from stable_train.trainer import trainer as trainer_lib
 
 
 def images(num_examples=32, seed=0, repeat=False):
@@ -195,8 +195,8 @@ class FitEvalTest(tf.test.TestCase):
 
   def test_cli_binds_the_eval_data(self):
     import gin  # pylint: disable=g-import-not-at-top
-    from stable_train import cli  # pylint: disable=g-import-not-at-top
-    from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
+    from stable_train.app import cli  # pylint: disable=g-import-not-at-top
+    from stable_train.app import configurables  # pylint: disable=g-import-not-at-top,unused-import
     model_dir = self.get_temp_dir() + '/cli'
     gin.parse_config([
         'train.num_steps = 4', 'train.eval_every = 2', 'train.eval_steps = 1',
@@ -238,7 +238,7 @@ def make_bad_eval_trainer(model_dir, eval_scale=float('nan'), **kwargs):
 class EvalDivergenceTest(tf.test.TestCase):
 
   def test_a_non_finite_eval_loss_rolls_back_to_a_good_checkpoint(self):
-    from stable_train import recovery  # pylint: disable=g-import-not-at-top
+    from stable_train.policies import recovery  # pylint: disable=g-import-not-at-top
     model_dir = self.get_temp_dir() + '/rollback'
     t = make_bad_eval_trainer(
         model_dir, checkpoint_every=2, healthy_window=0,
@@ -287,7 +287,7 @@ class EvalDivergenceTest(tf.test.TestCase):
     self.assertEqual([(e.step, e.good) for e in entries], [(2, False)])
 
   def test_also_when_an_interval_checkpoint_was_written_at_that_step(self):
-    from stable_train import export  # pylint: disable=g-import-not-at-top
+    from stable_train.app import export  # pylint: disable=g-import-not-at-top
     model_dir = self.get_temp_dir() + '/same_step'
     t = make_bad_eval_trainer(model_dir, checkpoint_every=2, healthy_window=0)
     t.fit(images(repeat=True), num_steps=4, eval_dataset=images(seed=1))

@@ -1,4 +1,4 @@
-"""Tests for stable_train.events: atomic writes, the events.jsonl log (strict JSON, batched per
+"""Tests for stable_train.runfiles.events: atomic writes, the events.jsonl log (strict JSON, batched per
 loop, complete after a kill -9 up to the last committed checkpoint) and TensorBoard scalars (on
 disk up to it too)."""
 
@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 import stable_train
-from stable_train import events
+from stable_train.runfiles import events
 from stable_train.testing import faults as faults_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""Tests for stable_train.export and scripts/export.py: checkpoint → fresh model → files that load
+"""Tests for stable_train.app.export and scripts/export.py: checkpoint → fresh model → files that load
 without stable_train."""
 
 import json
@@ -15,11 +15,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import data
+from stable_train.zoo import data
 from stable_train import errors
-from stable_train import export
-from stable_train import models
-from stable_train import trainer as trainer_lib
+from stable_train.app import export
+from stable_train.zoo import models
+from stable_train.trainer import trainer as trainer_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')

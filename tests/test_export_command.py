@@ -1,4 +1,4 @@
-"""Tests for stable_train.export_command, in-process (`stable-train export`; the exports of a real
+"""Tests for stable_train.app.export_command, in-process (`stable-train export`; the exports of a real
 run through it are in test_export.py, which runs scripts/export.py)."""
 
 import contextlib
@@ -9,10 +9,10 @@ import gin
 import keras
 import tensorflow as tf
 
-from stable_train import data
-from stable_train import export_command
-from stable_train import models
-from stable_train import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.app import export_command
+from stable_train.zoo import models
+from stable_train.trainer import trainer as trainer_lib
 
 
 def run(*argv):

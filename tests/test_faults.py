@@ -12,7 +12,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from stable_train import events
+from stable_train.runfiles import events
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, 'scripts', 'train.py')
@@ -35,7 +35,8 @@ CRASH_RUNNER = r'''
 import os, sys
 mode = sys.argv.pop(1)
 import tensorflow as tf
-from stable_train import checkpointing, cli
+from stable_train.runfiles import checkpointing
+from stable_train.app import cli
 calls = []
 if mode == 'die_before_commit':
   write_manifest = checkpointing.CheckpointKeeper._write_manifest

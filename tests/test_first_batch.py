@@ -1,4 +1,4 @@
-"""Tests for stable_train.first_batch: the guarded fit's sample of its first batch is bounded,
+"""Tests for stable_train.keras.first_batch: the guarded fit's sample of its first batch is bounded,
 kept from the first step of the first fit (dict inputs and sample weights as batched, under XLA
 too), no model, optimizer or checkpoint holds it, and it is made only for a stack that reads it."""
 
@@ -9,12 +9,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import diagnostics
-from stable_train import divergence
-from stable_train import first_batch
-from stable_train import keras_fit
-from stable_train import models
-from stable_train import policies
+from stable_train.policies import diagnostics
+from stable_train.policies import divergence
+from stable_train.keras import first_batch
+from stable_train.keras import fit as keras_fit
+from stable_train.zoo import models
+from stable_train.policies import basic as policies
 
 FEATURES = 6
 

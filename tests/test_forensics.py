@@ -1,4 +1,4 @@
-"""Tests of stable_train.forensics: ValidateInputs, the Forensics policy and its records."""
+"""Tests of stable_train.forensics.forensics: ValidateInputs, the Forensics policy and its records."""
 
 import json
 import os
@@ -9,14 +9,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import data
+from stable_train.zoo import data
 from stable_train import errors
-from stable_train import events as events_lib
-from stable_train import forensics
-from stable_train import losses
-from stable_train import policies
-from stable_train import provenance
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events as events_lib
+from stable_train.forensics import forensics
+from stable_train.core import losses
+from stable_train.policies import basic as policies
+from stable_train.forensics import provenance
+from stable_train.trainer import trainer as trainer_lib
 
 NUM_FEATURES = 8
 

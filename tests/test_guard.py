@@ -1,15 +1,15 @@
-"""Tests for stable_train.guard: the pure guard and the cross-replica aggregation."""
+"""Tests for stable_train.core.guard: the pure guard and the cross-replica aggregation."""
 
 from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 
-from stable_train import interfaces
-from stable_train import numerics
-from stable_train import policies
-from stable_train import guard
-from stable_train import reports
+from stable_train.core import interfaces
+from stable_train.core import numerics
+from stable_train.policies import basic as policies
+from stable_train.core import guard
+from stable_train.core import reports
 
 
 class Scale(interfaces.Policy):

@@ -1,10 +1,10 @@
-"""Tests for stable_train.history: the steps before trouble, written once per episode."""
+"""Tests for stable_train.runtime.history: the steps before trouble, written once per episode."""
 
 import numpy as np
 import tensorflow as tf
 
-from stable_train import history
-from stable_train import interfaces
+from stable_train.runtime import history
+from stable_train.core import interfaces
 
 
 def loop(first, n, skipped=(), overflow=()):

@@ -1,8 +1,8 @@
-"""Tests for stable_train.inputs: the input position, skipping and restarting a dataset."""
+"""Tests for stable_train.runtime.inputs: the input position, skipping and restarting a dataset."""
 
 import tensorflow as tf
 
-from stable_train import inputs
+from stable_train.runtime import inputs
 
 
 class InputPositionTest(tf.test.TestCase):

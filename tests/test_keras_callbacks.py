@@ -1,4 +1,4 @@
-"""Tests for stable_train.keras_callbacks: the host half of a guarded `model.fit` (a skip-streak
+"""Tests for stable_train.keras.callbacks: the host half of a guarded `model.fit` (a skip-streak
 limit, rollback with the learning-rate backoff from memory and from a model_dir, forensics of the
 offending batch, events.jsonl and summary.json), and Keras's own callbacks beside the guard."""
 
@@ -11,17 +11,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import data
+from stable_train.zoo import data
 from stable_train import errors
-from stable_train import events
-from stable_train import forensics
-from stable_train import keras_fit
-from stable_train import models
-from stable_train import policies
-from stable_train import precision
-from stable_train import recovery
-from stable_train import stopping
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.forensics import forensics
+from stable_train.keras import fit as keras_fit
+from stable_train.zoo import models
+from stable_train.policies import basic as policies
+from stable_train.policies import precision
+from stable_train.policies import recovery
+from stable_train.policies import stopping
+from stable_train.trainer import trainer as trainer_lib
 import test_keras_fit  # pylint: disable=g-bad-import-order
 
 BATCH = 8

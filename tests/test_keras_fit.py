@@ -1,4 +1,4 @@
-"""Tests for stable_train.keras_fit: a guarded `model.fit` trains bit-identically to plain `fit`
+"""Tests for stable_train.keras.fit: a guarded `model.fit` trains bit-identically to plain `fit`
 when nothing goes wrong, and a NaN batch changes no model or optimizer state (BatchNorm statistics,
 seed generators, the global generators, `optimizer.iterations`) on the zoo, at several steps per
 execution, under XLA, MirroredStrategy and mixed_float16, with sample and class weights."""
@@ -8,14 +8,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import clipping
+from stable_train.policies import clipping
 from stable_train import errors
-from stable_train import forensics
-from stable_train import keras_fit
-from stable_train import models
-from stable_train import policies
-from stable_train import precision
-from stable_train import trainer as trainer_lib
+from stable_train.forensics import forensics
+from stable_train.keras import fit as keras_fit
+from stable_train.zoo import models
+from stable_train.policies import basic as policies
+from stable_train.policies import precision
+from stable_train.trainer import trainer as trainer_lib
 import test_state  # pylint: disable=g-bad-import-order
 
 # The zoo of real models is test_state's (one place); its subclassed model is left unbuilt here,

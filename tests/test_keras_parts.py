@@ -1,4 +1,4 @@
-"""Tests for stable_train.keras_parts: the Trainer takes what Keras's compile and fit take where the
+"""Tests for stable_train.core.keras_parts: the Trainer takes what Keras's compile and fit take where the
 meaning is the same (a compiled model's parts, string identifiers, sample and class weights)."""
 
 import keras
@@ -6,10 +6,10 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import errors
-from stable_train import keras_parts
-from stable_train import models
-from stable_train import precision
-from stable_train import trainer as trainer_lib
+from stable_train.core import keras_parts
+from stable_train.zoo import models
+from stable_train.policies import precision
+from stable_train.trainer import trainer as trainer_lib
 
 CLASSES = 3
 

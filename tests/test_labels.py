@@ -1,4 +1,4 @@
-"""Tests for stable_train.labels and the step's label check: the default stack survives a sparse
+"""Tests for stable_train.core.labels and the step's label check: the default stack survives a sparse
 label out of range on the zoo's models, and labels that would broadcast are refused at once."""
 
 import keras
@@ -6,12 +6,12 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import errors
-from stable_train import events
-from stable_train import labels
-from stable_train import losses
-from stable_train import models
-from stable_train import precision
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.core import labels
+from stable_train.core import losses
+from stable_train.zoo import models
+from stable_train.policies import precision
+from stable_train.trainer import trainer as trainer_lib
 
 SPARSE = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -46,7 +46,7 @@ class InferenceTest(tf.test.TestCase):
 
   def test_a_gin_reference_to_the_loss_is_recognised(self):
     import gin  # pylint: disable=g-import-not-at-top
-    from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
+    from stable_train.app import configurables  # pylint: disable=g-import-not-at-top,unused-import
     for binding in ('@sparse_softmax_cross_entropy',
                     '@keras.losses.SparseCategoricalCrossentropy()'):
       gin.clear_config()

@@ -1,4 +1,4 @@
-"""Tests for stable_train.lr: scaling a constant learning rate and a schedule."""
+"""Tests for stable_train.core.lr: scaling a constant learning rate and a schedule."""
 
 import os
 
@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import lr
+from stable_train.core import lr
 
 
 class LearningRateControlTest(tf.test.TestCase):
@@ -83,9 +83,9 @@ class WarmupScheduleTest(tf.test.TestCase):
 
   def test_in_a_trainer_from_gin(self):
     import gin  # pylint: disable=g-import-not-at-top
-    from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
-    from stable_train import data  # pylint: disable=g-import-not-at-top
-    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.app import configurables  # pylint: disable=g-import-not-at-top,unused-import
+    from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+    from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
     gin.parse_config("""
         Trainer.model = @mlp()
         mlp.input_dim = 8
@@ -112,9 +112,9 @@ class WarmupScheduleTest(tf.test.TestCase):
     self.assertAllClose(seen, expected, rtol=1e-5)
 
   def test_resumed_run_continues_the_warm_up(self):
-    from stable_train import data  # pylint: disable=g-import-not-at-top
-    from stable_train import models  # pylint: disable=g-import-not-at-top
-    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+    from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
+    from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
     seen = []
 
     class Recording(trainer_lib.Trainer):
@@ -161,9 +161,9 @@ class SerializationTest(tf.test.TestCase):
       self.assertAllClose(again(step), schedule(step), rtol=1e-7)
 
   def test_keras_file_saved_with_the_trainers_optimizer_reloads(self):
-    from stable_train import data  # pylint: disable=g-import-not-at-top
-    from stable_train import models  # pylint: disable=g-import-not-at-top
-    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+    from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
+    from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
     cosine = keras.optimizers.schedules.CosineDecay(0.01, decay_steps=100)
     t = trainer_lib.Trainer(model=models.mlp(input_dim=8, hidden=(4,)),
                             optimizer=keras.optimizers.Adam(cosine),

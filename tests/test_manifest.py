@@ -1,4 +1,4 @@
-"""Tests for stable_train.manifest: the commit record read back field by field."""
+"""Tests for stable_train.runfiles.manifest: the commit record read back field by field."""
 
 import json
 import os
@@ -6,8 +6,8 @@ import os
 import tensorflow as tf
 
 from stable_train import errors
-from stable_train import export
-from stable_train import manifest
+from stable_train.app import export
+from stable_train.runfiles import manifest
 
 
 def _entry(**changes):

@@ -1,9 +1,9 @@
-"""Tests for stable_train.numerics: finite flags and overflow-safe clipping."""
+"""Tests for stable_train.core.numerics: finite flags and overflow-safe clipping."""
 
 import numpy as np
 import tensorflow as tf
 
-from stable_train import numerics
+from stable_train.core import numerics
 
 
 class FiniteFlagsTest(tf.test.TestCase):

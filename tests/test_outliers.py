@@ -1,4 +1,4 @@
-"""Tests for stable_train.outliers: OutlierSkip skips outlier steps in the graph, keeps them (and
+"""Tests for stable_train.policies.outliers: OutlierSkip skips outlier steps in the graph, keeps them (and
 non-finite ones) out of its window, escalates a lasting change, and resumes bit-exactly."""
 
 import os
@@ -7,13 +7,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import data
+from stable_train.zoo import data
 from stable_train import errors
-from stable_train import events
-from stable_train import models
-from stable_train import outliers
-from stable_train import recovery
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.zoo import models
+from stable_train.policies import outliers
+from stable_train.policies import recovery
+from stable_train.trainer import trainer as trainer_lib
 from stable_train.testing import faults as faults_lib
 
 FEATURES = 16

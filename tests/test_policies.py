@@ -1,15 +1,15 @@
-"""Tests for stable_train.policies: argument validation and in-graph state of the core policies."""
+"""Tests for stable_train.policies.basic: argument validation and in-graph state of the core policies."""
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import data
+from stable_train.zoo import data
 from stable_train import errors
-from stable_train import interfaces
-from stable_train import models
-from stable_train import policies
-from stable_train import trainer as trainer_lib
+from stable_train.core import interfaces
+from stable_train.zoo import models
+from stable_train.policies import basic as policies
+from stable_train.trainer import trainer as trainer_lib
 
 
 class ValidationTest(tf.test.TestCase):

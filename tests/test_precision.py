@@ -1,4 +1,4 @@
-"""Tests for stable_train.precision: the precision setting, dynamic loss scaling tied into the skip,
+"""Tests for stable_train.policies.precision: the precision setting, dynamic loss scaling tied into the skip,
 float64 kept float64, and a LossScaleOptimizer applied through its inner optimizer."""
 
 import gin
@@ -6,13 +6,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import data
+from stable_train.zoo import data
 from stable_train import errors
-from stable_train import losses
-from stable_train import models
-from stable_train import policies
-from stable_train import precision
-from stable_train import trainer as trainer_lib
+from stable_train.core import losses
+from stable_train.zoo import models
+from stable_train.policies import basic as policies
+from stable_train.policies import precision
+from stable_train.trainer import trainer as trainer_lib
 
 
 class RecordingTrainer(trainer_lib.Trainer):

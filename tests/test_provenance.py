@@ -1,8 +1,8 @@
-"""Tests of stable_train.provenance: variable-level rules, op-name parsing, layer resolution."""
+"""Tests of stable_train.forensics.provenance: variable-level rules, op-name parsing, layer resolution."""
 
 import tensorflow as tf
 
-from stable_train import provenance
+from stable_train.forensics import provenance
 
 PATHS = ['mlp/dense_0/kernel', 'mlp/dense_0/bias', 'mlp/dense_1/kernel', 'mlp/dense_1/bias']
 

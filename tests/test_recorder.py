@@ -1,10 +1,10 @@
-"""Tests for stable_train.recorder: skip events, scalars and progress lines of a loop of reports."""
+"""Tests for stable_train.runtime.recorder: skip events, scalars and progress lines of a loop of reports."""
 
 import numpy as np
 import tensorflow as tf
 
-from stable_train import interfaces
-from stable_train import recorder as recorder_lib
+from stable_train.core import interfaces
+from stable_train.runtime import recorder as recorder_lib
 
 
 class _Scalars:

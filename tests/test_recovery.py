@@ -1,4 +1,4 @@
-"""Tests for stable_train.recovery: the LossSpike detector and the Rollback ladder."""
+"""Tests for stable_train.policies.recovery: the LossSpike detector and the Rollback ladder."""
 
 import hashlib
 import os
@@ -8,16 +8,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import checkpointing
-from stable_train import clipping
-from stable_train import data
+from stable_train.runfiles import checkpointing
+from stable_train.policies import clipping
+from stable_train.zoo import data
 from stable_train import errors
-from stable_train import events
-from stable_train import interfaces
-from stable_train import models
-from stable_train import policies
-from stable_train import recovery
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.core import interfaces
+from stable_train.zoo import models
+from stable_train.policies import basic as policies
+from stable_train.policies import recovery
+from stable_train.trainer import trainer as trainer_lib
 
 FEATURES = 8
 # (seed, perturb) of the clean runs recorded in tests/data/clean_runs.npz.

@@ -1,4 +1,4 @@
-"""Tests of scripts/replay.py and stable_train.replay: a recorded fault is reproduced from disk."""
+"""Tests of scripts/replay.py and stable_train.app.replay: a recorded fault is reproduced from disk."""
 
 import os
 import subprocess
@@ -9,13 +9,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import cli
-from stable_train import configurables  # pylint: disable=unused-import
-from stable_train import forensics
-from stable_train import losses
-from stable_train import models
-from stable_train import replay
-from stable_train import trainer as trainer_lib
+from stable_train.app import cli
+from stable_train.app import configurables  # pylint: disable=unused-import
+from stable_train.forensics import forensics
+from stable_train.core import losses
+from stable_train.zoo import models
+from stable_train.app import replay
+from stable_train.trainer import trainer as trainer_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'scripts', 'replay.py')

@@ -1,4 +1,4 @@
-"""Tests for stable_train.replay_command, in-process (`stable-train replay`; the replay of a real
+"""Tests for stable_train.app.replay_command, in-process (`stable-train replay`; the replay of a real
 record through it is in test_replay.py, which runs scripts/replay.py)."""
 
 import contextlib
@@ -6,7 +6,7 @@ import io
 
 import tensorflow as tf
 
-from stable_train import replay_command
+from stable_train.app import replay_command
 
 
 def run(*argv):

@@ -1,4 +1,4 @@
-"""Tests for stable_train.reports: the one fault predicate and offending-tensor description."""
+"""Tests for stable_train.core.reports: the one fault predicate and offending-tensor description."""
 
 import itertools
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from stable_train import interfaces
-from stable_train import provenance
-from stable_train import reports
+from stable_train.core import interfaces
+from stable_train.forensics import provenance
+from stable_train.core import reports
 
 VARIABLES = ['net/dense_0/kernel', 'net/dense_0/bias', 'net/dense_1/kernel']
 INPUTS = ['features', 'labels']

@@ -1,4 +1,4 @@
-"""Tests for stable_train.runlock: one live process per model_dir, a killed holder taken over."""
+"""Tests for stable_train.runfiles.runlock: one live process per model_dir, a killed holder taken over."""
 
 import json
 import os
@@ -8,11 +8,11 @@ import sys
 import tensorflow as tf
 
 from stable_train import errors
-from stable_train import runlock
+from stable_train.runfiles import runlock
 
 _HOLDER = r"""
 import os, sys
-from stable_train import runlock
+from stable_train.runfiles import runlock
 lock = runlock.RunLock(sys.argv[1]).acquire()
 print('locked', flush=True)
 if sys.argv[2] == 'die':
@@ -80,7 +80,8 @@ class RunLockTest(tf.test.TestCase):
       lock.release()
     with open(path, 'w') as f:
       f.write('[1, 2]')
-    from stable_train import events, trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.runfiles import events  # pylint: disable=g-import-not-at-top
+    from stable_train.trainer import trainer as trainer_lib
     import keras  # pylint: disable=g-import-not-at-top
     t = trainer_lib.Trainer(model=keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]),
                             optimizer=keras.optimizers.SGD(), loss=keras.losses.MeanSquaredError(),

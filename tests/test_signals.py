@@ -1,11 +1,11 @@
-"""Tests for stable_train.signals: the one SIGTERM/SIGINT system of the process."""
+"""Tests for stable_train.runtime.signals: the one SIGTERM/SIGINT system of the process."""
 
 import os
 import signal
 
 import tensorflow as tf
 
-from stable_train import signals
+from stable_train.runtime import signals
 
 
 class SignalsTest(tf.test.TestCase):

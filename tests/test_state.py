@@ -13,17 +13,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import checkpointing
+from stable_train.runfiles import checkpointing
 from stable_train import errors
-from stable_train import forensics
-from stable_train import losses
-from stable_train import models
-from stable_train import numerics
-from stable_train import policies
-from stable_train import precision
-from stable_train import recovery
-from stable_train import state as state_lib
-from stable_train import trainer as trainer_lib
+from stable_train.forensics import forensics
+from stable_train.core import losses
+from stable_train.zoo import models
+from stable_train.core import numerics
+from stable_train.policies import basic as policies
+from stable_train.policies import precision
+from stable_train.policies import recovery
+from stable_train.core import state as state_lib
+from stable_train.trainer import trainer as trainer_lib
 
 BATCH = 8
 SEQ, VOCAB, CLASSES = 8, 32, 4

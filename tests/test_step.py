@@ -1,4 +1,4 @@
-"""Tests for stable_train.step: the `update_state` flag contract of the guarded step (the step's
+"""Tests for stable_train.core.step: the `update_state` flag contract of the guarded step (the step's
 skip, counters and state are tested through its users: test_trainer, test_keras_fit)."""
 
 from unittest import mock
@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import stable_train as st
 from stable_train import errors
-from stable_train import interfaces
+from stable_train.core import interfaces
 
 
 class Flags(interfaces.Policy):

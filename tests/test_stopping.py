@@ -1,4 +1,4 @@
-"""Tests for stable_train.stopping: BestCheckpoint and EarlyStopping on evaluation results."""
+"""Tests for stable_train.policies.stopping: BestCheckpoint and EarlyStopping on evaluation results."""
 
 import json
 import math
@@ -8,14 +8,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import checkpointing
+from stable_train.runfiles import checkpointing
 from stable_train import errors
-from stable_train import events
-from stable_train import export
-from stable_train import interfaces
-from stable_train import models
-from stable_train import stopping
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.app import export
+from stable_train.core import interfaces
+from stable_train.zoo import models
+from stable_train.policies import stopping
+from stable_train.trainer import trainer as trainer_lib
 
 FEATURES = 8
 

@@ -1,13 +1,13 @@
-"""Tests for stable_train.summary: summary.json's figures and what it says of the run's end."""
+"""Tests for stable_train.runtime.summary: summary.json's figures and what it says of the run's end."""
 
 import types
 
 import numpy as np
 import tensorflow as tf
 
-from stable_train import interfaces
-from stable_train import outcome as outcome_lib
-from stable_train import summary as summary_lib
+from stable_train.core import interfaces
+from stable_train.core import outcome as outcome_lib
+from stable_train.runtime import summary as summary_lib
 
 
 def loop(first, n):

@@ -1,9 +1,9 @@
-"""Tests for stable_train.symptoms: what a run's records show."""
+"""Tests for stable_train.doctor.symptoms: what a run's records show."""
 
 import numpy as np
 import tensorflow as tf
 
-from stable_train import symptoms
+from stable_train.doctor import symptoms
 
 
 def skip(step, fault='loss', tensor='loss; first non-finite gradient of net/d/kernel'):

@@ -1,4 +1,4 @@
-"""Tests for stable_train.trainer: the guarded step, the in-graph loop, checkpoints and resume."""
+"""Tests for stable_train.trainer.trainer: the guarded step, the in-graph loop, checkpoints and resume."""
 
 import json
 import os
@@ -9,11 +9,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import checkpointing
+from stable_train.runfiles import checkpointing
 from stable_train import errors
-from stable_train import events
-from stable_train import policies
-from stable_train import trainer as trainer_lib
+from stable_train.runfiles import events
+from stable_train.policies import basic as policies
+from stable_train.trainer import trainer as trainer_lib
 
 FEATURES = 16
 
@@ -679,7 +679,7 @@ class MetricsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_gin_binds_keras_metrics(self):
     import gin  # pylint: disable=g-import-not-at-top
-    from stable_train import configurables  # pylint: disable=g-import-not-at-top,unused-import
+    from stable_train.app import configurables  # pylint: disable=g-import-not-at-top,unused-import
     gin.parse_config('m = [@keras.metrics.SparseCategoricalAccuracy()]')
     metric = gin.query_parameter('%m')
     self.assertLen(metric, 1)

@@ -1,4 +1,4 @@
-"""Tests for stable_train.trainer_setup: progress lines for a library caller (the validation of
+"""Tests for stable_train.trainer.setup: progress lines for a library caller (the validation of
 Trainer arguments is tested through the Trainer, in test_trainer.py)."""
 
 import numpy as np
@@ -9,7 +9,7 @@ class VerboseTest(tf.test.TestCase):
 
   def test_verbose_false_writes_no_progress_lines(self):
     import keras  # pylint: disable=g-import-not-at-top
-    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
     data = tf.data.Dataset.from_tensor_slices(
         (np.ones((8, 2), np.float32), np.ones((8, 1), np.float32))).batch(2)
 
@@ -29,7 +29,7 @@ class VerboseTest(tf.test.TestCase):
 
   def test_a_library_caller_without_logging_gets_a_handler(self):
     import logging  # pylint: disable=g-import-not-at-top
-    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
     root = logging.getLogger()
     saved = root.handlers[:]
     logger = logging.getLogger('stable_train.test_verbose')
@@ -55,7 +55,7 @@ class VerboseTest(tf.test.TestCase):
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = (  # The README's library example, small, with checkpoints.
         'import keras, stable_train\n'
-        'from stable_train import data, models\n'
+        'from stable_train.zoo import data, models\n'
         'trainer = stable_train.Trainer(model=models.mlp(input_dim=8, hidden=(4,)), '
         'optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.MeanSquaredError(), '
         f'model_dir={self.get_temp_dir()!r}, checkpoint_every=5, log_every=5)\n'
@@ -71,7 +71,7 @@ class VerboseTest(tf.test.TestCase):
   def test_bad_verbose_is_a_config_error(self):
     import keras  # pylint: disable=g-import-not-at-top
     from stable_train import errors  # pylint: disable=g-import-not-at-top
-    from stable_train import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
     with self.assertRaisesRegex(errors.ConfigError, 'verbose=1'):
       trainer_lib.Trainer(model=keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]),
                           optimizer=keras.optimizers.SGD(0.01),
@@ -85,8 +85,8 @@ class PolicyStackTest(tf.test.TestCase):
 
   def test_a_policy_class_without_parentheses_is_named_with_the_fix(self):
     from stable_train import errors  # pylint: disable=g-import-not-at-top
-    from stable_train import policies  # pylint: disable=g-import-not-at-top
-    from stable_train import trainer_setup  # pylint: disable=g-import-not-at-top
+    from stable_train.policies import basic as policies  # pylint: disable=g-import-not-at-top
+    from stable_train.trainer import setup as trainer_setup  # pylint: disable=g-import-not-at-top
     # What gin passes for `Trainer.policies = [@SkipNonFinite]`: the class itself.
     with self.assertRaisesRegex(errors.ConfigError,
                                 r'the class SkipNonFinite; pass an instance, e.g. SkipNonFinite\(\) '

@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train import errors
-from stable_train import seams
+from stable_train.runtime import seams
 from stable_train.testing import data_faults
 
 log = logging.getLogger('stable_train')

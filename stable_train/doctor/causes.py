@@ -1,0 +1,207 @@
+"""The doctor's rules: the causes it can name (`CAUSES`) and the points each symptom gives each of
+them (`score`), with the evidence in words. Pure functions of `symptoms.Symptoms`."""
+
+import math
+from typing import Dict, List, Tuple
+
+from stable_train.doctor.symptoms import Symptoms, number
+
+CAUSES = {
+    'exploding_gradients': 'exploding gradients',
+    'learning_rate': 'learning rate too high',
+    'initialisation': 'bad initialisation',
+    'division_or_log': 'division by zero / log(0)',
+    'softmax_overflow': 'softmax/exp overflow',
+    'precision': 'float precision',
+    'bad_input': 'bad input',
+    'transient': 'transient / not reproducible',
+}
+# The op types whose NaN/Inf output names a cause (forensics' op-level provenance).
+EXP_OPS = ('Exp', 'Expm1', 'Softmax', 'Pow', 'Softplus', 'Sinh', 'Cosh')
+DIV_LOG_OPS = ('Log', 'Log1p', 'Xlogy', 'Xlog1py', 'RealDiv', 'Div', 'DivNoNan', 'FloorDiv',
+               'Reciprocal', 'Inv', 'Rsqrt', 'Sqrt', 'Digamma', 'Lgamma', 'Atanh', 'Acos', 'Asin')
+FLOAT16_MAX = 65504.0
+EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
+OUTPUT_RATIO = 100.0  # Outputs this many times the labels' scale: the initial weights.
+
+
+class _Scores:
+  """Points and evidence per cause, filled by the rule groups below."""
+
+  def __init__(self):
+    self.found = {c: [0.0, []] for c in CAUSES}
+
+  def add(self, cause: str, points: float, evidence: str) -> None:
+    self.found[cause][0] += points
+    self.found[cause][1].append(evidence)
+
+
+def score(s: Symptoms) -> Dict[str, Tuple[float, List[str]]]:
+  """Each cause's score and the evidence for it, each symptom worth some points."""
+  out = _Scores()
+  for rules in (_input_rules, _transient_rules, _arithmetic_rules, _precision_rules, _start_rules,
+                _rate_rules, _gradient_rules):
+    rules(s, out)
+  return {c: (v[0], v[1]) for c, v in out.found.items()}
+
+
+def _op(s: Symptoms) -> str:
+  return ((s.forensics or {}).get('op_level') or {}).get('op_name') or '?'
+
+
+def _loss_only(s: Symptoms) -> int:
+  """Faulty steps whose loss was non-finite from finite model outputs."""
+  kinds = s.fault_kinds()
+  return (len(s.faults) - s.outputs_non_finite() - kinds.get('input', 0)
+          - kinds.get('gradient', 0))
+
+
+def _input_rules(s: Symptoms, out: _Scores) -> None:
+  kinds = s.fault_kinds()
+  if kinds.get('input'):
+    out.add('bad_input', 5, f"{kinds['input']} batches failed an input check (NaN/Inf or out of "
+                            'range)')
+  if s.input_bad():
+    out.add('bad_input', 5, 'the faulty batch saved by forensics holds NaN/Inf values')
+  if 'data' in s.checks:
+    out.add('bad_input', 4, 'the loss went far above its best, but the model did as well as '
+                            'before on a clean batch: the batches were bad, not the model')
+  if s.outlier_batches or s.vetoes:
+    out.add('bad_input', 4, f'{len(s.outlier_batches) or s.vetoes} batches skipped as outliers '
+                            "(loss or gradient norm far above the run's own)")
+  if s.sporadic() and s.outputs_non_finite() and not s.rechecks:
+    out.add('bad_input', 3, f'{len(s.faults)} scattered steps whose model outputs were already '
+                            'non-finite, the run healthy between them: bad batches are the '
+                            'likeliest source (add ValidateInputs() to check the inputs)')
+  if 'loss_spike' in s.triggers:
+    out.add('bad_input', 1, 'a loss spike triggered a rollback')
+  first = min(s.faults, key=lambda f: f['step']) if s.faults else None
+  loss_growth, norm_growth, _ = s.growth()
+  if (first is not None and 'model outputs already non-finite' in (first.get('tensor') or '')
+      and not s.fp16 and _healthy_steps(s) >= 8 and loss_growth < 3 and norm_growth < 3):
+    out.add('bad_input', 3, f"the model's outputs turned non-finite at step {first['step']} "
+                            'from the weights that gave finite ones a step before, neither the '
+                            'loss nor the gradient norm growing: the batch changed, not the '
+                            'model (add ValidateInputs() to check the inputs)')
+
+
+def _healthy_steps(s: Symptoms) -> int:
+  """Applied steps with a finite loss in the history before the trouble."""
+  h = s.history or {}
+  return sum(1 for loss, applied in zip(h.get('loss', []), h.get('applied', []))
+             if applied and math.isfinite(number(loss)))
+
+
+def _transient_rules(s: Symptoms, out: _Scores) -> None:
+  transient = s.rechecks.count('transient')
+  if transient and 'deterministic' not in s.rechecks:
+    out.add('transient', 6, f'{transient} faulty step(s) re-run on the same batch and state were '
+                            'finite: not reproducible')
+  loss_growth, norm_growth, _ = s.growth()
+  if (s.isolated() and s.outputs_non_finite() == 0 and not s.fault_kinds().get('input')
+      and not s.rechecks and not s.input_bad() and norm_growth < 10 and loss_growth < 10):
+    out.add('transient', 3, f'{len(s.faults)} isolated non-finite step(s) with finite model '
+                            'outputs, the run healthy before and after')
+
+
+def _arithmetic_rules(s: Symptoms, out: _Scores) -> None:
+  op = s.op_type()
+  if op in DIV_LOG_OPS:
+    out.add('division_or_log', 6, f'forensics: the first NaN/Inf came out of a {op} op ({_op(s)})')
+  if op in EXP_OPS:
+    out.add('softmax_overflow', 6, f'forensics: the first NaN/Inf came out of a {op} op '
+                                   f'({_op(s)})')
+  acts = s.activations()
+  top = number(acts[-1].get('max_abs')) if acts else math.nan
+  if not math.isfinite(top) and s.output_max is not None:
+    top = s.output_max  # The start check's, when forensics has no activations.
+  loss_only = _loss_only(s)
+  if top > EXP_OVERFLOW and loss_only:
+    out.add('softmax_overflow', 2, f"the model's outputs reach {top:.3g}: exp() of them "
+                                   'overflows float32 (above 88.7)')
+  recurring = s.persistent() or (len(s.faults) > 3 and not s.sporadic())
+  if recurring and loss_only >= 0.8 * len(s.faults) and not op:
+    out.add('division_or_log', 2, f'{len(s.faults)} steps with a non-finite loss from finite '
+                                  'model outputs: the loss function (add Forensics() to name '
+                                  'the op)')
+    out.add('softmax_overflow', 1.5, 'a non-finite loss from finite outputs can be an exp() in '
+                                     'the loss')
+
+
+def _precision_rules(s: Symptoms, out: _Scores) -> None:
+  if not s.fp16:
+    return
+  half = [a for a in s.activations()
+          if 'float16' in a.get('dtype', '') and 'bfloat16' not in a['dtype']]
+  hot = [a['layer'] for a in half
+         if not a['finite'] or number(a.get('max_abs')) > 0.5 * FLOAT16_MAX]
+  if hot:
+    out.add('precision', 5, f"float16 activations overflow (layer {hot[0]}): above float16's "
+                            '65504')
+  if s.faults and not s.input_bad() and not s.fault_kinds().get('input') and (
+      s.persistent() or len(s.faults) > 3) and not s.op_type() in EXP_OPS + DIV_LOG_OPS:
+    out.add('precision', 3, f'{len(s.faults)} non-finite steps under float16 compute from finite '
+                            'inputs, with no op that would overflow in float32')
+  if s.overflow_skips > 20:
+    out.add('precision', 1, f'{s.overflow_skips} float16 loss-scale overflows')
+
+
+def _start_rules(s: Symptoms, out: _Scores) -> None:
+  inputs_large = s.input_rms is not None and s.input_rms > 10  # NaN compares False.
+  if 'untrainable_start' in s.triggers:
+    out.add('initialisation', 5, 'the loss never came down from a start whose outputs were far '
+                                 'off scale')
+  if s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO:
+    if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
+      out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '
+                              f"outputs start at {s.output_ratio:.3g}x the labels' scale")
+    else:
+      out.add('initialisation', 4, f"the model's outputs at the start were "
+                                   f"{s.output_ratio:.3g}x the labels' scale")
+  if 'initialisation' in s.warnings and not inputs_large:
+    out.add('initialisation', 3, 'InitialisationCheck: huge outputs at step 0')
+
+
+def _rate_rules(s: Symptoms, out: _Scores) -> None:
+  loss_growth, norm_growth, _ = s.growth()
+  diverged = [t for t in s.triggers if t in ('divergence', 'stalled')]
+  if diverged and 'data' not in s.checks:
+    out.add('learning_rate', 4, 'the training loss diverged while finite and the model got worse '
+                                'on a clean batch')
+  if 'stalled' in s.triggers:
+    out.add('learning_rate', 2, 'after a rollback to the start the loss did not come down at the '
+                                'backed-off rate')
+  # Trained after the last rollback: a fit whose last read rolled back ended at its target.
+  if (s.rollbacks and diverged and s.status == 'completed'
+      and s.global_step > int(s.rollbacks[-1].get('to_step') or 0)):
+    out.add('learning_rate', 3, 'the run trained once Rollback had backed the rate off to '
+                                f"{s.rollbacks[-1].get('learning_rate'):.3g}")
+  if loss_growth >= 10 and norm_growth >= 3:
+    out.add('learning_rate', 2, f'before the trouble the loss grew {loss_growth:.3g}x and the '
+                                f'gradient norm {norm_growth:.3g}x together')
+  began = s.trouble_began
+  if (diverged or (s.faults and not s.sporadic())) and began is not None and began <= max(
+      50, 0.05 * s.num_steps) and not s.input_bad() and 'untrainable_start' not in s.triggers:
+    out.add('learning_rate', 1, f'the trouble began early (step {began})')
+  if s.lr_rise() > 1.5:
+    out.add('learning_rate', 2, f'the learning rate had risen {s.lr_rise():.3g}x just before')
+  if 'learning_rate_or_initialisation' in s.warnings:
+    out.add('learning_rate', 1, 'InitialisationCheck: the loss stayed far above its start')
+
+
+def _gradient_rules(s: Symptoms, out: _Scores) -> None:
+  loss_growth, norm_growth, jump = s.growth()
+  gradient = s.fault_kinds().get('gradient', 0)
+  grew = norm_growth >= 100 and loss_growth < 3
+  if gradient and 'transient' not in s.rechecks and (gradient > 1 or grew):
+    out.add('exploding_gradients', 4, f'{gradient} step(s) with non-finite gradients from a '
+                                      'finite loss and finite outputs: the backward pass '
+                                      'overflowed')
+  if grew:
+    out.add('exploding_gradients', 3, f'the gradient norm grew {norm_growth:.3g}x before the '
+                                      f'trouble while the loss stayed within {loss_growth:.2g}x')
+  elif jump >= 10 and loss_growth < 3:
+    out.add('exploding_gradients', 2, f'the gradient norm jumped {jump:.3g}x in one step while '
+                                      'the loss did not')
+  if 'grad_norm_spike' in s.triggers:
+    out.add('exploding_gradients', 1, 'a gradient-norm spike triggered a rollback')

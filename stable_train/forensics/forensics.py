@@ -1,0 +1,340 @@
+"""NaN forensics: the Forensics policy (saves the offending batch and state, names the op that made
+the NaN, and tells transient from deterministic) and its on-disk record.
+
+A forensics record is a folder `<model_dir>/forensics/step_<N>/`, written atomically:
+  batch.npz        the offending batch, flattened (`input_<i>` arrays; the structure is in report.json)
+  checkpoint/      model and optimizer state from right before the faulty step (a skip leaves it
+                   bit-identical), the state scripts/replay.py restores
+  rng.json         TensorFlow's global generator state and Keras's global seed state
+  report.json      everything below, machine-readable; report.txt the same for people
+"""
+
+import collections
+import json
+import logging
+import os
+import shutil
+from typing import Any, Dict, List, Optional, Tuple
+
+import gin
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train.forensics import activations
+from stable_train import compat
+from stable_train import errors
+from stable_train.runfiles import events as events_lib
+from stable_train.core import interfaces
+from stable_train.forensics import provenance
+
+log = logging.getLogger('stable_train')
+
+BATCH_FILE = 'batch.npz'
+REPORT_JSON = 'report.json'
+REPORT_TXT = 'report.txt'
+RNG_JSON = 'rng.json'
+CHECKPOINT_PREFIX = os.path.join('checkpoint', 'ckpt')
+
+
+def _encode_structure(value) -> Any:
+  """A JSON description of a nest structure (dicts, lists, tuples, namedtuples; anything else
+  is a leaf)."""
+  if isinstance(value, dict):
+    return {'dict': {str(k): _encode_structure(value[k]) for k in sorted(value)}}
+  fields = compat.namedtuple_fields(value)
+  if fields is not None:
+    return {'namedtuple': type(value).__name__,
+            'fields': {f: _encode_structure(getattr(value, f)) for f in fields},
+            'order': list(fields)}
+  if isinstance(value, (list, tuple)):
+    return {type(value).__name__: [_encode_structure(v) for v in value]}
+  return None
+
+
+def _decode_structure(spec) -> Any:
+  """A template with the structure `_encode_structure` described (leaves are 0)."""
+  if spec is None:
+    return 0
+  if 'dict' in spec:
+    return {k: _decode_structure(v) for k, v in spec['dict'].items()}
+  if 'namedtuple' in spec:  # Rebuilt as a namedtuple of the same name and fields.
+    cls = collections.namedtuple(spec['namedtuple'], spec['order'])
+    return cls(*[_decode_structure(spec['fields'][f]) for f in spec['order']])
+  if 'list' in spec:
+    return [_decode_structure(v) for v in spec['list']]
+  return tuple(_decode_structure(v) for v in spec['tuple'])
+
+
+class _Stash:
+  """Host-visible copies of the last faulty step's batch and flags, written in-graph on a fault only.
+
+  Deliberately not a tf.Module attribute that checkpoints track: it is scratch space, its variables
+  have no fixed shape, and old checkpoints must keep restoring.
+  """
+
+  def __init__(self, batch):
+    flat = tf.nest.flatten(batch)
+    self.structure = _encode_structure(batch)
+    with tf.init_scope():  # Created eagerly, even while the loop is being traced.
+      self.inputs = [tf.Variable(self._empty(t.dtype), shape=tf.TensorShape(None),
+                                 trainable=False, name=f'forensics_input_{i}')
+                     for i, t in enumerate(flat)]
+      self.grad_flags = tf.Variable(tf.zeros([0], tf.bool), shape=tf.TensorShape(None),
+                                    trainable=False, name='forensics_grad_flags')
+      self.step = tf.Variable(-1, dtype=tf.int64, trainable=False, name='forensics_step')
+      self.applied = tf.Variable(False, trainable=False, name='forensics_applied')
+      self.captured = tf.Variable(False, trainable=False, name='forensics_captured')
+      self.armed = tf.Variable(True, trainable=False, name='forensics_armed')
+
+  @staticmethod
+  def _empty(dtype):
+    return tf.constant([], dtype=dtype) if dtype == tf.string else tf.zeros([0], dtype)
+
+  def batch(self):
+    """The stashed batch as tensors, in its original structure."""
+    template = _decode_structure(self.structure)
+    return tf.nest.pack_sequence_as(template, [v.read_value() for v in self.inputs])
+
+
+class _Holder:
+  """A plain box for the stash: tf.Module tracks lists and dicts, not plain objects."""
+  stash: Optional[_Stash] = None
+
+
+@gin.register(module='stable_train')
+class Forensics(interfaces.Policy):
+  """On a non-finite step: saves the batch and state, names the variable and op, rechecks.
+
+  In the in-graph loop (outside XLA) a faulty step's batch is copied to host-visible variables (a
+  healthy step pays one `tf.cond`), and the loop ends right after it, so the host sees the state
+  the step left: with a skipping policy, bit-identical to the state before it. The host half then
+  writes `<model_dir>/forensics/step_<N>/`, re-runs the step with op-level numerics checking, and
+  emits a `forensics` event.
+  """
+
+  WHEN = ('first', 'every', 'never')
+  end_step_compiles = False  # The stash's variables take a batch of any shape.
+
+  def __init__(self, *, when: str = 'first', recheck: bool = False, name: str = 'forensics'):
+    """Initialises the policy.
+
+    Args:
+      when: deep provenance on the 'first' non-finite step of a run, on 'every' one, or 'never'.
+      recheck: re-run every faulty step once on the same batch and state, and mark the fault
+        'transient' (the re-run was finite: a hardware or non-determinism hint) or 'deterministic'.
+      name: policy name.
+    """
+    super().__init__(name=name)
+    self.when = errors.check_choice('Forensics', 'when', when, self.WHEN)
+    self.recheck = errors.check_bool('Forensics', 'recheck', recheck)
+    self.records_written = tf.Variable(0, dtype=tf.int64, trainable=False, name='records_written')
+    self.transient_faults = tf.Variable(0, dtype=tf.int64, trainable=False, name='transient_faults')
+    self.deterministic_faults = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                            name='deterministic_faults')
+    self._holder = _Holder()
+
+  @property
+  def _stash(self) -> Optional[_Stash]:
+    return self._holder.stash
+
+  @property
+  def active(self) -> bool:
+    """Whether faulty steps are captured at all."""
+    return self.when != 'never' or self.recheck
+
+  def _deep_due(self) -> bool:
+    return self.when == 'every' or (self.when == 'first' and
+                                    int(self.records_written.numpy()) == 0)
+
+  # -- in-graph -------------------------------------------------------------------------------
+  def end_step(self, batch, report):
+    if not self.active:
+      return None
+    if self._stash is None:
+      self._holder.stash = _Stash(batch)
+    stash = self._stash
+    capture = tf.logical_and(interfaces.step_faulty(report), stash.armed)
+
+    def save():
+      for v, t in zip(stash.inputs, tf.nest.flatten(batch)):
+        v.assign(t)
+      stash.grad_flags.assign(report['grad_finite_flags'])
+      stash.step.assign(tf.cast(report['step'], tf.int64))
+      stash.applied.assign(report['applied'])
+      stash.captured.assign(True)
+      return tf.constant(True)
+
+    tf.cond(capture, save, lambda: tf.constant(False))
+    return capture
+
+  # -- host -----------------------------------------------------------------------------------
+  def decide(self, reports, context):
+    del context
+    stash = self._stash
+    if stash is None or not bool(stash.captured.numpy()):
+      return None
+    stash.captured.assign(False)
+    step = int(stash.step.numpy())
+    hits = np.nonzero(reports.step == step)[0]
+    if not hits.size:
+      return None
+    return interfaces.Decision(action=interfaces.ACT, policy=self.name, trigger='forensics',
+                               step=step, details={'reports': reports, 'index': int(hits[-1])})
+
+  def execute(self, decision, run):
+    """Investigates the captured step (re-run, record folder, event), then re-arms the stash."""
+    self.investigate(run, decision.details['reports'], decision.details['index'])
+    self._stash.armed.assign(self.recheck or self._deep_due())
+    return None
+
+  def investigate(self, run, reports, i: int) -> Dict[str, Any]:
+    """Rechecks and/or records step `i` of `reports`, whose batch is in the stash. Host side.
+
+    Args:
+      run: the `RunHandle` (its `probe` re-runs the step; its `emit` records the event).
+      reports, i: the loop's reports and the faulty step's index in them.
+    """
+    probe = run.probe
+    stash = self._stash
+    batch = stash.batch()
+    step = int(reports.step[i])
+    applied = bool(stash.applied.numpy())
+    record: Dict[str, Any] = {'fault': reports.fault(i), 'tensor': reports.offending_tensor(i)}
+    again = None
+    if self.recheck:
+      again = provenance.rerun(probe, batch, jit_compile=probe.jit_compile)
+      verdict = 'deterministic' if not again.finite else 'transient'
+      counter = self.deterministic_faults if verdict == 'deterministic' else self.transient_faults
+      counter.assign_add(1)
+      record['recheck'] = verdict
+      if applied:
+        record['recheck_note'] = 'the faulty update was applied; the re-run saw the state after it'
+    if self._deep_due():
+      report = self._deep_report(probe, reports, i, batch, applied,
+                                 None if probe.jit_compile else again)
+      if 'recheck' in record:
+        report['recheck'] = record['recheck']
+      record['dir'] = write_record(run, report, batch, stash.structure)
+      record.update(variable=report['variable_level']['origin_variable'],
+                    layer=report['variable_level']['origin_layer'])
+      op = report['op_level']
+      if op.get('found'):
+        record.update(op_type=op['op_type'], op_name=op['op_name'], op_layer=op['layer'])
+      self.records_written.assign_add(1)
+      log.warning('step %d: forensics record %s: origin variable %s, op %s (%s) in layer %s',
+                  step, record['dir'], record['variable'], op.get('op_name'), op.get('op_type'),
+                  op.get('layer'))
+    run.emit('forensics', step, **record)
+    return record
+
+  def _deep_report(self, probe, reports, i, batch, applied, again) -> Dict[str, Any]:
+    observed = {
+        'fault': reports.fault(i), 'offending_tensor': reports.offending_tensor(i),
+        'loss': float(reports.loss[i]), 'loss_finite': bool(reports.loss_finite[i]),
+        'outputs_finite': bool(reports.outputs_finite[i]), 'applied': applied,
+        'grad_flags': [bool(f) for f in self._stash.grad_flags.numpy()]}
+    return build_report(probe, batch, step=int(reports.step[i]), observed=observed,
+                        again=again)
+
+
+def _num_classes(probe) -> Optional[int]:
+  """The class count labels are checked against: a policy's that checks the labels' range (its
+  `num_classes`, as `ValidateInputs` has it), else the step's own."""
+  for p in probe.policies:
+    if getattr(p, 'num_classes', None) is not None:
+      return p.num_classes
+  return probe.label_classes
+
+
+def build_report(probe, batch, *, step: int, observed: Dict[str, Any],
+                 again: Optional[provenance.Rerun] = None) -> Dict[str, Any]:
+  """The deep provenance of one faulty step: variable level, op level (a re-run) and the batch.
+
+  Args:
+    probe: the run's `handle.Probe` (or a Trainer), holding the state the step started from.
+    batch: the step's dataset element.
+    step: its global step.
+    observed: what the step itself saw: 'fault', 'offending_tensor', 'loss', 'loss_finite',
+      'outputs_finite', 'grad_flags' (per variable, layer order), 'applied'.
+    again: a non-XLA re-run of the step on this state and batch, if the caller has one already.
+  """
+  paths = [provenance.variable_path(v) for v in probe.model.trainable_variables]
+  features, labels = probe.split_batch(batch)
+  flat = [np.asarray(t) for t in interfaces.flatten_inputs(features, labels)]
+  if again is None:
+    again = provenance.rerun(probe, batch)
+  applied = observed['applied']
+  grad_flags = observed['grad_flags']
+  return {
+      'step': step,
+      'fault': observed['fault'],
+      'offending_tensor': observed['offending_tensor'],
+      'loss': observed['loss'],
+      'loss_finite': observed['loss_finite'],
+      'outputs_finite': observed['outputs_finite'],
+      'applied': applied,
+      'state': ('after the applied faulty update' if applied else
+                'before the faulty step (the skip left it bit-identical)'),
+      'variable_paths': paths,
+      'grad_finite_flags': grad_flags,
+      'variable_level': provenance.variable_provenance(
+          grad_flags, paths, loss_finite=observed['loss_finite'],
+          outputs_finite=observed['outputs_finite']),
+      'op_level': provenance.locate_op(probe, batch),
+      'inputs': provenance.input_summary(interfaces.input_paths(features, labels), flat,
+                                         again.input_flags, _num_classes(probe)),
+      'rerun': {'loss': again.loss, 'finite': again.finite},
+      'activations': activations.activation_scales(probe.model, features),
+  }
+
+
+def _rng_state() -> Dict[str, Any]:
+  state = {'tf_global_generator': tf.random.get_global_generator().state.numpy().tolist()}
+  generator = compat.keras_global_seed_generator(create=False)
+  if generator is not None:  # Recorded when it exists.
+    state['keras_global_seed_generator'] = np.asarray(generator.state.numpy()).tolist()
+  return state
+
+
+def write_record(run, report: Dict[str, Any], batch, structure) -> Optional[str]:
+  """Writes `<model_dir>/forensics/step_<N>/` atomically (temp folder, then rename); returns it."""
+  if not run.output_dir:  # No model_dir, or not the chief: only the chief writes files.
+    return None
+  root = os.path.join(run.output_dir, 'forensics')
+  os.makedirs(root, exist_ok=True)
+  final = os.path.join(root, f"step_{report['step']}")
+  n = 1
+  while os.path.exists(final):  # The same step again (e.g. after a rollback): keep both.
+    n += 1
+    final = os.path.join(root, f"step_{report['step']}_{n}")
+  tmp = events_lib.make_temp_dir(f".step_{report['step']}.", root)
+  try:
+    flat = [np.asarray(t) for t in tf.nest.flatten(batch)]
+    np.savez(os.path.join(tmp, BATCH_FILE), **{f'input_{j}': a for j, a in enumerate(flat)})
+    run.probe.model_checkpoint().write(os.path.join(tmp, CHECKPOINT_PREFIX))
+    good = run.good_checkpoints()
+    report = dict(report, batch_file=BATCH_FILE, batch_structure=structure,
+                  checkpoint=CHECKPOINT_PREFIX, model_dir=os.path.abspath(run.output_dir),
+                  last_good_checkpoint=(
+                      None if not good else
+                      {'path': os.path.join(run.checkpoint_dir, good[-1].path),
+                       'step': good[-1].step}))
+    events_lib.write_json_atomic(os.path.join(tmp, RNG_JSON), _rng_state())
+    events_lib.write_json_atomic(os.path.join(tmp, REPORT_JSON), report)
+    events_lib.write_atomic(os.path.join(tmp, REPORT_TXT), provenance.format_report(report))
+    os.replace(tmp, final)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  return final
+
+
+def read_record(directory: str) -> Tuple[Dict[str, Any], Any]:
+  """Reads a forensics folder: (report dict, the batch in its original structure, as numpy)."""
+  with open(os.path.join(directory, REPORT_JSON)) as f:
+    report = json.load(f)
+  with np.load(os.path.join(directory, report.get('batch_file', BATCH_FILE))) as data:
+    flat = [data[f'input_{j}'] for j in range(len(data.files))]
+  batch = tf.nest.pack_sequence_as(_decode_structure(report['batch_structure']), flat)
+  return report, batch

@@ -1,0 +1,320 @@
+"""The host half of a guarded Keras `fit`: `GuardCallback`.
+
+After each execution of fit's train function the callback reads the guard's reports of its steps
+(one transfer) and does what the Trainer's host loop does with a loop of them, with the same
+pieces: the loop recorder (skip events, TensorBoard scalars), the dispatcher (every policy's
+`decide`, then `execute` through `KerasRun`: a skip-streak limit, Rollback with its learning-rate
+backoff, Forensics of the offending batch), and a checkpoint of the last good state every
+`checkpoint_every` steps, kept in memory (one device) and, given a `model_dir`, as committed
+checkpoints with the manifest, written only while every variable is finite. An abort raises
+`errors.RunAborted` out of `fit`, so that a `BackupAndRestore` keeps its backup.
+"""
+
+import logging
+import os
+import types
+from typing import Any, Dict, Optional
+
+import keras
+
+from stable_train.runfiles import checkpointing
+from stable_train.runtime import dispatch
+from stable_train.runtime import distribute
+from stable_train.doctor import doctor
+from stable_train import errors
+from stable_train.runfiles import events as events_lib
+from stable_train.core import interfaces
+from stable_train.keras import run as keras_run
+from stable_train.core import outcome as outcome_lib
+from stable_train.runtime import recorder as recorder_lib
+from stable_train.runfiles import runlock
+from stable_train.runtime import summary as summary_lib
+
+log = logging.getLogger('stable_train')
+
+
+class GuardCallback(keras.callbacks.Callback):
+  """Runs a `keras_fit.KerasGuard`'s policies on the host during `fit` (see the module doc).
+
+  Args:
+    guard: the guard of the model being fitted (`stable_train.guard_fit(model)`).
+    model_dir: where events.jsonl, summary.json, TensorBoard scalars, `checkpoints/` and
+      forensics records go (None: nothing on disk; rollbacks restore from memory).
+    checkpoint_every: keep a checkpoint of the state every this many steps.
+    healthy_window: a checkpoint is a rollback target only if no fault happened in this many
+      steps before it.
+    max_checkpoints, keep_good_checkpoints: retention on disk (the newest, and good ones).
+    max_refused_checkpoints: this many checkpoints in a row refused (a non-finite variable) are
+      a fault: a Rollback takes over, or the run aborts.
+    summary_every: TensorBoard scalars every this many steps (and on every fault).
+  """
+
+  def __init__(self, guard, *, model_dir: Optional[str] = None, checkpoint_every: int = 100,
+               healthy_window: int = 50, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
+               max_refused_checkpoints: int = 2, summary_every: int = 10):
+    super().__init__()
+    counts = dict(checkpoint_every=checkpoint_every, max_checkpoints=max_checkpoints,
+                  keep_good_checkpoints=keep_good_checkpoints, summary_every=summary_every,
+                  max_refused_checkpoints=max_refused_checkpoints)
+    vars(self).update({k: errors.check_int('GuardCallback', k, v, minimum=1)
+                       for k, v in counts.items()})
+    self.healthy_window = errors.check_int('GuardCallback', 'healthy_window', healthy_window)
+    _check_policies(guard.policies)
+    self.guard = guard
+    self.model_dir = errors.check_dir('GuardCallback', 'model_dir', model_dir)
+    self.output_dir = None
+    self.keeper = None  # Built once the model and optimizer are (the first save or restore).
+    self.run = keras_run.KerasRun(self)
+    self.last_summary: Dict[str, Any] = {}
+    self.refused = 0
+    self._epoch = 0
+    self._opened = False
+    self._lock = None
+    self._audit = keras_run.VariableAudit(guard.model)
+
+  # -- fit's hooks -----------------------------------------------------------------------------
+  def on_train_begin(self, logs=None):
+    g = self.guard
+    _check_fit(g, self.model)
+    if g.host is not None:  # The last fit was ended by an exception (an interrupt, say).
+      g.host.release()
+    self.output_dir = self.model_dir if distribute.is_chief(g.strategy) else None
+    out = self.output_dir
+    self._lock = runlock.RunLock(out).acquire() if out else None
+    self.events = events_lib.EventLog(os.path.join(out, 'events.jsonl') if out else None)
+    self.scalars = events_lib.Scalars(os.path.join(out, 'tensorboard') if out else None)
+    for p in g.policies:  # E.g. EarlyStopping needs the Trainer's evaluations: refused here.
+      p.check_fit(metric_names=[], has_eval=False)
+    self._seen = self.current_step()
+    self._skipped = int(g.state.skipped_steps.numpy())
+    self._skipped_logged, self._unread, self._ended = None, 0, False
+    self._last_save = self._seen
+    self.dispatch = dispatch.Dispatcher(policies=g.policies, run=self.run, context=self._context,
+                                        mark_fault=self._mark_fault)
+    self.recorder = recorder_lib.LoopRecorder(
+        emit=self.emit, scalars=self.scalars, summary_every=self.summary_every, log_every=2**62,
+        verbose=False)
+    view = types.SimpleNamespace(policies=g.policies, output_dir=out, last_summary={},
+                                 **{k: getattr(g.state, k) for k in (
+                                     'global_step', 'applied_steps', 'skipped_steps',
+                                     'input_faults', 'overflow_steps')})
+    self.summary = summary_lib.RunSummary(view, start_step=self._seen)
+    self.emit('start', self._seen)
+    if (self._seen == 0 and any(p.wants_start_checkpoint for p in g.policies)
+        and _built_for_a_checkpoint(g)):
+      self.save('start')  # A rollback target before the first update, as the Trainer keeps.
+    g.host = self
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._epoch = epoch
+
+  def on_train_batch_end(self, batch, logs=None):
+    # fit's logs are on the host already (Keras converts them for every batch hook): a skip shows
+    # in them without a read. A clean stretch is read with the next batch of reports.
+    skipped = (logs or {}).get('skipped_steps')
+    self._unread += 1
+    g = self.guard
+    spe = int(g.model.steps_per_execution)
+    # At least as often as a checkpoint is due (the guard's ring of reports holds read_every).
+    every = min(g.read_every, max(1, (self._last_save + self.checkpoint_every - self._seen) // spe))
+    if skipped != self._skipped_logged or self._unread >= every:
+      self._skipped_logged = skipped
+      self._read()
+
+  def on_epoch_end(self, epoch, logs=None):
+    self._read()
+
+  def _read(self) -> None:
+    """Reads the reports of the executions since the last read and does what the host loop
+    does after a loop of steps."""
+    reports = self._read_new()
+    if reports is None:
+      return
+    try:
+      ended = self.dispatch.after_loop(reports)
+    except errors.NumericsError as e:  # CheckNumerics(mode='raise') on the host (XLA).
+      self.fail(e)
+      raise
+    if ended is None and self._seen - self._last_save >= self.checkpoint_every:
+      ended = self._interval_checkpoint()
+    if ended is not None:
+      self._end(ended)
+
+  def _read_new(self):
+    """The reports of the steps since the last read, recorded (or None: there are none)."""
+    self._unread = 0
+    reports = self.guard.read_reports(self._seen)
+    if reports is not None:
+      self._seen = int(reports.step[-1])
+      self._record(reports)
+    return reports
+
+  def on_train_end(self, logs=None):
+    self._read()
+    if self._ended:  # The last read ended the run.
+      return
+    stopped = self.guard.model.stop_training  # Keras's EarlyStopping, say.
+    self._end(outcome_lib.Outcome(
+        outcome_lib.Status.STOPPED_EARLY if stopped else outcome_lib.Status.COMPLETED,
+        reason='a Keras callback stopped training' if stopped else ''))
+
+  # -- what the host loop does after a loop of steps ---------------------------------------------
+  def _record(self, reports) -> None:
+    """The summary's loss, the fault mark, skip events and scalars of one execution's steps."""
+    self.summary.record(reports)
+    if not reports.clean():
+      self._skipped = int(self.guard.state.skipped_steps.numpy())
+      faulty = reports.step[~(reports.applied | reports.overflow)]
+      if faulty.size:
+        self._mark_fault(int(faulty[-1]))
+    self.recorder.record(reports, self._skipped)
+
+  def _interval_checkpoint(self) -> Optional[outcome_lib.Outcome]:
+    """Saves; refusals in a row are a fault the dispatcher carries out."""
+    self.save('interval')
+    if self.refused < self.max_refused_checkpoints:
+      return None
+    bad = self._audit.non_finite()
+    return self.dispatch.carry_out(interfaces.Decision(
+        action=interfaces.ESCALATE, trigger='checkpoint_refused', step=self.current_step(),
+        reason=f'{self.refused} checkpoints in a row refused: variable '
+               f'{bad[0] if bad else "?"} is non-finite'))
+
+  def fail(self, error: errors.NumericsError) -> None:
+    """Records a fit that `error` ends (CheckNumerics(mode='raise')) as the Trainer does: the
+    reports read so far, the abort, summary.json; releases the model_dir. The caller raises."""
+    self._read_new()
+    self._end(self.dispatch.abort(str(error), 'check_numerics', self.current_step()),
+              raise_abort=False)
+
+  def _end(self, ended: outcome_lib.Outcome, raise_abort: bool = True) -> None:
+    """Writes summary.json (and `done` on a normal end), releases the model_dir; raises an
+    abort (`errors.RunAborted`) if `raise_abort`."""
+    self._ended = True
+    if ended.finished:
+      self.emit('done', self.current_step(), status=ended.status.value,
+                reason=ended.reason or 'fit ended')
+    summary = self.summary.build(ended)
+    doctor.attach(summary, self.output_dir, self.guard.optimizer, self.emit)
+    self.summary.write(summary)
+    self.last_summary = summary
+    self.release()
+    if not ended.finished and raise_abort:
+      self.guard.model.stop_training = True
+      raise errors.RunAborted(f'stable_train aborted the fit: {ended.reason}')
+
+  def release(self) -> None:
+    """Closes the scalars and releases the model_dir (also after a fit an exception ended)."""
+    self.guard.host = None
+    self.scalars.close()
+    if self._lock is not None:
+      self._lock.release()
+      self._lock = None
+
+  # -- checkpoints -----------------------------------------------------------------------------
+  def checkpoints(self):
+    """The keeper of this fit's rollback targets (`keras_run.open_keeper`), opened once."""
+    if not self._opened:
+      self.keeper = keras_run.open_keeper(
+          self.guard, self.model_dir, max_to_keep=self.max_checkpoints,
+          keep_good=self.keep_good_checkpoints, warn=self.emit)
+      self._opened = True
+    return self.keeper
+
+  def save(self, reason: str) -> Optional[checkpointing.Entry]:
+    """Keeps a checkpoint of the state now if every variable is finite (good if healthy);
+    otherwise refuses and records why. Returns the entry, or None."""
+    keeper = self.checkpoints()
+    step = self.current_step()
+    self._last_save = step
+    if keeper is None:
+      return None
+    if not self._audit.all_finite():
+      self.refused += 1
+      bad = self._audit.non_finite()
+      self.emit('checkpoint_refused', step, reason='non-finite variable', variables=bad[:10],
+                in_a_row=self.refused)
+      return None
+    self.refused = 0
+    g = self.guard
+    healthy = (step - int(g.state.last_fault_step.numpy()) > self.healthy_window
+               and all(p.is_healthy() for p in g.policies))
+    entry = keeper.save(step, good=healthy)
+    if entry is not None:
+      self.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
+    return entry
+
+  def restore(self, candidates) -> Optional[checkpointing.Entry]:
+    """Restores the newest restorable of `candidates`; the data goes on where it stands (fit
+    owns the iterator), so the data offset takes up the steps undone."""
+    keeper = self.checkpoints()
+    if keeper is None:
+      return None
+    state = self.guard.state
+    position = self.run.data_position
+    entry = keeper.restore_latest(list(candidates))
+    if entry is not None:
+      state.data_offset.assign(position - int(state.global_step.numpy()))
+      self.guard.forget_reports()
+      self.refused = 0
+      self._seen = self._last_save = self.current_step()
+      self._skipped = int(state.skipped_steps.numpy())
+    return entry
+
+  # -- what the pieces share -------------------------------------------------------------------
+  def current_step(self) -> int:
+    """The guard's global step now."""
+    return int(self.guard.state.global_step.numpy())
+
+  def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
+    """Writes an event (with fit's 1-based epoch) to events.jsonl when there is a model_dir."""
+    fields.setdefault('epoch', self._epoch + 1)
+    return self.events.emit(event, self.current_step() if step is None else step, **fields)
+
+  def _context(self) -> interfaces.PolicyContext:
+    keeper = self.checkpoints()
+    return interfaces.PolicyContext(
+        step=self.current_step(), data_position=self.run.data_position, lr_scale=self.run.lr_scale,
+        variables_finite=self._audit.all_finite,
+        checkpoints=lambda: keeper.committed() if keeper is not None else [],
+        last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
+
+  def _mark_fault(self, step: int) -> None:
+    mark = self.guard.state.last_fault_step
+    mark.assign(max(step, int(mark.numpy())))
+
+
+def _check_fit(g, m) -> None:
+  """This fit runs this guard's step: else the callback would read no reports at all."""
+  if m is not g.model:
+    raise errors.ConfigError(
+        f'GuardCallback: fit of {getattr(m, "name", m)!r}, not the model its guard guards '
+        f'({g.model.name!r}); pass stable_train.guard_fit(model).callback() of the fitted model.')
+  if getattr(m.train_step, '__self__', None) is not g:
+    raise errors.ConfigError(
+        'GuardCallback: another guard took the model over (guard_fit was called again); pass '
+        'the newest guard\'s callback().')
+
+
+def _built_for_a_checkpoint(guard) -> bool:
+  """Whether the model is built; its optimizer is then built as Keras's first trace would, and
+  the guard prepared (its random states and policies), so that a checkpoint holds the whole
+  state. A model Keras builds from the data has no start checkpoint (the first interval one is
+  the first rollback target)."""
+  m = guard.model
+  if not (m.built and all(layer.built for layer in m.layers)):
+    return False
+  if not m.optimizer.built:
+    with guard.strategy.scope():
+      m.optimizer.build(m.trainable_variables)
+  guard.prepare()
+  return True
+
+
+def _check_policies(policies) -> None:
+  for p in policies:
+    if getattr(p, 'skip_batches', 0):
+      raise errors.ConfigError(
+          f'GuardCallback: {p.name} has skip_batches={p.skip_batches}, but model.fit owns the '
+          'data iterator (after a rollback the stream goes on past the trigger batch); use '
+          'skip_batches=0.')

@@ -1,0 +1,320 @@
+"""The Keras `fit` front door: a compiled model's train step guarded by the core step.
+
+`guard_fit(model)` replaces the model's `train_step` (on that instance) by the `step.GuardedStep`
+the Trainer uses, built from the compiled model's own parts: its `compute_loss`, batches split
+with `keras.utils.unpack_x_y_sample_weight`, its optimizer's `apply`, its non-trainable variables
+as the forward state and the process-wide random states. A skipped step leaves every model and
+optimizer variable bit-identical and `optimizer.iterations` where it was. Under `mixed_float16`
+the `LossScaleOptimizer` that `compile` wrapped around the optimizer keeps its scale variables:
+a `DynamicLossScale` reads and updates them, and the update goes through its inner optimizer.
+The host halves of the policies run in `keras_callbacks.GuardCallback` (`guard.callback()`).
+"""
+
+import dataclasses
+import functools
+from typing import Any, Dict, Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train import compat
+from stable_train.runtime import distribute
+from stable_train import errors
+from stable_train.keras import first_batch as first_batch_lib
+from stable_train.core import keras_parts
+from stable_train.core import labels as labels_lib
+from stable_train.core import loop as loop_lib
+from stable_train.policies import precision
+from stable_train.forensics import provenance
+from stable_train.core import reports as reports_lib
+from stable_train.core import state as state_lib
+from stable_train.core import step as step_lib
+from stable_train.trainer import setup as trainer_setup
+
+# What fit's logs (progress bar, History, TensorBoard) gain from the guard.
+LOG_FIELDS = ('skipped_steps', 'grad_norm', 'clipped_steps')
+# The host reads the stored reports once per this many steps (the Trainer's default
+# steps_per_loop), and at once after an execution with a skipped step: a read waits for the
+# device and costs a transfer, which at steps_per_execution=1 was a tenth of a small model's step.
+READ_EVERY_STEPS = 10
+
+
+def guard_fit(model: keras.Model, *, policies: Optional[Sequence] = None) -> 'KerasGuard':
+  """Guards a compiled Keras model's training step in place; returns the guard.
+
+  Args:
+    model: a compiled `keras.Model` that does not override `train_step` (override
+      `compute_loss` instead: the guard calls it).
+    policies: the policy list (None: `default_policies()`; `[]`: no check at all). The host
+      halves (a skip-streak limit, Rollback, Forensics, ...) run in `guard.callback()`.
+  """
+  return KerasGuard(model, policies=policies)
+
+
+class KerasGuard:
+  """The guard of one compiled Keras model: its policies, counters and traced train step.
+
+  Attributes:
+    model: the guarded model.
+    policies: the policies, in order (a loss scale first under float16 compute).
+    state: the `state.TrainState` counters (global_step, applied_steps, skipped_steps, ...).
+    clipped_steps: applied steps whose gradients a transform shrank.
+    loss_scale: the loss-scaling policy, or None.
+  """
+
+  def __init__(self, model, *, policies=None):
+    _check_model(model)
+    self.model = model
+    self.strategy = model.distribute_strategy
+    self.optimizer, wrapper = precision.split_loss_scale_optimizer(model.optimizer)
+    self.policies, self.loss_scale = trainer_setup.policy_stack(policies, model, self.strategy,
+                                                                wrapper=wrapper)
+    # The loss scale put in for the compiled LossScaleOptimizer scales with its variables.
+    self._follows_wrapper = wrapper is not None and self.loss_scale not in (policies or ())
+    with self.strategy.scope():
+      self.state = state_lib.TrainState(policies=self.policies, strategy=self.strategy)
+      self.clipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='clipped_steps')
+    self.step: Optional[step_lib.GuardedStep] = None
+    self.variable_paths = []
+    self.random_states = []
+    self.input_paths = []
+    self.rows = None  # The packed reports of the last `read_every` executions (`read_reports`).
+    self.read_every = 1  # Executions between the host's reads of the reports.
+    # The first batch's sample for the host checks that re-run it (None: no policy reads it).
+    self.first_batch_sample = first_batch_lib.FirstBatch.for_policies(self.policies,
+                                                                       self.strategy)
+    self._built_for = None
+    # Keras's train function, wrapped (`make_train_function`); the GuardCallback running now.
+    self._train_function = self.host = None
+    # Keras's own (a second guard of the same model takes over from the first).
+    previous = getattr(model.make_train_function, '__self__', None)
+    self.keras_make_train_function = (previous.keras_make_train_function
+                                      if isinstance(previous, KerasGuard)
+                                      else model.make_train_function)
+    trainer_setup.claim(self.policies)
+    # On this instance only: the class, its config and its saved files stay Keras's own.
+    model.train_step = self.train_step
+    model.make_train_function = self.make_train_function
+    # fit caches its train function: one traced before (a plain or another guard's fit) would
+    # go on running the old step.
+    model.train_function = None
+
+  def callback(self, **kwargs):
+    """The Keras callback that runs the policies' host halves (`keras_callbacks.GuardCallback`,
+    its arguments): pass the same one to every `fit` of this model."""
+    from stable_train.keras import callbacks as keras_callbacks  # pylint: disable=g-import-not-at-top
+    return keras_callbacks.GuardCallback(self, **kwargs)
+
+  # -- eager set-up, before Keras traces the train function ------------------------------------
+  def make_train_function(self, force: bool = False):
+    """Keras's `make_train_function`, after the guard's set-up where Keras has built the model
+    and the optimizer already (under a strategy; else at the first trace, `train_step`); the
+    function it makes raises an in-graph check_numerics failure as a `NumericsError`."""
+    self.prepare()
+    made = self.keras_make_train_function(force=force)
+    if self.model.train_function not in (None, self._train_function):
+      self._train_function = functools.partial(_numerics_errors, self, self.model.train_function)
+      self.model.train_function = self._train_function
+    return made
+
+  def _key(self):
+    m = self.model
+    return (id(m.optimizer), int(m.steps_per_execution), bool(m.jit_compile))
+
+  def prepare(self, data=None) -> None:
+    """Builds the guarded step from the model as compiled now (once per optimizer,
+    steps_per_execution and jit_compile): the policies' `build`, the loss scale's variables, the
+    report rows. Eager. A model or optimizer not built yet is built from `data` (a batch, or its
+    symbolic tensors) as Keras's own first trace would; without `data` it waits."""
+    m = self.model
+    if self._built_for == self._key():
+      return
+    if not (m.built and m.optimizer.built and all(layer.built for layer in m.layers)):
+      if data is None:
+        return
+      compat.keras_symbolic_build(m, data)
+    optimizer, wrapper = precision.split_loss_scale_optimizer(m.optimizer)
+    if self._follows_wrapper:
+      if wrapper is None:
+        raise errors.ConfigError(
+            'stable_train.guard_fit: the model was compiled again without its LossScaleOptimizer; '
+            'guard it again after compiling.')
+      self.loss_scale.follow(wrapper)
+    distribute.check_optimizer(optimizer, self.strategy)
+    if m.jit_compile:
+      distribute.check_jit(self.strategy, True)
+      slow = [p.name for p in self.policies if not p.end_step_compiles]
+      if slow:
+        raise errors.ConfigError(
+            f'stable_train.guard_fit: policies {slow} need a step outside XLA, but '
+            'jit_compile=True compiles all of fit\'s step; compile with jit_compile=False, or drop '
+            'them.')
+    self._end_steps = [p for p in self.policies if p.uses_end_step]
+    variables = list(m.trainable_variables)
+    if not variables:
+      raise errors.ConfigError('stable_train.guard_fit: the model has no trainable variables.')
+    paths = [provenance.variable_path(v) for v in variables]
+    if self._built_for is None:
+      for p in self.policies:
+        p.build(variables, paths)
+    self.variable_paths = paths
+    self.random_states = state_lib.random_state_variables()
+    self.step = step_lib.GuardedStep(step_lib.StepParts(
+        split_batch=keras_parts.split_batch, compute=self._compute,
+        variables=lambda: list(m.trainable_variables),
+        apply=lambda grads: optimizer.apply(grads, m.trainable_variables),
+        forward_state=self._step_state, random_states=self.random_states,
+        policies=self.policies, variable_paths=paths,
+        learning_rate=lambda: optimizer.learning_rate, counters=self.state,
+        strategy=self.strategy, distributed=distribute.uses_distributed_input(self.strategy),
+        update_metrics=self._update_metrics, xla=bool(m.jit_compile),
+        loss_scale=self.loss_scale, optimizer=optimizer))
+    dtypes = reports_lib.report_dtypes(tf.float32)
+    self.report_dtypes = dtypes
+    self._columns = reports_lib.report_columns(dtypes)
+    self._step_column = reports_lib.report_layout(dtypes).index('step')
+    spe = int(m.steps_per_execution)
+    self.read_every = max(1, -(-READ_EVERY_STEPS // spe))
+    with self.strategy.scope():
+      self.rows = tf.Variable(tf.zeros([spe * self.read_every, len(dtypes)], tf.float64),
+                              trainable=False, name='report_rows')
+    self.optimizer = optimizer
+    self._built_for = self._key()
+
+  def forget_reports(self) -> None:
+    """Clears the stored reports (after a restore moved the global step back)."""
+    if self.rows is not None:
+      self.rows.assign(tf.zeros_like(self.rows))
+
+  def first_batch(self):
+    """The kept rows of the first batch this guard trained on (`first_batch.FirstBatch`), or
+    None (no policy reads it, no step yet, or none can be kept). Eager."""
+    sample = self.first_batch_sample
+    return None if sample is None else sample.value()
+
+  def loss_and_gradients(self, batch):
+    """One replica's loss, gradients, input flags and outputs finite, no update (what forensics
+    re-runs). Traced."""
+    return self.step.loss_and_gradients(batch)[:4]
+
+  def model_checkpoint(self) -> tf.train.Checkpoint:
+    """The model and optimizer state with the forward state (forensics records, replay)."""
+    return tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer,
+                               model_state=list(self.forward_state()))
+
+  def forward_state(self):
+    """The variables a forward pass may assign (BatchNorm statistics, seed-generator states)."""
+    return [v for v in self.model.variables if not v.trainable]
+
+  def _step_state(self):
+    """What a training step assigns before its apply-or-skip, put back on a skip: the forward
+    state, and the compiled loss's `Mean` of each loss (Keras updates them in `compute_loss`)."""
+    return self.forward_state() + compat.keras_loss_metric_variables(self.model)
+
+  # -- traced ----------------------------------------------------------------------------------
+  def train_step(self, data) -> Dict[str, Any]:
+    """The model's `train_step`: the guarded step; returns fit's logs (the model's metrics,
+    which count applied steps only, and `LOG_FIELDS`). Traced, per replica."""
+    if self._built_for != self._key():  # The first trace without a strategy (one thread).
+      with tf.init_scope():
+        self.prepare(data)
+    # Python, at trace time.
+    self.input_paths = reports_lib.input_paths(*keras_parts.split_batch(data))
+    if self.first_batch_sample is not None:
+      self.first_batch_sample.capture(data)
+    classes = labels_lib.compiled_classes(self.model, self.policies, data)
+    if classes != self.step.parts.label_classes:
+      self.step = step_lib.GuardedStep(dataclasses.replace(self.step.parts, label_classes=classes))
+    return self.step.in_replica(data, record=self._record)
+
+  def _compute(self, batch):
+    """(loss, what the metrics need, outputs finite) of one replica's batch, in training mode."""
+    m = self.model
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(batch)
+    y_pred = m(x, training=True)
+    loss = compat.keras_compute_loss(m, x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
+    # Keras scales its losses by 1 / num_replicas under a strategy; the step averages itself.
+    loss = distribute.unscale_replica_loss(loss)
+    flags = [tf.reduce_all(tf.math.is_finite(o)) for o in tf.nest.flatten(y_pred)
+             if o is not None and o.dtype.is_floating]
+    batch_size = tf.shape(next(t for t in tf.nest.flatten(x) if t is not None))[0]
+    metric_inputs = (x, y, y_pred, sample_weight, loss, batch_size)
+    return loss, metric_inputs, tf.reduce_all(flags) if flags else tf.constant(True)
+
+  def _update_metrics(self, labels, metric_inputs) -> None:
+    """The loss tracker and the compiled metrics, on an applied step only (per replica)."""
+    del labels  # The batch's own labels are in metric_inputs (None for a model without).
+    x, y, y_pred, sample_weight, loss, batch_size = metric_inputs
+    compat.keras_loss_tracker(self.model).update_state(loss, sample_weight=batch_size)
+    self.model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+  def _record(self, report, batches) -> Dict[str, tf.Tensor]:
+    """In cross-replica context: the policies' `end_step` hooks (outside XLA), the step's packed
+    report stored for the host, a clipped step counted; returns the step's entries of fit's
+    logs. fit cannot end an execution early: an `end_step` verdict is not acted on in-graph."""
+    if self._end_steps:
+      strategy = tf.distribute.get_strategy()
+
+      def local(value):  # One tensor from the replicas' parts (concatenated on axis 0).
+        parts = strategy.experimental_local_results(value)
+        return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+
+      batch = tf.nest.map_structure(local, batches)
+      for p in self._end_steps:
+        p.end_step(batch, report)
+    row = reports_lib.pack_report(report, self.report_dtypes)
+    index = tf.math.floormod(report['step'] - 1, tf.cast(tf.shape(self.rows)[0], tf.int64))
+    # A whole-variable assign: a MirroredVariable has no scatter (the rows are a few KB).
+    self.rows.assign(tf.tensor_scatter_nd_update(self.rows, [[index]], [row]))
+    clipped = tf.logical_and(report['applied'],
+                             report['clipped_grad_norm'] < report['grad_norm'])
+    # Read here, in cross-replica context, a metric is the sum over the replicas: the value
+    # Keras's epoch logs read eagerly, the same on every replica.
+    logs = dict(self.model.get_metrics_result())
+    logs.update(skipped_steps=tf.identity(self.state.skipped_steps), grad_norm=report['grad_norm'],
+                clipped_steps=self.clipped_steps.assign_add(tf.cast(clipped, tf.int64)))
+    return logs
+
+  # -- host ------------------------------------------------------------------------------------
+  def read_reports(self, since_step: int) -> Optional[reports_lib.StepReports]:
+    """The stored reports of the steps after global step `since_step` (those of the last
+    `read_every` executions at most), in step order, or None when there are none. One transfer."""
+    if self.rows is None:
+      return None
+    rows = self.rows.numpy()
+    steps = rows[:, self._step_column]
+    new = np.flatnonzero(steps > since_step)
+    if not new.size:
+      return None
+    columns = reports_lib.unpack_reports(rows[new[np.argsort(steps[new])]], self._columns)
+    return reports_lib.StepReports.from_columns(
+        columns, variable_paths=self.variable_paths, input_paths=self.input_paths)
+
+
+def _numerics_errors(guard: KerasGuard, keras_function, iterator):
+  """Runs Keras's train function; CheckNumerics(mode='raise') failing in-graph ends the fit with
+  a `NumericsError` naming the tensor, as in the Trainer, recorded by the running callback."""
+  try:
+    return keras_function(iterator)
+  except tf.errors.InvalidArgumentError as e:
+    error = loop_lib.numerics_error(e, int(guard.state.global_step.numpy()) + 1)
+    if error is None:
+      raise
+    if guard.host is not None:
+      guard.host.fail(error)
+    raise error from None
+
+
+def _check_model(model) -> None:
+  if not isinstance(model, keras.Model):
+    raise errors.ConfigError(
+        f'stable_train.guard_fit: model must be a keras.Model, got {type(model).__name__}.')
+  if getattr(model, 'optimizer', None) is None or not getattr(model, 'compiled', False):
+    raise errors.ConfigError(
+        'stable_train.guard_fit: compile the model first (model.compile(optimizer=..., loss=...)), '
+        'then guard it.')
+  if type(model).train_step is not keras.Model.train_step:
+    raise errors.ConfigError(
+        f'stable_train.guard_fit: {type(model).__name__} overrides train_step, which the guard '
+        'replaces; override compute_loss (and compute_metrics) instead: the guard calls them.')

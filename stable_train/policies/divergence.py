@@ -1,0 +1,329 @@
+"""DivergenceCheck: a run whose loss diverges while staying finite, or never comes down from a
+broken start, is stopped (status 'diverged') or handed to a Rollback, instead of ending
+'completed' with a useless model."""
+
+import logging
+import math
+from typing import Optional
+
+import gin
+import numpy as np
+import tensorflow as tf
+
+from stable_train.policies import diagnostics
+from stable_train import errors
+from stable_train.core import interfaces
+from stable_train.forensics import provenance
+
+log = logging.getLogger('stable_train')
+
+# The policy's state, one float32 vector (one read and one assign per step in the graph).
+_FIELDS = ('smoothed', 'best', 'start', 'count', 'above', 'rising', 'rise_base', 'verdict',
+           'reference', 'init_bad', 'output_rms', 'label_rms', 'input_rms', 'output_max')
+_DAMAGED, _DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or only the batches.
+_COLLAPSED = 2.0  # `verdict` of the collapse probe: kept until the host has escalated it.
+# Every value in the state is finite, as everything else a checkpoint holds (a reader can audit
+# a checkpoint by finiteness): the scales (never negative) are _UNSET until the start check and
+# _NOTHING where it had nothing to compare; 'best' is _HUGE until there is one, as is a
+# 'reference' or scale that was not finite.
+_SCALES = ('output_rms', 'label_rms', 'input_rms', 'output_max')
+_UNSET, _NOTHING = -1.0, -2.0
+_HUGE = float(np.finfo(np.float32).max)
+_I = {name: i for i, name in enumerate(_FIELDS)}
+_COUNT_CAP = 2.0**20  # `count` only gates the warm-up and the start check: capped, exact in f32.
+START_MARGIN = 1.5  # A smoothed loss this far above the untrained model's is never healthy.
+OUTLIER_CAP = 4.0  # A loss enters the average as at most this multiple of it.
+RISE_FACTOR = 2.0  # A rising streak fires once the smoothed loss doubled along it...
+RISE_FLOOR = 0.1  # ...and is at least this fraction of the starting level.
+KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
+INITIAL_COPY_LIMIT = 2**24  # Weights (16M) up to which the start check keeps the initial ones.
+COLLAPSE_LOSS = 0.1  # The collapse probe runs while the smoothed loss is above this x the start...
+# ...and calls a model collapsed whose outputs are the same bits for every row (spread 0: a dead
+# network computes the same arithmetic for each; a healthy one with a 1e6 offset learnt first
+# varied by 4.6e-7 of its magnitude, ~8 ulps).
+COLLAPSE_SPREAD = 0.0
+
+
+def _number(arg, value, **kwargs):
+  return errors.check_number('DivergenceCheck', arg, value, **kwargs)
+
+
+@gin.register(module='stable_train')
+class DivergenceCheck(interfaces.Policy):
+  """Flags a finite divergence and a start the run cannot train from (in the default stack).
+
+  Kept in the graph, on applied steps with a finite loss, at a few scalar ops per step: the
+  smoothed loss (an EMA; the plain mean of the first `warmup` losses, which is also the run's
+  starting level), its best value after the warm-up, and two streaks. The host hears of it only
+  when a rule fires (the step is flagged), so a healthy run pays no host work:
+    - 'above_best': the smoothed loss stayed above both `factor` × its best and the starting
+      level for `patience` steps in a row (the run climbed back above where it started);
+    - 'rising': it rose on `rise_patience` steps in a row, doubling along the streak, and is
+      above a tenth of the starting level.
+  Either escalates (trigger `divergence`): a Rollback takes it over (rollback, learning-rate
+  backoff, until the run is stable); without one the run stops with status 'diverged', its last
+  good checkpoint intact and named.
+  With `output_ratio`, the model's outputs on the first batch with its initial weights (kept
+  until the first loop ends, up to 16M weights; beyond, the weights after that loop) are compared
+  with the labels in inference mode, as InitialisationCheck does: outputs over `output_ratio` × max(label RMS, 1) whose loss is still above half its
+  starting level after `rise_patience` steps stop the run ('diverged', trigger
+  `untrainable_start`, the initialiser remedy named): a model-level cause no rollback fixes.
+  With `collapse_every`, every that many steps while the smoothed loss is still above a tenth of
+  its starting level, and at the start check once the first loop moved a weight (a fit may
+  resume weights that died before), the model's outputs on the first batch are probed in
+  inference mode: the same output for every example (`diagnostics.output_spread` 0, on inputs
+  that differ) is a network that collapsed, its units dead (a ReLU net a too-high rate knocked
+  out): no later step revives it, and the loss sits at the level of predicting the mean. That
+  escalates as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written
+  after it is not good. A run that trains well stops probing once its loss is below a tenth of
+  its start. Losses that are not positive are not judged (the ratios need a positive scale).
+  """
+
+  decides_on_clean_loops = False  # Clean loops carry no flag: nothing fired.
+  decides_after_act = True  # A collapse or a damaged model found by a check escalates at once.
+  uses_first_batch = True  # The start check and the reference re-run.
+
+  def __init__(self, *, factor: float = 10.0, patience: int = 20, rise_patience: int = 50,
+               smoothing: float = 0.9, warmup: int = 10, output_ratio=100.0,
+               collapse_every: Optional[int] = 50, name: str = 'divergence'):
+    """Initialises the check.
+
+    Args:
+      factor: 'above_best' needs the smoothed loss above this multiple of its best (> 1).
+      patience: steps in a row the smoothed loss must stay that high (>= 1).
+      rise_patience: steps in a row of a rising smoothed loss for 'rising', and the steps a
+        broken start gets to come down (>= 2).
+      smoothing: the EMA's decay, in (0, 1): each loss weighs 1 - smoothing.
+      warmup: losses averaged into the starting level before the best is tracked (>= 1).
+      output_ratio: the start check's ratio of the outputs' RMS to the labels' (> 1), or None
+        to skip that check.
+      collapse_every: steps between collapse probes (>= 1), or None for none.
+      name: policy name.
+    """
+    super().__init__(name=name)
+    self.factor = _number('factor', factor, low=1.0, low_open=True)
+    self.patience = errors.check_int('DivergenceCheck', 'patience', patience, minimum=1)
+    self.rise_patience = errors.check_int('DivergenceCheck', 'rise_patience', rise_patience,
+                                          minimum=2)
+    self.smoothing = _number('smoothing', smoothing, low=0.0, high=1.0, low_open=True,
+                             high_open=True)
+    self.warmup = errors.check_int('DivergenceCheck', 'warmup', warmup, minimum=1)
+    self.output_ratio = _number('output_ratio', output_ratio, low=1.0, low_open=True,
+                                allow_none=True)
+    self.collapse_every = None if collapse_every is None else errors.check_int(
+        'DivergenceCheck', 'collapse_every', collapse_every, minimum=1)
+    initial = np.zeros(len(_FIELDS), np.float32)
+    initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
+    initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
+    self.state = tf.Variable(initial, trainable=False, name='state')
+    self._initial = None  # Host copies of the initial weights, until the start check.
+
+  def build(self, variables, variable_paths):
+    del variable_paths
+    # The start check runs after the first loop; it judges the initial weights when a copy of
+    # them is cheap, the weights after that loop otherwise.
+    if self.output_ratio is not None and sum(int(np.prod(v.shape)) for v in variables) <= (
+        INITIAL_COPY_LIMIT):
+      self._initial = [np.array(v.numpy()) for v in variables]
+
+  # -- in-graph ---------------------------------------------------------------------------------
+  def threshold(self, start, best):
+    """The smoothed loss above which a step counts towards 'above_best': back above the start
+    and `factor` x the best, or `START_MARGIN` x the start (a run that never trained has no
+    good best). Tensors in the step, floats on the host."""
+    if isinstance(start, float):
+      return max(start, min(self.factor * best, START_MARGIN * start))
+    return tf.maximum(start, tf.minimum(self.factor * best, START_MARGIN * start))
+
+  def update_state(self, report, applied):
+    s = tf.convert_to_tensor(self.state)
+    fields = tf.unstack(s)  # One op for all the fields (a slice each costs an op per step).
+    get = lambda name: fields[_I[name]]
+    loss = tf.cast(report['loss'], tf.float32)
+    ok = tf.logical_and(applied, tf.math.is_finite(loss))
+    count = get('count')
+    warm = count < self.warmup
+    # The plain mean during the warm-up (it becomes the starting level), then the EMA.
+    weight = tf.where(warm, 1.0 / (count + 1.0), 1.0 - self.smoothing)
+    # One loss moves the average by at most OUTLIER_CAP x it: a bad batch is not a trend.
+    capped = tf.where(count > 0, tf.minimum(loss, OUTLIER_CAP * get('smoothed')), loss)
+    smoothed = get('smoothed') + weight * (capped - get('smoothed'))  # The loss itself at first.
+    counted = tf.minimum(count + 1.0, _COUNT_CAP)
+    start = tf.where(tf.equal(count, 0.0), loss, get('start'))  # The untrained model's loss.
+    best = tf.where(counted > self.warmup, tf.minimum(get('best'), smoothed), get('best'))
+    positive = tf.logical_and(start > 0.0, best > 0.0)
+    above = tf.where(tf.logical_and(positive, smoothed > self.threshold(start, best)),
+                     get('above') + 1.0, 0.0)
+    rises = tf.logical_and(counted > self.warmup, smoothed > get('smoothed'))
+    rising = tf.where(rises, get('rising') + 1.0, 0.0)
+    rise_base = tf.where(rises, tf.where(get('rising') > 0.0, get('rise_base'), get('smoothed')),
+                         smoothed)
+    # A streak's verdict (set by the host) lasts while the streak does; a collapse until handled.
+    collapsed = tf.equal(get('verdict'), _COLLAPSED)
+    verdict = tf.where(tf.logical_or(tf.logical_or(above > 0.0, rising > 0.0), collapsed),
+                       get('verdict'), 0.0)
+    new = tf.stack([smoothed, best, start, counted, above, rising, rise_base, verdict] +
+                   [get(n) for n in _FIELDS[8:]])
+    self.state.assign(tf.where(ok, new, s))
+    fired = tf.logical_or(
+        above >= self.patience,
+        tf.logical_and(tf.logical_and(rising >= self.rise_patience, positive),
+                       tf.logical_and(smoothed >= RISE_FACTOR * rise_base,
+                                      smoothed > RISE_FLOOR * start)))
+    start_check = tf.logical_and(tf.equal(counted, self.rise_patience), get('init_bad') > 0.0)
+    flag = tf.logical_and(ok, tf.logical_or(tf.logical_or(fired, start_check), collapsed))
+    if self.collapse_every is not None:  # Probe a run whose loss has not come down far.
+      due = tf.logical_and(tf.logical_and(counted > self.warmup, counted < _COUNT_CAP),
+                           tf.equal(tf.math.floormod(counted, float(self.collapse_every)), 0.0))
+      due = tf.logical_and(due, tf.logical_and(positive, smoothed > COLLAPSE_LOSS * start))
+      flag = tf.logical_or(flag, tf.logical_and(ok, due))
+    if self.output_ratio is not None:  # Until the host has probed the outputs (a skipped first
+      flag = tf.logical_or(flag, tf.equal(get('output_rms'), _UNSET))  # step counts too).
+    return flag
+
+  # -- host -------------------------------------------------------------------------------------
+  def decide(self, reports, context):
+    del context
+    flagged = np.flatnonzero(reports.flagged)
+    if not flagged.size:
+      return None
+    state = dict(zip(_FIELDS, self.state.numpy().tolist()))
+    step = int(reports.step[flagged[0]])
+    act = lambda check, **details: interfaces.Decision(
+        action=interfaces.ACT, policy=self.name, trigger='divergence_check', step=step,
+        details=dict(details, check=check, best=_shown('best', state['best']),
+                     smoothed=state['smoothed']))
+    if state['output_rms'] == _UNSET and self.output_ratio is not None:
+      return act('start')
+    fields = {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference',
+                                               'output_rms', 'label_rms')}
+    if (state['init_bad'] > 0 and state['count'] >= self.rise_patience
+        and state['smoothed'] > KEEP_FRACTION * state['start']):
+      scale = state['output_rms'] / max(state['label_rms'], 1.0)
+      return interfaces.Decision(
+          action=interfaces.ABORT, trigger='untrainable_start', step=step,
+          status=interfaces.DIVERGED, details=dict(fields, rule='untrainable_start'),
+          reason=(f'the loss has not come down in {self.rise_patience} steps (smoothed '
+                  f"{state['smoothed']:.4g}, start {state['start']:.4g}) from a start whose "
+                  f'outputs are {scale:.3g}x the labels: the initial weights are too large; '
+                  f'{diagnostics.INIT_REMEDY}'))
+    if state['verdict'] == _COLLAPSED:
+      return _diverged(step, fields, 'collapsed', (
+          f"the model collapsed by step {step}: its outputs on the first batch are the same for "
+          f"every example, its smoothed loss {state['smoothed']:.4g} against the untrained "
+          f"model's {state['start']:.4g}; its units died, typically of a learning rate too high"))
+    threshold = self.threshold(state['start'], state['best'])
+    if state['above'] >= self.patience:
+      rule, what = 'above_best', (
+          f"stayed above {threshold:.4g} (its best {_text('best', state['best'])}, the untrained "
+          "model's "
+          f"{state['start']:.4g}) for {int(state['above'])} steps")
+    elif state['rising'] >= self.rise_patience:
+      rule, what = 'rising', (f"rose on {int(state['rising'])} steps in a row, from "
+                              f"{state['rise_base']:.4g}")
+    else:  # The collapse probe, or the start check with a loss that came down.
+      due = self.collapse_every is not None and (
+          state['smoothed'] > COLLAPSE_LOSS * state['start'] > 0)
+      return act('collapse') if due else None
+    if state['verdict'] == 0:  # Is it the model, or only the batches? Checked once per streak.
+      return act('reference', rule=rule, threshold=threshold)
+    if state['verdict'] == _DATA:
+      return None  # The model is fine on a clean batch: the batches are bad, not the run.
+    return _diverged(step, fields, rule, (
+        f"the training loss diverged at step {step}: smoothed {state['smoothed']:.4g} {what}; "
+        f"the first batch's loss is {_text('reference', state['reference'])} now"))
+
+  def execute(self, decision, run):
+    """The two checks that need the model: the outputs' scale on the first batch ('start'), and
+    the loss on it when a rule fires ('reference': a model that still does well there has met
+    bad batches, not diverged)."""
+    state = self.state.numpy()
+    if decision.details['check'] == 'start':
+      initial, self._initial = self._initial, None
+      scales = diagnostics.output_scale(run.probe, initial)
+      if scales[0] is None:
+        ratio, scales = math.nan, (_NOTHING,) * 4  # Nothing to compare: done, never bad.
+      else:
+        ratio = scales[0] / max(scales[1], 1.0)
+        scales = [x if math.isfinite(x) else _HUGE for x in scales]
+      bad = math.isfinite(ratio) and ratio > self.output_ratio
+      state[[_I[k] for k in _SCALES + ('init_bad',)]] = [*scales, bad]
+      if bad:
+        log.warning('step %d: the model\'s outputs are %.3gx the labels; the run stops unless its '
+                    'loss comes down within %d steps', decision.step, ratio, self.rise_patience)
+      # It comes before the probe: probe too, once the loop trained (a first loop that killed
+      # the net, or weights a fit resumed dead, e.g. BackupAndRestore's backup of such a run).
+      if self.collapse_every is not None and initial is not None and _moved(run.probe, initial):
+        _probe_collapse(state, decision, run)
+    elif decision.details['check'] == 'collapse':
+      _probe_collapse(state, decision, run)
+    else:
+      first = run.probe.first_batch()
+      loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
+      damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
+      state[[_I['verdict'], _I['reference']]] = [_DAMAGED if damaged else _DATA,
+                                                 loss if math.isfinite(loss) else _HUGE]
+      run.emit('divergence_check', decision.step, rule=decision.details['rule'],
+               verdict='model' if damaged else 'data', reference_loss=loss,
+               smoothed_loss=decision.details['smoothed'], best=decision.details['best'])
+      if not damaged:
+        log.warning('step %d: the training loss is far above its best, but the model does as well '
+                    'as before on the first batch (loss %.4g): bad batches, not a divergence',
+                    decision.step, loss)
+    self.state.assign(state)
+    return None
+
+  def is_healthy(self) -> bool:
+    """False while the smoothed loss is above the divergence threshold or the model collapsed:
+    a checkpoint written then (a run that may end `diverged`) is not marked good, so never a
+    rollback target."""
+    state = self.state.numpy()
+    return float(state[_I['above']]) == 0.0 and float(state[_I['verdict']]) != _COLLAPSED
+
+  def summary(self):
+    state = dict(zip(_FIELDS, self.state.numpy().tolist()))
+    value = lambda k: _shown(k, state[k])
+    return {'divergence': {'smoothed_loss': value('smoothed'), 'best': value('best'),
+                           'start': value('start'), 'output_rms': value('output_rms'),
+                           'label_rms': value('label_rms'), 'input_rms': value('input_rms'),
+                           'output_max': value('output_max')}}
+
+
+def _diverged(step, fields, rule, reason) -> interfaces.Decision:
+  return interfaces.Decision(
+      action=interfaces.ESCALATE, trigger='divergence', step=step, status=interfaces.DIVERGED,
+      details=dict(fields, rule=rule), reason=reason)
+
+
+def _probe_collapse(state, decision, run) -> None:
+  """Marks the model collapsed (`verdict`) when its outputs on the first batch no longer
+  depend on the example."""
+  spread = diagnostics.output_spread(run.probe)
+  if spread is None or spread > COLLAPSE_SPREAD:
+    return
+  state[_I['verdict']] = _COLLAPSED
+  run.emit('divergence_check', decision.step, rule='collapsed', verdict='model',
+           output_spread=spread, smoothed_loss=decision.details['smoothed'],
+           best=decision.details['best'])
+  log.warning("step %d: the model's outputs on the first batch are the same for every example "
+              '(spread %.3g): the network collapsed', decision.step, spread)
+
+
+def _moved(probe, initial) -> bool:
+  """Whether a trainable weight differs from its `initial` value: outputs the same for every row
+  that the initial weights gave (x * sqrt(0), say) are no collapse."""
+  return any(not np.array_equal(w, v.numpy())
+             for w, v in zip(initial, probe.model.trainable_variables))
+
+
+def _shown(name: str, value: float):
+  """A state value as reported: None for an unset or nothing-to-compare scale, a 'best' not yet
+  had, a 'reference' or scale that was not finite."""
+  if value >= _HUGE or (name in _SCALES and value < 0):
+    return None
+  return value
+
+
+def _text(name: str, value: float) -> str:
+  shown = _shown(name, value)
+  return 'not finite' if shown is None else f'{shown:.4g}'

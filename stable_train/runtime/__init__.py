@@ -1,0 +1,1 @@
+"""The host runtime: the controller's loop, dispatch, records, evaluation, input, strategies, actions."""

@@ -1,0 +1,293 @@
+"""The host controller: the eager outer loop of `fit`, read like Orbit's.
+
+Per loop: run the traced loop of steps, record its reports, let the dispatcher decide and carry
+out (`dispatch.Dispatcher`), then the cadence actions, each a *when* (`due`) and a *what* (`run`):
+a signal's clean stop (`signal_action`), evaluation (`eval_action`), the interval checkpoint
+(`checkpoint_action`). Whatever ends the run is an `outcome.Outcome`; `_finish` does the end of
+run (final evaluation and checkpoint, `done`, summary.json).
+"""
+
+import contextlib
+import functools
+import logging
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+
+from stable_train.runtime.actions import checkpoint_action
+from stable_train.runtime import dispatch
+from stable_train.runtime import distribute
+from stable_train.doctor import doctor
+from stable_train import errors
+from stable_train.runtime.actions import eval_action
+from stable_train.runtime import evaluation
+from stable_train.runfiles import events as events_lib
+from stable_train.runtime import handle
+from stable_train.runtime import inputs
+from stable_train.core import interfaces
+from stable_train.core import loop as loop_lib
+from stable_train.core import outcome as outcome_lib
+from stable_train.runtime import recorder as recorder_lib
+from stable_train.core import reports as reports_lib
+from stable_train.runfiles import runlock
+from stable_train.runtime.actions import signal_action
+from stable_train.runtime import signals
+from stable_train.core import state as state_lib
+from stable_train.core import step as step_lib
+from stable_train.runtime import summary as summary_lib
+
+log = logging.getLogger('stable_train')
+
+FINISHED = tuple(s.value for s in outcome_lib.FINISHED)  # The statuses of a normal end.
+
+
+class Controller:
+  """The host side of one Trainer's runs: its input, checkpoints, step and loop, dispatcher."""
+
+  def __init__(self, trainer):
+    """Args: trainer: the `Trainer` (its settings, model parts and hooks, used publicly)."""
+    t = self.trainer = trainer
+    self.input = inputs.InputPosition(
+        strategy=t.strategy, global_step=t.global_step, data_offset=t.data_offset,
+        distributed=distribute.uses_distributed_input(t.strategy))
+    self.checkpoints = checkpoint_action.RunCheckpoints(t, self.input, self.checkpoint_objects)
+    self.run = handle.LiveRun(self)
+    self.dispatch = dispatch.Dispatcher(policies=t.policies, run=self.run, context=self.context,
+                                        mark_fault=self._mark_fault)
+    self.scalars = events_lib.Scalars(None)
+    self.eval_scalars = events_lib.Scalars(None)
+    self.step: Optional[step_lib.GuardedStep] = None  # Built at the first fit.
+    self.loop: Optional[loop_lib.TrainLoop] = None
+    self.variable_paths, self.input_paths, self.random_states = [], [], []
+    self.recorder: Optional[recorder_lib.LoopRecorder] = None
+    self.fitted = False
+    self._epochs = None  # (num_epochs, steps_per_epoch) of a fit(num_epochs=...), or None.
+    self._report_columns = (None, ())
+
+  # -- the outer loop ---------------------------------------------------------------------------
+  def fit(self, dataset, num_steps: int, *, eval_dataset=None, eval_every=None, eval_steps=None,
+          epochs=None) -> Dict[str, Any]:
+    """Sets the run up (resuming from disk), runs the host loop to `num_steps` and ends it.
+    `epochs`: (num_epochs, steps_per_epoch) of a finite dataset repeated num_epochs times: the
+    run then ends with that stream, wherever the resumed position puts its end."""
+    t = self.trainer
+    self._epochs = epochs
+    lock = runlock.hold(t.output_dir) if t.output_dir else contextlib.nullcontext()
+    with lock as held:
+      self._build(dataset)
+      if eval_dataset is not None:  # Before anything is written: eval data that cannot work.
+        self._evaluator.check(eval_dataset)
+      self.input.start(dataset, from_start=self.fitted)
+      restored = self.checkpoints.open(dataset, fitted=self.fitted) if t.model_dir else None
+      if not t.model_dir:
+        self.input.reset()
+      self.fitted = True
+      start = self.global_step()
+      if epochs is not None:  # The stream's end, from where the (resumed) position stands.
+        num_steps = start + max(epochs[0] * epochs[1] - self.input.position(), 0)
+      self._open_records(restored, num_steps, held, eval_dataset is not None)
+      summary = summary_lib.RunSummary(t, start_step=start, epochs=epochs, epoch_of=self.epoch_of)
+      cadence = checkpoint_action.CheckpointAction(self.checkpoints, t, self.dispatch, start)
+      with signals.SIGNALS.training() as training, self.checkpoints.writes_in_background():
+        signal = signal_action.SignalAction(training, t)
+        evaluate = None if eval_dataset is None else eval_action.EvalAction(
+            evaluator=self._evaluator, dataset=eval_dataset, every=eval_every, steps=eval_steps,
+            trainer=t, dispatcher=self.dispatch, scalars=self.eval_scalars, start_step=start,
+            train_metrics=self._metric_window, signal=signal, checkpoints=self.checkpoints)
+        try:
+          stopped = self.dispatch.already_stopped() if start < num_steps else None
+          if stopped is not None:  # Resumed after an early stop (same command): train no more.
+            log.info('step %d: resumed a run that had stopped early (%s); raise the patience '
+                     'to train on', start, stopped.reason)
+            return self._finish(stopped, summary, None, cadence)
+          actions = [a for a in (signal, evaluate, cadence) if a is not None]
+          resumed = evaluate.resume(restored) if evaluate is not None else None
+          ended = resumed or self._train(num_steps, summary, actions)
+          self.checkpoints.complete_writes()  # A failed write stops the run as a save would.
+          return self._finish(ended, summary, evaluate, cadence)
+        except (errors.NumericsError, errors.CheckpointError) as e:
+          # CheckNumerics(mode='raise'), or a checkpoint that could not be written: recorded
+          # (committed checkpoints stay as they were), then raised.
+          trigger = 'check_numerics' if isinstance(e, errors.NumericsError) else 'checkpoint_failed'
+          ended = self.dispatch.abort(str(e), trigger, self.global_step())
+          with contextlib.suppress(OSError):  # The disk that refused it may refuse this too.
+            self._write_summary(ended, summary, evaluate)
+          raise
+
+  def _train(self, num_steps: int, summary, actions) -> outcome_lib.Outcome:
+    """The host loop: a loop of steps, record, decide and dispatch, then the cadence actions,
+    until `num_steps`, the data's end or an outcome."""
+    start = step = self.global_step()
+    while step < num_steps:
+      outputs = self.loop.run(self.input.iterator,
+                              min(self.trainer.steps_per_loop, num_steps - step))
+      self.checkpoints.complete_writes()  # The last checkpoint's write overlapped this loop.
+      reports = self._read_reports(outputs)
+      if reports.num_steps == 0:  # `fit(dataset.take(0))` builds everything, trains nothing.
+        return self._data_end(num_steps, empty=step == start and self.input.position() == 0)
+      self._record(reports, int(outputs['skipped_steps'].numpy()), summary)
+      ended = self.dispatch.after_loop(reports)
+      # An action may move the step (a rollback): read again after one acted.
+      step = self.global_step() if self.dispatch.acted else int(reports.step[-1])
+      for action in actions:
+        if ended is None and action.due(step):
+          self.scalars.flush()  # On disk before a checkpoint this action writes can commit.
+          ended = action.run(step)
+          step = self.global_step()
+      if ended is None and bool(outputs['data_ended'].numpy()):
+        ended = self._data_end(num_steps)
+      self.scalars.flush_due()
+      if ended is not None:
+        return ended
+    return outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
+
+  def _record(self, reports, skipped_total: int, summary) -> None:
+    """Records one loop: the fault mark, events, scalars and progress lines, the summary's loss,
+    the Trainer's `on_loop_end`, and (when rehearsing failure) the injected faults."""
+    t = self.trainer
+    summary.record(reports)
+    fault = reports.last_model_fault()
+    if fault is not None:  # No checkpoint of the next `healthy_window` steps is good.
+      t.last_fault_step.assign(fault)
+    with t.events.batched():  # The loop's skip events, in one append.
+      self.recorder.record(reports, skipped_total)
+    t.on_loop_end(reports)
+    if t.faults is not None:
+      t.faults.after_loop(reports, self.run)
+
+  def _finish(self, ended, summary, evaluate, cadence) -> Dict[str, Any]:
+    """The end of a run: the final evaluation and checkpoint of a normal end (never completed
+    with a stale checkpoint), the `done` event, summary.json."""
+    t, step = self.trainer, self.global_step()
+    if ended.finished and evaluate is not None:
+      ended = evaluate.final(step) or ended
+    if ended.finished and not cadence.saved_at(step):
+      t.save_checkpoint(reason='end')
+    if ended.finished and self.checkpoints.refused:
+      ended = self.dispatch.abort(
+          self.checkpoints.refused_reason('the final checkpoint was refused'),
+          'checkpoint_refused', step)
+    if ended.finished:
+      done = 'num_epochs reached' if self._epochs is not None else 'num_steps reached'
+      t.emit('done', step, status=ended.status.value, reason=ended.reason or done)
+    return self._write_summary(ended, summary, evaluate)
+
+  def _write_summary(self, ended, summary, evaluate) -> Dict[str, Any]:
+    values = summary.build(ended, last_eval=evaluate.last if evaluate is not None else None,
+                           metrics=self._metric_window() if self.trainer.metrics else None)
+    t = self.trainer
+    doctor.attach(values, t.output_dir, t.optimizer, self.emit)  # A troubled run's diagnosis.
+    self.scalars.close()
+    self.eval_scalars.close()
+    summary.write(values)
+    return values
+
+  def _data_end(self, num_steps: int, empty: bool = False) -> outcome_lib.Outcome:
+    """The outcome of a run whose data ended before `num_steps`: under num_epochs the stream's
+    end is the run's; an empty dataset trained nothing; else 'data_exhausted' (a warning)."""
+    if empty:
+      log.warning('the dataset is empty: no step was run')
+      return outcome_lib.Outcome(outcome_lib.Status.COMPLETED, reason='dataset empty')
+    if self._epochs is not None:
+      return outcome_lib.Outcome(outcome_lib.Status.COMPLETED, reason='num_epochs reached')
+    reason = f'dataset exhausted at step {self.global_step()} of {num_steps}'
+    log.warning('%s: the run ends here (repeat the dataset, or lower num_steps)', reason)
+    return outcome_lib.Outcome(outcome_lib.Status.DATA_EXHAUSTED, reason=reason)
+
+  # -- set-up -----------------------------------------------------------------------------------
+  def _build(self, dataset) -> None:
+    """Builds the run's variables and, once, the guarded step and the in-graph loop."""
+    t = self.trainer
+    variables, self.variable_paths = t.build(dataset)
+    self.random_states = state_lib.random_state_variables()
+    self.input_paths = reports_lib.input_paths(*t.split_batch(dataset.element_spec))
+    if self.loop is None:
+      float64 = any(tf.as_dtype(v.dtype) == tf.float64 for v in variables)
+      self.step = step_lib.GuardedStep(t.step_parts(variable_paths=self.variable_paths,
+                                                    random_states=self.random_states))
+      self.loop = loop_lib.TrainLoop(
+          self.step, policies=t.policies, global_step=t.global_step, jit_compile=t.jit_compile,
+          report_dtypes=reports_lib.report_dtypes(tf.float64 if float64 else tf.float32),
+          all_variables=t.all_variables)
+
+  def _open_records(self, restored, num_steps: int, held, evaluating: bool) -> None:
+    """The run's TensorBoard writers, its first events and the loop recorder."""
+    t = self.trainer
+    out = t.output_dir
+    self.scalars = events_lib.Scalars(f'{out}/tensorboard' if out else None)
+    # A separate TensorBoard run beside the training one, so the two curves overlay.
+    self.eval_scalars = events_lib.Scalars(f'{out}/tensorboard/eval' if out and evaluating
+                                           else None)
+    step = self.global_step()
+    length = (dict(num_epochs=self._epochs[0], steps_per_epoch=self._epochs[1])
+              if self._epochs is not None else {})
+    if restored is not None:
+      self.emit('resume', step, checkpoint=restored.path, num_steps=num_steps, **length)
+    else:
+      self.emit('start', step, num_steps=num_steps, **length)
+    stale = held.taken_over if held is not None else None
+    if stale:
+      self.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
+    self.recorder = recorder_lib.LoopRecorder(
+        emit=self.emit, scalars=self.scalars, summary_every=t.summary_every,
+        log_every=t.log_every, metrics=t.metric_results if t.metrics else None,
+        reset_metrics=t.reset_metrics, num_steps=num_steps, verbose=t.verbose,
+        epoch_of=self.epoch_of, num_epochs=self._epochs[0] if self._epochs else None)
+
+  # -- what the pieces share ----------------------------------------------------------------------
+  def global_step(self) -> int:
+    return int(self.trainer.global_step.numpy())
+
+  def context(self) -> interfaces.PolicyContext:
+    """The read-only view the policies decide from."""
+    t, keeper = self.trainer, self.checkpoints.keeper
+    return interfaces.PolicyContext(
+        step=self.global_step(), data_position=self.input.position(),
+        lr_scale=float(t.lr_scale.numpy()), variables_finite=t.variables_finite,
+        checkpoints=lambda: keeper.committed() if keeper is not None else [],
+        last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
+
+  def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
+    """Writes an event (with the epoch under num_epochs) and passes it to `on_event`."""
+    step = self.global_step() if step is None else step
+    epoch = self.epoch_of(step)
+    if epoch is not None:
+      fields.setdefault('epoch', epoch)
+    return self.trainer.events.emit(event, step, **fields)
+
+  def epoch_of(self, step: int) -> Optional[int]:
+    """Under `fit(num_epochs=)`, the 1-based epoch of the batch step `step` consumed; else None."""
+    if self._epochs is None:
+      return None
+    num_epochs, per_epoch = self._epochs
+    position = max(step - 1 + int(self.trainer.data_offset.numpy()), 0)
+    return min(position // per_epoch + 1, num_epochs)
+
+  def _read_reports(self, outputs) -> reports_lib.StepReports:
+    """The loop's outputs as StepReports: one transfer of the packed report matrix."""
+    dtypes = self.loop.report_dtypes
+    if self._report_columns[0] is not dtypes:
+      self._report_columns = (dtypes, reports_lib.report_columns(dtypes))
+    values = reports_lib.unpack_reports(outputs['reports'].numpy(), self._report_columns[1])
+    finite = outputs.get('variables_finite')
+    return reports_lib.StepReports.from_columns(
+        values, variable_paths=self.variable_paths, input_paths=self.input_paths,
+        variables_finite=None if finite is None else bool(finite.numpy()))
+
+  def checkpoint_objects(self) -> Dict[str, Any]:
+    """The checkpoint's object map (`state.TrainState.checkpoint_objects`)."""
+    t = self.trainer
+    return t.state.checkpoint_objects(model=t.model, optimizer=t.optimizer,
+                                      forward_state=t.forward_state(),
+                                      random_states=self.random_states)
+
+  def _mark_fault(self, step: int) -> None:
+    mark = self.trainer.last_fault_step
+    mark.assign(max(step, int(mark.numpy())))
+
+  def _metric_window(self) -> Dict[str, float]:
+    return self.recorder.metric_window() if self.recorder else self.trainer.metric_results()
+
+  @functools.cached_property
+  def _evaluator(self) -> evaluation.Evaluator:  # Built at the first fit that evaluates.
+    return evaluation.Evaluator(self.trainer)

@@ -1,0 +1,85 @@
+"""summary.json: what a run did and how it ended, written atomically when it ends."""
+
+import logging
+import os
+import time
+from typing import Any, Callable, Dict, Optional
+
+from stable_train.runfiles import events as events_lib
+from stable_train.core import outcome as outcome_lib
+
+log = logging.getLogger('stable_train')
+
+
+class RunSummary:
+  """Keeps the figures of one fit as it goes (the last applied loss) and writes the summary."""
+
+  def __init__(self, trainer, *, start_step: int, epochs=None,
+               epoch_of: Callable[[int], Optional[int]] = lambda step: None):
+    """Args: trainer: the Trainer (its counters, policies, metrics, output_dir); start_step: the
+    step the fit starts at; epochs: (num_epochs, steps_per_epoch) under `fit(num_epochs=)`;
+    epoch_of: the 1-based epoch of a step."""
+    self._trainer = trainer
+    self._start_step = start_step
+    self._start_time = time.perf_counter()
+    self._epochs = epochs
+    self._epoch_of = epoch_of
+    self.last_loss: Optional[float] = None  # The loss of the last applied step.
+    self._last_step: Optional[int] = None  # The last step recorded (a rollback goes back).
+
+  def record(self, reports) -> None:
+    """Notes the loss of one loop's last applied step."""
+    self._last_step = int(reports.step[-1])
+    if reports.applied[-1]:
+      self.last_loss = float(reports.loss[-1])
+    else:
+      applied = reports.loss[reports.applied]
+      if applied.size:
+        self.last_loss = float(applied[-1])
+
+  def build(self, outcome: outcome_lib.Outcome, *, last_eval: Optional[Dict[str, Any]] = None,
+            metrics: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+    """The summary dict of a run that ended with `outcome`."""
+    t = self._trainer
+    step = int(t.global_step.numpy())
+    summary = {
+        'status': outcome.status.value,
+        'global_step': step,
+        'applied_steps': int(t.applied_steps.numpy()),
+        'skipped_steps': int(t.skipped_steps.numpy()),
+        'input_faults': int(t.input_faults.numpy()),
+        'overflow_skips': int(t.overflow_steps.numpy()),
+        'final_loss': self.last_loss,
+        'steps_this_run': step - self._start_step,
+        'seconds': round(time.perf_counter() - self._start_time, 3),
+    }
+    for p in t.policies:
+      summary.update(p.summary())
+    if self._epochs is not None:
+      summary.update(epoch=self._epoch_of(step), num_epochs=self._epochs[0],
+                     steps_per_epoch=self._epochs[1])
+    if last_eval is not None:
+      summary['eval'] = dict(last_eval)
+    if metrics is not None:
+      summary['metrics'] = metrics
+    note = outcome.reason if outcome.status == outcome_lib.Status.COMPLETED else ''
+    if outcome.reason and not note:
+      summary['reason'] = outcome.reason
+    if outcome.finished and self._last_step is not None and step < self._last_step:
+      # Its last loop rolled back, then the data or Keras's epochs ended: no step since.
+      undone = (f'the run ended right after a rollback from step {self._last_step} to step '
+                f"{step}: the model is that checkpoint's, trained no further (fit again to "
+                'train on)')
+      log.warning(undone)
+      note = f'{note}; {undone}' if note else undone
+    if note:
+      summary['note'] = note
+    summary.update(outcome.extra)
+    return summary
+
+  def write(self, summary: Dict[str, Any]) -> None:
+    """Writes `<model_dir>/summary.json` (on the chief) and keeps it as `trainer.last_summary`."""
+    t = self._trainer
+    if t.output_dir:
+      events_lib.write_json_atomic(os.path.join(t.output_dir, 'summary.json'), summary)
+    t.last_summary = summary

@@ -1,0 +1,345 @@
+"""The Trainer: the model parts and settings of a run, its overridable hooks, and `fit`."""
+
+import logging
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train.runtime import controller as controller_lib
+from stable_train.runtime import distribute
+from stable_train import errors
+from stable_train.runtime import evaluation
+from stable_train.runfiles import events as events_lib
+from stable_train.core import keras_parts
+from stable_train.core import lr as lr_lib
+from stable_train.core import numerics
+from stable_train.forensics import provenance
+from stable_train.runtime import seams
+from stable_train.core import state as state_lib
+from stable_train.core import step as step_lib
+from stable_train.trainer import setup
+
+log = logging.getLogger('stable_train')
+
+# The public names of the set-up helpers (stable_train.default_policies, ...).
+EMPTY_DATASET = setup.EMPTY_DATASET
+default_policies = setup.default_policies
+random_state_variables = state_lib.random_state_variables
+show_progress = setup.show_progress
+steps_per_epoch = setup.steps_per_epoch
+
+
+def _state_variable(name: str) -> property:
+  """A read-only Trainer attribute for one `TrainState` variable (e.g. `trainer.global_step`)."""
+  return property(lambda self: getattr(self.state, name),
+                  doc=f'`TrainState.{name}`: the run\'s checkpointed `{name}` variable.')
+
+
+class Trainer:
+  """Trains a model with a traced GradientTape step guarded by policies; keeps going past NaN.
+
+  Meant to be overridden (all optional):
+    - traced, inside the step's `tf.function`: `compute_loss(batch, training)` (the scalar loss
+      of one per-replica batch), `forward(features, training)`, `split_batch(batch)`,
+      `apply_gradients(grads)`;
+    - eager, on the host: `on_loop_end(reports)` after each loop, `on_event(record)` with each
+      events.jsonl record, `save_checkpoint(reason)` for every checkpoint the run writes and
+      `restore_latest(candidates)` for every restore (call `super()` to do it).
+  The run itself is `controller.Controller` (`trainer.controller`); the checkpointed counters are
+  `trainer.state`.
+
+  Args (keyword-only, the gin `Trainer.*` bindings):
+    model, optimizer, loss: a Keras 3 model (or a callable `tf.Module` with `trainable_variables`),
+      a Keras 3 optimizer or name ('adam'), a `(labels, predictions) -> scalar` or Keras loss name;
+      None: the compiled model's own (`keras_parts`).
+    policies: list of `Policy` objects; None means `default_policies()`; `[]` a bare step.
+    model_dir: where checkpoints, events.jsonl, summary.json and TensorBoard files go (None:
+      nothing on disk).
+    steps_per_loop: train steps per `tf.function` call; the host reads reports once per loop.
+    jit_compile: compile the step with XLA.
+    checkpoint_every: write a checkpoint every this many global steps (at loop ends).
+    max_checkpoints, keep_good_checkpoints: keep the newest, and known-good ones besides.
+    healthy_window: a checkpoint is marked good (a rollback target) only if no fault happened
+      in this many steps before it and every variable is finite.
+    log_every: write a progress line every this many steps.
+    summary_every: write TensorBoard scalars every this many steps (and on every fault).
+    max_refused_checkpoints: this many checkpoints refused in a row (a non-finite variable)
+      are a fault: a Rollback takes over, or the run aborts naming the variable.
+    strategy: a `tf.distribute.Strategy`; None means the current one.
+    faults: a `seams.RunSeams` plug-in, e.g. a `stable_train.testing.Faults` plan to rehearse
+      failure; None: none.
+    metrics: Keras metrics or names ('accuracy'; None: a compiled model's), updated by applied
+      steps only, reset after each progress line (under a strategy, create them in its scope).
+    eval_divergence_factor: an evaluation whose loss is non-finite or above this factor times
+      the run's best eval loss is a fault (`eval_divergence`); None: only a non-finite one.
+    verbose: progress lines on the 'stable_train' logger at INFO (a library caller with no
+      logging configured gets a stderr handler); False: none (warnings still show).
+  """
+
+  def __init__(self, *, model, optimizer=None, loss=None, policies: Optional[Sequence] = None,
+               model_dir: Optional[str], steps_per_loop: int = 1, jit_compile: bool = False,
+               checkpoint_every: int = 100, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
+               healthy_window: int = 50, log_every: int = 10, summary_every: int = 10,
+               max_refused_checkpoints: int = 2, strategy=None,
+               faults: Optional[seams.RunSeams] = None, metrics: Optional[Sequence] = None,
+               eval_divergence_factor: Optional[float] = 10.0, verbose: bool = True):
+    self.strategy = strategy or tf.distribute.get_strategy()
+    optimizer, loss, metrics, wrapper = setup.model_parts(
+        model, optimizer, loss, metrics, self.strategy, faults=faults, model_dir=model_dir)
+    self.policies, self.loss_scale = setup.policy_stack(policies, model, self.strategy, wrapper)
+    self.jit_compile = errors.check_bool('Trainer', 'jit_compile', jit_compile)
+    vars(self).update(setup.check_counts(
+        steps_per_loop=steps_per_loop, checkpoint_every=checkpoint_every,
+        max_checkpoints=max_checkpoints, keep_good_checkpoints=keep_good_checkpoints,
+        log_every=log_every, summary_every=summary_every,
+        max_refused_checkpoints=max_refused_checkpoints, healthy_window=healthy_window))
+    self.eval_divergence_factor = errors.check_number(
+        'Trainer', 'eval_divergence_factor', eval_divergence_factor, low=1.0, low_open=True,
+        finite=False, allow_none=True, what='a number > 1, or None')
+    self.verbose = errors.check_bool('Trainer', 'verbose', verbose)
+    if verbose:
+      setup.show_progress(log)
+    self.metrics = setup.check_metrics(metrics, self.strategy)
+    self.model, self.optimizer, self.loss_fn, self.faults = model, optimizer, loss, faults
+    self.model_dir = str(model_dir) if model_dir is not None else None
+    # Only the chief writes files (TF's multi-worker convention; `distribute.is_chief`).
+    self.is_chief = distribute.is_chief(self.strategy)
+    self.output_dir = self.model_dir if self.is_chief else None
+    distribute.check_jit(self.strategy, jit_compile)
+    # Everything a checkpoint holds besides the model and optimizer (`state.TrainState`).
+    self.state = state_lib.TrainState(policies=self.policies, strategy=self.strategy)
+    self.lr_control = lr_lib.LearningRateControl(optimizer, self.lr_scale)
+    self.events = events_lib.EventLog(
+        os.path.join(self.output_dir, 'events.jsonl') if self.output_dir else None,
+        deliver=lambda record: self.on_event(record))
+    self._outputs: List[Any] = []  # The model outputs of the forward passes being traced.
+    self.label_classes: Optional[int] = None  # Checked sparse labels' classes (set at build).
+    self._variables_finite_fn = None
+    self.controller = controller_lib.Controller(self)
+    self.last_summary: Dict[str, Any] = {}
+    setup.claim(self.policies)
+
+  # -- overridable, traced parts of the step ------------------------------------------------
+  def split_batch(self, batch):
+    """(features, labels) of an element: (x, y), (x, y, sample_weight), a dict with 'labels'."""
+    if isinstance(batch, dict):
+      for key in ('labels', 'label'):
+        if key in batch:
+          return {k: v for k, v in batch.items() if k != key}, batch[key]
+      raise errors.ConfigError(
+          f"Trainer: a dict batch needs a 'labels' key; got keys {sorted(batch)}.")
+    if isinstance(batch, (tuple, list)) and len(batch) in (2, 3):
+      return batch[0], batch[1]
+    raise errors.ConfigError('Trainer: each dataset element must be (x, y), (x, y, sample_weight) '
+                             'or a dict with a "labels" key.')
+
+  def forward(self, features, training):
+    """Runs the model. Traced. Keras models get `training`; plain tf.Modules are just called."""
+    if isinstance(self.model, keras.layers.Layer):
+      outputs = self.model(features, training=training)
+    else:
+      outputs = self.model(features)
+    self._outputs.append(outputs)  # For the report (outputs finite?) and the metrics.
+    return outputs
+
+  def compute_loss(self, batch, training):
+    """Returns the scalar loss of a batch (per replica). Traced. Override for custom losses."""
+    features, labels = self.split_batch(batch)
+    predictions = self.forward(features, training)
+    value = keras_parts.call_loss(self.loss_fn, labels, predictions, batch)  # Sample weights.
+    loss = numerics.widen(distribute.unscale_keras_loss(self.loss_fn, value))
+    regularization = getattr(self.model, 'losses', None)
+    if regularization:  # float32 terms under mixed precision; float64 ones under float64.
+      loss = loss + tf.add_n([tf.cast(r, loss.dtype) for r in regularization])
+    return loss
+
+  def apply_gradients(self, grads):
+    """Applies aggregated, transformed gradients with the optimizer. Traced."""
+    self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+
+  def update_metrics(self, labels, predictions) -> None:
+    """Updates every metric with one applied batch. Traced (the step's apply branch only)."""
+    for m in self.metrics:
+      m.update_state(labels, predictions)
+
+  # -- what the step and the evaluator call ---------------------------------------------------
+  def forward_loss(self, batch, training):
+    """(loss, predictions, outputs finite): `compute_loss` and what its `forward` calls saw (the
+    last one's outputs are the predictions the metrics get). Traced."""
+    self._outputs = []
+    loss = self.compute_loss(batch, training=training)
+    if training and self.faults is not None:
+      loss = self.faults.transform_loss(numerics.widen(loss))
+    flags = [tf.reduce_all(tf.math.is_finite(o)) for out in self._outputs
+             for o in tf.nest.flatten(out) if o.dtype.is_floating]
+    if self.metrics and not self._outputs:
+      raise errors.ConfigError(
+          'Trainer: metrics need the predictions, but this compute_loss does not call '
+          'self.forward(features, training); call it, or drop the metrics.')
+    return (loss, self._outputs[-1] if self._outputs else None,
+            tf.reduce_all(flags) if flags else tf.constant(True))
+
+  def step_parts(self, *, variable_paths, random_states) -> step_lib.StepParts:
+    """The parts of the guarded step (`step.StepParts`) this Trainer trains with."""
+    return step_lib.StepParts(
+        split_batch=self.split_batch, compute=lambda batch: self.forward_loss(batch, True),
+        variables=lambda: list(self.model.trainable_variables), apply=self.apply_gradients,
+        forward_state=self.forward_state, random_states=random_states, policies=self.policies,
+        variable_paths=variable_paths, learning_rate=lambda: self.optimizer.learning_rate,
+        counters=self.state, strategy=self.strategy,
+        distributed=distribute.uses_distributed_input(self.strategy),
+        update_metrics=self.update_metrics if self.metrics else None, xla=self.jit_compile,
+        loss_scale=self.loss_scale, optimizer=self.optimizer, label_classes=self.label_classes)
+
+  def loss_and_gradients(self, batch):
+    """One replica's loss, gradients, input-check flags and whether the outputs were finite,
+    before aggregation (what forensics and a replay re-run, also before any fit). Traced."""
+    step = self.controller.step or step_lib.GuardedStep(
+        self.step_parts(variable_paths=(), random_states=()))
+    return step.loss_and_gradients(batch)[:4]
+
+  def forward_state(self) -> List[tf.Variable]:
+    """Variables a forward pass may assign (BatchNorm moving statistics, dropout and attention
+    seed-generator states): the model's non-trainable ones. A skip puts them back."""
+    return [v for v in self.model.variables if not v.trainable]
+
+  def uses_own_loss(self) -> bool:
+    """Whether `compute_loss` is the Trainer's own (the loss on `forward`'s outputs and labels)."""
+    return type(self).compute_loss is Trainer.compute_loss
+
+  def uses_own_forward(self) -> bool:
+    """Whether `forward` is the Trainer's own (the model called on the features)."""
+    return type(self).forward is Trainer.forward
+
+  def build(self, dataset) -> tuple:
+    """Builds the model (from `dataset`'s first batch), the optimizer's slots and the policies,
+    all checked (`trainer_setup.build`); (trainable variables, their paths)."""
+    return setup.build(self, dataset)
+
+  # -- host-side hooks --------------------------------------------------------------------------
+  def on_loop_end(self, reports) -> None:
+    """Called eagerly after each loop of steps with its `reports.StepReports`."""
+
+  def on_event(self, record: Dict[str, Any]) -> None:
+    """Called eagerly with each event record."""
+
+  def save_checkpoint(self, reason: str = 'interval'):
+    """Writes a checkpoint if every variable is finite, else refuses and records why; returns
+    the entry, or None. The run calls this for every checkpoint it writes."""
+    return self.controller.checkpoints.save(reason)
+
+  def restore_latest(self, candidates):
+    """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
+    the next older tried) and repositions the input; returns the entry, or None. The run calls
+    this for every restore (resume and rollback)."""
+    return self.controller.checkpoints.restore_latest(candidates)
+
+  def checkpoint_now(self, reason: str = 'best'):
+    """The committed checkpoint of the current state (written if needed), or None."""
+    return self.controller.checkpoints.checkpoint_now(reason)
+
+  def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
+    """Writes one record to events.jsonl and passes it to `on_event`; under `fit(num_epochs=)`
+    it carries the (1-based) epoch of the step's batch."""
+    return self.controller.emit(event, step, **fields)
+
+  # -- the model's state --------------------------------------------------------------------------
+  def metric_results(self) -> Dict[str, float]:
+    """The metrics' values since their last reset (eager)."""
+    return {m.name: float(m.result()) for m in self.metrics}
+
+  def reset_metrics(self) -> None:
+    for m in self.metrics:
+      m.reset_state()
+
+  def all_variables(self) -> List[tf.Variable]:
+    """Every float variable of the model and the optimizer."""
+    vs = list(self.model.variables) + list(self.optimizer.variables)
+    return [v for v in vs if tf.as_dtype(v.dtype).is_floating]  # Keras 3 dtypes are strings.
+
+  def variables_finite(self) -> bool:
+    """Whether every model and optimizer variable is finite (checked before any checkpoint)."""
+    if self._variables_finite_fn is None:
+      self._variables_finite_fn = tf.function(
+          lambda: tf.reduce_all(numerics.finite_flags(self.all_variables())))
+    return bool(self._variables_finite_fn().numpy())
+
+  def non_finite_variables(self) -> List[str]:
+    """Paths of the model and optimizer variables that hold NaN or Inf (for messages)."""
+    return [provenance.variable_path(v) for v in self.all_variables()
+            if not np.all(np.isfinite(v.numpy()))]
+
+  def model_checkpoint(self) -> tf.train.Checkpoint:
+    """The model and optimizer state alone (forensics records, replay, inference), with the
+    model's forward state, which includes the seed-generator states a Keras checkpoint omits."""
+    return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                               model_state=list(self.forward_state()))
+
+  global_step = _state_variable('global_step')
+  applied_steps = _state_variable('applied_steps')
+  skipped_steps = _state_variable('skipped_steps')
+  input_faults = _state_variable('input_faults')
+  overflow_steps = _state_variable('overflow_steps')
+  data_offset = _state_variable('data_offset')
+  last_fault_step = _state_variable('last_fault_step')
+  lr_scale = _state_variable('lr_scale')
+
+  # -- the run, as policies' tests and callers read it ------------------------------------------
+  checkpoints = property(lambda self: self.controller.checkpoints.keeper,
+                         doc='The run\'s checkpoint keeper (None without a model_dir or fit).')
+  scalars = property(lambda self: self.controller.scalars,
+                     doc='The TensorBoard scalar writer of the current (or last) fit.')
+  dataset = property(lambda self: self.controller.input.dataset,
+                     doc='The dataset of the current (or last) fit (None before fit).')
+  iterator = property(lambda self: self.controller.input.iterator,
+                      doc='The iterator of the current (or last) fit, at data_position().')
+
+  def data_position(self) -> int:
+    """Index (in the dataset's stream) of the next batch the iterator will yield."""
+    return self.controller.input.position()
+
+  def skip_batches(self, count: int):
+    """Drops `count` batches from the iterator; returns the [start, end) stream indices dropped."""
+    return self.controller.input.skip(count)
+
+  def reset_input(self) -> None:
+    """(Re)builds the iterator at `data_position()` after the counters were changed by hand."""
+    self.controller.input.reset()
+
+  # -- fit ----------------------------------------------------------------------------------------
+  def fit(self, dataset: tf.data.Dataset, *, num_steps: Optional[int] = None,
+          num_epochs: Optional[int] = None, eval_dataset: Optional[tf.data.Dataset] = None,
+          eval_every: Optional[int] = None, eval_steps: Optional[int] = None,
+          class_weight: Optional[Dict[int, float]] = None) -> Dict[str, Any]:
+    """Trains until the global step reaches `num_steps` (a total: a resumed run, or a later fit,
+    stops at the same step), or for `num_epochs` passes over a finite dataset, or to its end.
+
+    Args:
+      dataset: a `tf.data.Dataset` of elements `split_batch` takes.
+      num_steps: the global step to stop at.
+      num_epochs: instead: passes over `dataset` (finite, not repeated); an epoch is its
+        cardinality, or counted by reading it once. A resumed run goes on at the same position
+        and stops at the end of the last epoch; a later `fit` does `num_epochs` more.
+      eval_dataset: held-out data: loss and metrics on it (inference mode, no state change)
+        every `eval_every` steps and at the end of a run that ended normally.
+      eval_every: evaluate when the global step reaches a multiple of this; None: at the end.
+      eval_steps: batches per evaluation, from the eval data's start; None: all of it.
+      class_weight: {class id: weight}: labels weigh their batch's loss, as in Keras's fit.
+
+    Returns:
+      The run summary (also written to `<model_dir>/summary.json`).
+    """
+    later = self.global_step if self.controller.fitted else None  # Where a later fit starts.
+    dataset, num_steps, epochs = setup.fit_length(dataset, num_steps, num_epochs, class_weight,
+                                                  later)
+    eval_every, eval_steps = evaluation.check_eval_args(eval_dataset, eval_every, eval_steps)
+    for p in self.policies:
+      p.check_fit(metric_names=[m.name for m in self.metrics],
+                  has_eval=eval_dataset is not None)
+    if self.faults is not None:
+      dataset = self.faults.wrap_dataset(dataset)
+    return self.controller.fit(dataset, num_steps, eval_dataset=eval_dataset,
+                               eval_every=eval_every, eval_steps=eval_steps, epochs=epochs)

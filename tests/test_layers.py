@@ -1,0 +1,131 @@
+"""The package's layers: every import runs down the layers, none closes a circle, and nothing in
+the library imports its testing tools. Parsed from the source (imports anywhere in a file count,
+function-level ones too), so it needs no TensorFlow."""
+
+import ast
+import os
+import unittest
+
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'stable_train')
+
+# Bottom to top. A module may import its own layer's modules and any lower layer's; two layers of
+# the same rank are independent of each other. The package's `__init__` (the public names, loaded
+# lazily) stands above every layer.
+LAYERS = {
+    'errors': 0, 'compat': 0,
+    'runfiles': 1, 'doctor': 1, 'zoo': 1,
+    'core': 2,
+    'forensics': 3,
+    'policies': 4,
+    'runtime': 5,
+    'trainer': 6,
+    'keras': 7,
+    'app': 8,
+    'testing': 9,
+}
+
+
+def _modules():
+  """{dotted module name: file path} under the package."""
+  out = {}
+  for folder, _, files in os.walk(PACKAGE):
+    for name in files:
+      if name.endswith('.py'):
+        path = os.path.join(folder, name)
+        rel = os.path.relpath(path, os.path.dirname(PACKAGE))[:-3].replace(os.sep, '.')
+        out[rel[:-len('.__init__')] if rel.endswith('.__init__') else rel] = path
+  return out
+
+
+def _imports(path):
+  """Every stable_train module name an import statement in `path` names (with its parents)."""
+  names = set()
+  for node in ast.walk(ast.parse(open(path).read())):
+    if isinstance(node, ast.Import):
+      names.update(a.name for a in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      names.add(node.module)
+      names.update(f'{node.module}.{a.name}' for a in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.level:
+      raise AssertionError(f'{path}: relative import; the package uses absolute imports')
+  return {n for n in names if n == 'stable_train' or n.startswith('stable_train.')}
+
+
+def _layer(module):
+  """The layer (top-level name under stable_train) of a module, or None for the package."""
+  parts = module.split('.')
+  return parts[1] if len(parts) > 1 else None
+
+
+def _edges(modules):
+  edges = {}
+  for module, path in modules.items():
+    targets = {t for t in _imports(path) if t in modules and t != 'stable_train'}
+    edges[module] = {t for t in targets if not module.startswith(t + '.') and t != module}
+  return edges
+
+
+class LayersTest(unittest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    cls.modules = _modules()
+    cls.edges = _edges(cls.modules)
+
+  def test_every_module_belongs_to_a_layer(self):
+    unplaced = sorted(m for m in self.modules if m != 'stable_train' and _layer(m) not in LAYERS)
+    self.assertEqual(unplaced, [], 'add the new folder or module to LAYERS')
+
+  def test_imports_run_down_the_layers(self):
+    up = []
+    for module, targets in self.edges.items():
+      if module == 'stable_train':
+        continue
+      for target in targets:
+        mine, theirs = _layer(module), _layer(target)
+        if mine != theirs and LAYERS[theirs] >= LAYERS[mine]:
+          up.append(f'{module} -> {target}')
+    self.assertEqual(sorted(up), [])
+
+  def test_no_import_circle(self):
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(v):
+      index[v] = low[v] = len(index)
+      stack.append(v)
+      on_stack.add(v)
+      for w in self.edges[v]:
+        if w not in index:
+          visit(w)
+          low[v] = min(low[v], low[w])
+        elif w in on_stack:
+          low[v] = min(low[v], index[w])
+      if low[v] == index[v]:
+        component = []
+        while True:
+          w = stack.pop()
+          on_stack.discard(w)
+          component.append(w)
+          if w == v:
+            break
+        if len(component) > 1:
+          circles.append(sorted(component))
+
+    for v in self.edges:
+      if v not in index:
+        visit(v)
+    self.assertEqual(circles, [])
+
+  def test_the_library_never_imports_its_testing_tools(self):
+    offenders = sorted(m for m, targets in self.edges.items()
+                       if _layer(m) != 'testing' and m != 'stable_train'
+                       and any(_layer(t) == 'testing' for t in targets))
+    self.assertEqual(offenders, [])
+
+  def test_the_checker_sees_an_upward_import(self):
+    # The checks above would pass vacuously if no import were seen: core must import something.
+    self.assertIn('stable_train.core.reports', self.edges['stable_train.core.step'])
+
+
+if __name__ == '__main__':
+  unittest.main()
