@@ -2,8 +2,14 @@
 
 Logical devices can only be configured before the runtime initialises, so it happens here, once,
 for the whole session; single-device tests still run on /cpu:0 under the default strategy.
+
+The suite has two sets (setup.cfg): the fast default set, and the tests marked `slow` (process-level,
+long runs), which `python3 -m pytest tests -m slow` runs and CI runs too. With
+`STABLE_TRAIN_TEST_BUDGET_S` set (CI sets 15), an unmarked test that takes longer (its set-up,
+a class's included, and its call) fails: mark it `slow`, or make it shorter.
 """
 
+import gc
 import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -19,11 +25,63 @@ tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)
 
 
+# Freeing many traced functions at once is slow (TensorFlow unregisters each): left to the
+# collector's own timing, a full collection paused whichever test triggered it for up to 40 s.
+# The suite collects between tests instead, in tear-downs (every COLLECT_EVERY tests and at the
+# end of each file), so no test's own time includes another's garbage.
+COLLECT_EVERY = 20
+_finished = [0]
+
+
+def pytest_sessionstart(session):
+  del session
+  gc.disable()
+
+
+@pytest.fixture(autouse=True, scope='module')
+def _collect_garbage_per_file():
+  yield
+  gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_every_few_tests():
+  yield
+  _finished[0] += 1
+  if _finished[0] % COLLECT_EVERY == 0:
+    gc.collect()
+
+
 @pytest.fixture(autouse=True)
 def _clear_gin():
   gin.clear_config()
   yield
   gin.clear_config()
+
+
+BUDGET_VARIABLE = 'STABLE_TRAIN_TEST_BUDGET_S'
+
+
+def _budget():
+  value = os.environ.get(BUDGET_VARIABLE, '')
+  return float(value) if value else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+  """Fails an unmarked test whose set-up and call took longer than the budget."""
+  outcome = yield
+  report = outcome.get_result()
+  budget = _budget()
+  if budget is None or item.get_closest_marker('slow') is not None:
+    return
+  spent = getattr(item, '_budget_spent', 0.0) + call.duration
+  item._budget_spent = spent  # pylint: disable=protected-access
+  if call.when == 'call' and spent > budget and report.passed:
+    report.outcome = 'failed'
+    report.longrepr = (f'{item.nodeid} took {spent:.1f} s, over the fast set\'s budget of '
+                       f'{budget:g} s ({BUDGET_VARIABLE}): make it shorter, or mark it '
+                       '@pytest.mark.slow.')
 
 
 def pytest_collection_modifyitems(config, items):

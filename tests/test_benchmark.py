@@ -4,6 +4,9 @@ import math
 import os
 import subprocess
 import sys
+import pytest
+
+pytestmark = pytest.mark.slow  # The whole file: runs the benchmark script.
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -16,8 +16,11 @@ import time
 
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import events
+
+pytestmark = pytest.mark.slow  # The whole file: CLI processes, kill -9 and reference runs.
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, 'scripts', 'train.py')

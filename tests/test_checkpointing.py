@@ -11,6 +11,7 @@ from unittest import mock
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import checkpointing
 from stable_train import errors
@@ -255,6 +256,7 @@ class KeeperTest(tf.test.TestCase):
 
 class AnotherModelTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_another_float32_model_is_named_as_such_after_one_try(self):
     from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
     from stable_train.runfiles import events

@@ -12,6 +12,7 @@ from unittest import mock
 from absl import flags
 from absl.testing import flagsaver
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import checkpointing
 from stable_train.app import cli
@@ -47,6 +48,7 @@ class CliTest(tf.test.TestCase):
                    '--model_dir: Directory for checkpoints'):
         self.assertIn(flag, proc.stdout)
 
+  @pytest.mark.slow
   def test_train_seed_makes_a_rerun_of_the_operative_config_reproduce_the_summary(self):
     unseeded = SMALL + ['mlp.seed = None']  # The model factory does not seed itself.
 
@@ -84,6 +86,7 @@ class CliTest(tf.test.TestCase):
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertIn(text, err)
 
+  @pytest.mark.slow
   def test_quickstart_end_to_end_in_a_subprocess(self):
     model_dir = os.path.join(self.get_temp_dir(), 'run')
     args = [sys.executable, os.path.join(REPO, 'scripts', 'train.py'), f'--gin_file={QUICKSTART}',
@@ -110,6 +113,7 @@ class CliTest(tf.test.TestCase):
     self.assertIn('train.num_steps = 30', operative)
     self.assertIn('AdaptiveClip.z_threshold = 4.0', operative)
 
+  @pytest.mark.slow
   def test_scalars_are_readable(self):
     model_dir = self.get_temp_dir()
     code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
@@ -124,6 +128,7 @@ class CliTest(tf.test.TestCase):
     self.assertTrue({'loss', 'grad_norm', 'grad_norm_clipped', 'learning_rate',
                      'skipped_steps'} <= names, names)
 
+  @pytest.mark.slow
   def test_bad_input_exits_2_with_one_line(self):
     model_dir = self.get_temp_dir()
     bad_gin = os.path.join(self.get_temp_dir(), 'bad.gin')
@@ -157,6 +162,7 @@ class CliTest(tf.test.TestCase):
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertNotIn('Traceback', err)
 
+  @pytest.mark.slow
   def test_early_stopping_exits_0_and_exports_the_best_checkpoint(self):
     model_dir = self.get_temp_dir() + '/early'
     out = io.StringIO()
@@ -184,6 +190,7 @@ class CliTest(tf.test.TestCase):
       marks = [(e['step'], e['best']) for e in json.load(f)['checkpoints']]
     self.assertEqual(marks, [(10, True), (20, False)])
 
+  @pytest.mark.slow
   def test_num_epochs(self):
     model_dir = self.get_temp_dir() + '/epochs'
     code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',
@@ -283,6 +290,7 @@ class CliTest(tf.test.TestCase):
       self.assertEqual(len(lines), 1, proc.stderr)
       self.assertIn(text, lines[0])
 
+  @pytest.mark.slow
   def test_a_diverged_run_exits_1_naming_the_last_good_checkpoint_and_the_cause(self):
     # 30 healthy steps (checkpoint ckpt-3 at step 30), then the same run resumed at a rate far
     # too high: its own checkpoints, written while the loss is diverging, are not good.
@@ -302,6 +310,7 @@ class CliTest(tf.test.TestCase):
     self.assertEqual(summary['last_good_checkpoint'], {'checkpoint': 'ckpt-3', 'step': 30})
     self.assertEqual(summary['diagnosis']['cause'], 'learning_rate')
 
+  @pytest.mark.slow
   def test_abort_exits_1_and_keeps_checkpoints(self):
     model_dir = self.get_temp_dir()
     common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
@@ -323,6 +332,7 @@ class CliTest(tf.test.TestCase):
       self.assertEqual(json.load(f)['status'], 'aborted')
 
 
+  @pytest.mark.slow
   def test_frequent_bad_batches_still_export_and_the_advice_names_the_binding(self):
     model_dir = self.get_temp_dir() + '/bad_batches'
     common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
@@ -362,6 +372,7 @@ class CliTest(tf.test.TestCase):
     # No step, no checkpoint, no event: the lock and the configuration only.
     self.assertEqual(sorted(os.listdir(model_dir)), ['operative_config.gin', 'run.lock'])
 
+  @pytest.mark.slow
   def test_a_changed_precision_or_policy_set_on_resume_is_named(self):
     model_dir = self.get_temp_dir()
     common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [
@@ -462,6 +473,7 @@ class UserModulesTest(tf.test.TestCase):
 class TestingToolsTest(tf.test.TestCase):
   """The library never imports its testing tools: a config that binds `Faults` imports them."""
 
+  @pytest.mark.slow
   def test_faults_without_its_import_is_named_with_the_fix(self):
     model_dir = os.path.join(self.get_temp_dir(), 'run')
     argv = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',

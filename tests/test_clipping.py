@@ -7,6 +7,7 @@ from absl.testing import parameterized
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.policies import clipping
 from stable_train.zoo import data
@@ -113,6 +114,7 @@ class AdaptiveClipTest(parameterized.TestCase, tf.test.TestCase):
     self.assertAllClose(norm, 2.0)
 
   @parameterized.named_parameters(('eager', False), ('xla', True))
+  @pytest.mark.slow
   def test_non_finite_stays_non_finite_and_huge_finite_is_clipped(self, xla):
     p = self._warmed_up()
     threshold = float(p.threshold().numpy())
@@ -147,6 +149,7 @@ class AdaptiveClipTest(parameterized.TestCase, tf.test.TestCase):
                  (p.clipped_steps, q.clipped_steps)):
       self.assertEqual(a.numpy().tobytes(), b.numpy().tobytes())
 
+  @pytest.mark.slow
   def test_resumed_run_continues_the_statistics(self):
     # 40 steps straight, or 20 + resume + 20: the same statistics, bit for bit.
     def run(model_dir, steps):
@@ -194,6 +197,7 @@ class ElementwiseClipsTest(parameterized.TestCase, tf.test.TestCase):
   GRADS = [np.array([[3.0, -4.0], [0.5, 12.0]], np.float32), np.array([-0.2, 2.0], np.float32)]
 
   @parameterized.named_parameters(('eager', False), ('xla', True))
+  @pytest.mark.slow
   def test_clip_by_value_matches_numpy(self, xla):
     p = clipping.ClipByValue(clip_value=1.0)
 
@@ -300,6 +304,7 @@ class MirroredTest(tf.test.TestCase):
 
   test_session = None
 
+  @pytest.mark.slow
   def test_two_replicas_equal_one_device(self):
     rng = np.random.RandomState(0)
     x = rng.normal(size=(16 * 8, 8)).astype(np.float32)
@@ -367,6 +372,7 @@ class HealthyRunTest(parameterized.TestCase, tf.test.TestCase):
 
   @parameterized.named_parameters(('mlp', 'mlp', 300), ('convnet_bn', 'convnet_bn', 200),
                                   ('transformer', 'transformer', 120))
+  @pytest.mark.slow
   def test_default_stack_matches_the_bare_run(self, case, steps):
     bare, _ = self.final_loss(case, [], steps)
     default, t = self.final_loss(case, None, steps)
@@ -382,6 +388,7 @@ class HealthyRunTest(parameterized.TestCase, tf.test.TestCase):
 class RescueTest(tf.test.TestCase):
   """Every case the old default (fixed clip at 1.0) rescued, the new default rescues too."""
 
+  @pytest.mark.slow
   def test_sgd_learning_rate_too_high_on_the_quickstart(self):
     # SGD at 0.2: Keras fit reaches NaN in epoch 1 (TF_FACTS); bare steps too (the control).
     bare, _ = train(models.mlp(), keras.optimizers.SGD(0.2), keras.losses.MeanSquaredError(),
@@ -404,6 +411,7 @@ class RescueTest(tf.test.TestCase):
     self.assertEqual(int(clip.count.numpy()) + int(clip.clipped_steps.numpy()), 27)
     self.assertTrue(np.isfinite(clip.mean.numpy()) and np.isfinite(clip.var.numpy()))
 
+  @pytest.mark.slow
   def test_loss_scaled_by_1e25_is_clipped_not_overflowed(self):
     # Finite gradients of ~1e25: unclipped, Adam's second moment (g**2) overflows float32.
     mse = keras.losses.MeanSquaredError()
@@ -420,6 +428,7 @@ class RescueTest(tf.test.TestCase):
                     dataset, 60, [])
     self.assertFalse(all_finite(bare))  # The control: the bare run's optimizer state overflows.
 
+  @pytest.mark.slow
   def test_naive_softmax_on_large_inputs_is_skipped_and_stops_cleanly(self):
     # -log(softmax) of logits from inputs of scale 30 is NaN at every step: every update is
     # skipped, the weights stay as initialised, and the run stops after max_consecutive skips.

@@ -8,6 +8,7 @@ import sys
 
 import gin
 import tensorflow as tf
+import pytest
 
 from stable_train.app import cli
 from stable_train.app import configurables  # pylint: disable=unused-import
@@ -22,6 +23,7 @@ class ConfigsTest(tf.test.TestCase):
     names = {os.path.basename(c) for c in CONFIGS}
     self.assertTrue({'quickstart.gin', 'unstable_lr.gin', 'classification.gin'} <= names, names)
 
+  @pytest.mark.slow
   def test_every_config_parses_builds_and_trains_two_steps(self):
     cwd = os.getcwd()
     os.chdir(self.get_temp_dir())  # Includes must resolve from anywhere, as in the CLI.
@@ -45,6 +47,7 @@ class ConfigsTest(tf.test.TestCase):
       os.chdir(cwd)
       gin.clear_config()
 
+  @pytest.mark.slow
   def test_distributed_config_trains_on_two_replicas(self):
     # A separate process: collectives of two MirroredStrategy objects in one process can collide
     # on instance keys (BUILD_NOTES), which would break later distributed tests of this session.

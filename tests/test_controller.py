@@ -126,6 +126,7 @@ class _Reader(interfaces.Policy):
 
 class ControllerTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_decide_never_acts_and_every_action_still_happens(self):
     model_dir = self.get_temp_dir()
     stack = [faults.Faults(feature_nan_batches=[7]), policies.CheckNumerics(),
@@ -166,6 +167,7 @@ class ControllerTest(tf.test.TestCase):
                                ('init_check', interfaces.ACT), ('rollback', interfaces.ACT),
                                ('skip_non_finite', interfaces.ESCALATE)}, set(kinds))
 
+  @pytest.mark.slow
   def test_the_divergence_check_and_the_outlier_skip_only_decide(self):
     from stable_train.policies import divergence  # pylint: disable=g-import-not-at-top
     from stable_train.policies import outliers  # pylint: disable=g-import-not-at-top
@@ -205,6 +207,7 @@ class ControllerTest(tf.test.TestCase):
     self.assertEqual((summary['status'], summary['reason']), ('aborted', 'enough'))
     self.assertEqual(log, [('a', 1), ('b', 1), ('a', 2), ('b', 2), ('a', 3), ('b', 3)])
 
+  @pytest.mark.slow
   def test_an_action_that_returns_a_reason_aborts_the_run(self):
     log = []
     t = make_trainer([_Act(log, stop_at=2, name='a'), _Act(log, name='b')])
@@ -228,6 +231,7 @@ class ControllerTest(tf.test.TestCase):
 
 class HealthTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_a_skipped_bad_batch_is_no_fault_of_the_model_and_a_non_finite_step_is(self):
     from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
     model_dir = self.get_temp_dir() + '/health'
@@ -306,6 +310,7 @@ def _b9_trainer(policies_=None, model_dir=None, cls=trainer_lib.Trainer, **kwarg
 
 
 
+@pytest.mark.slow
 def test_subclass_save_checkpoint_and_restore_latest_overrides_are_called(tmp_path):
   # Before the split, fit's cadence (interval/end/signal) called self.save_checkpoint and resume
   # called self.restore_latest; the Controller now calls its own methods, bypassing overrides.
@@ -450,6 +455,7 @@ def test_skip_streaks_split_by_clean_loops_escalate_only_when_one_streak_is_too_
   assert summary['global_step'] == 36  # The loop of steps 33-36 holds the 4th skip.
 
 
+@pytest.mark.slow
 def test_scalars_are_flushed_before_each_checkpoint_not_after_every_loop(tmp_path):
   calls = []
   real_flush, real_save = events.Scalars.flush, checkpointing.CheckpointKeeper.save

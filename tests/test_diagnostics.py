@@ -7,6 +7,7 @@ import types
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.zoo import data
 from stable_train.policies import diagnostics
@@ -33,6 +34,7 @@ def run(model_dir, initializer, optimizer, steps=30):
 
 class InitialisationCheckTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_huge_initial_outputs_are_named_with_the_remedy(self):
     summary, warnings = run(self.get_temp_dir() + '/bad',
                             keras.initializers.RandomNormal(stddev=0.5),
@@ -45,6 +47,7 @@ class InitialisationCheckTest(tf.test.TestCase):
     self.assertEqual(summary['init_check']['warnings'], ['huge_initial_outputs'])
     self.assertEqual(summary['status'], 'completed')  # A warning, not a stop.
 
+  @pytest.mark.slow
   def test_loss_that_stays_far_above_its_start_names_the_learning_rate(self):
     # The same bad start with SGD: the loss swings between ~1e9-1e20 and ~20 for dozens of
     # steps (first value 1.6e5) while clipping and skipping keep the run alive.
@@ -59,6 +62,7 @@ class InitialisationCheckTest(tf.test.TestCase):
     self.assertEqual(summary['init_check']['warnings'],
                      ['huge_initial_outputs', 'loss_stays_high'])
 
+  @pytest.mark.slow
   def test_a_resumed_run_does_not_repeat_the_warning(self):
     model_dir = self.get_temp_dir() + '/resume'
     bad = keras.initializers.RandomNormal(stddev=0.5)
@@ -69,6 +73,7 @@ class InitialisationCheckTest(tf.test.TestCase):
     # Restored with the checkpoint, not re-measured on the trained model.
     self.assertEqual(summary['init_check']['initial_loss'], first['init_check']['initial_loss'])
 
+  @pytest.mark.slow
   def test_a_healthy_start_gives_no_warning(self):
     summary, warnings = run(self.get_temp_dir() + '/good', 'glorot_uniform',
                             keras.optimizers.Adam(1e-3))

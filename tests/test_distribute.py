@@ -10,6 +10,7 @@ from unittest import mock
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runtime import distribute
 from stable_train import errors
@@ -80,6 +81,7 @@ def _replica_values(strategy, variables):
 
 class MirroredStepTest(TestCase):
 
+  @pytest.mark.slow
   def test_nan_in_one_replica_shard_skips_on_every_replica(self):
     strategy = _mirrored()
     x, y = _data(poison=(1, 5))  # Row 5 of global batch 1: replica 1's half only.
@@ -103,6 +105,7 @@ class MirroredStepTest(TestCase):
         np.testing.assert_array_equal(a[replica], b[replica])  # Bit-identical to before...
       np.testing.assert_array_equal(a[0], a[1])  # ...and across replicas.
 
+  @pytest.mark.slow
   def test_healthy_steps_equal_the_single_device_update_on_the_full_batch(self):
     x, y = _data()
     # SGD and no clipping in effect: a gradient summed twice would double the update (Adam's
@@ -164,6 +167,7 @@ class MirroredStepTest(TestCase):
 
 class MirroredFitTest(TestCase):
 
+  @pytest.mark.slow
   def test_checkpoint_and_resume_continue_at_the_same_step_and_batch(self):
     x, y = _data(num_batches=12)
     root = self.get_temp_dir()
@@ -212,6 +216,7 @@ def _classifier(strategy, **kwargs):
 
 class MirroredMetricsAndEvalTest(TestCase):
 
+  @pytest.mark.slow
   def test_training_metrics_and_eval_equal_the_single_device_values(self):
     x, y = _classes(6 * _BATCH)
     x[2 * _BATCH + 5, 3] = np.nan  # Replica 1's half of batch 2: a skipped step on both.
@@ -344,6 +349,7 @@ def _free_ports(n):
 
 class MultiWorkerTest(TestCase):
 
+  @pytest.mark.slow
   def test_two_workers_skip_together_and_end_identical(self):
     root = self.get_temp_dir()
     model_dir = os.path.join(root, 'run')
@@ -401,6 +407,7 @@ if __name__ == '__main__':
 
 class MirroredRollbackTest(TestCase):
 
+  @pytest.mark.slow
   def test_rollback_under_the_strategy(self):
     from stable_train.policies import recovery  # pylint: disable=g-import-not-at-top
     strategy = _mirrored()

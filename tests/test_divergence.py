@@ -9,6 +9,7 @@ import types
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import checkpointing
 from stable_train.zoo import data
@@ -75,6 +76,7 @@ def feed(check, losses, applied=None):
 
 class InGraphStatisticsTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_a_converging_noisy_loss_never_fires(self):
     # No rule fires (the collapse probe, a question to the host, is tested on its own below).
     check = divergence.DivergenceCheck(output_ratio=None, collapse_every=None)
@@ -197,6 +199,7 @@ class DivergenceRunTest(tf.test.TestCase):
     self.assertTrue(t.checkpoints.committed())
     self.assertFalse(any(e.good for e in t.checkpoints.committed()))
 
+  @pytest.mark.slow
   def test_a_diverging_run_with_rollback_backs_off_until_it_trains(self):
     model_dir = self.get_temp_dir() + '/ladder'
     _, summary, records = fit(model_dir, keras.optimizers.SGD(1.0), steps=200,
@@ -209,6 +212,7 @@ class DivergenceRunTest(tf.test.TestCase):
     _, bare, _ = fit(None, keras.optimizers.SGD(0.1), steps=200)
     self.assertLess(summary['final_loss'], 10 * bare['final_loss'] + 0.05)
 
+  @pytest.mark.slow
   def test_a_huge_start_that_does_not_train_stops_with_the_initialiser_remedy(self):
     model_dir = self.get_temp_dir() + '/init'
     _, summary, records = fit(model_dir, keras.optimizers.Adam(1e-3), steps=300, scale=100.0)
@@ -220,6 +224,7 @@ class DivergenceRunTest(tf.test.TestCase):
     self.assertGreater(summary['divergence']['output_rms'],
                        100 * summary['divergence']['label_rms'])
 
+  @pytest.mark.slow
   def test_bad_batches_are_not_a_divergence(self):
     model_dir = self.get_temp_dir() + '/stretch'
     _, summary, records = fit(model_dir, keras.optimizers.Adam(1e-3), steps=200,
@@ -244,6 +249,7 @@ class DivergenceRunTest(tf.test.TestCase):
                     num_steps=steps)
     return summary, events.read_events(os.path.join(model_dir, 'events.jsonl'))
 
+  @pytest.mark.slow
   def test_a_collapsed_network_stops_diverged_and_the_ladder_revives_it(self):
     summary, records = self._hot_adam()
     self.assertEqual(summary['status'], 'diverged')  # Not 'completed' with a dead model.
@@ -284,6 +290,7 @@ class DivergenceRunTest(tf.test.TestCase):
     summary = t.fit(regression(), num_steps=2)
     self.assertEqual((summary['status'], summary['skipped_steps']), ('completed', 2))
 
+  @pytest.mark.slow
   def test_the_probe_leaves_a_shuffled_healthy_run_as_it_was(self):
     # Noise labels keep the loss above a tenth of its start: probed every 50 steps. Reading the
     # first batch anew each time advanced the shuffle's seed and changed the epochs after it.

@@ -7,6 +7,7 @@ import signal
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import events
 from stable_train.zoo import models
@@ -51,6 +52,7 @@ class InterruptedEvalTest(tf.test.TestCase):
     return [(e['step'], e['loss']) for e in events.read_events(f'{model_dir}/events.jsonl')
             if e['event'] == 'eval']
 
+  @pytest.mark.slow
   def test_a_signal_before_or_during_the_evaluation_of_a_step_defers_it_to_the_resume(self):
     plain = self.get_temp_dir() + '/plain'
     expected = self._fit(plain, _data(1, n=32))
@@ -70,6 +72,7 @@ class InterruptedEvalTest(tf.test.TestCase):
       self.assertEqual(self._evals(model_dir), self._evals(plain), how)  # Bit for bit.
       self.assertEqual(resumed['early_stopping'], expected['early_stopping'], how)
 
+  @pytest.mark.slow
   def test_a_signal_during_the_final_evaluation_defers_it_to_the_rerun(self):
     model_dir = self.get_temp_dir() + '/final'
     # Only the final evaluation (after the check's one batch): SIGTERM at its second batch.

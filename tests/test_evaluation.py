@@ -6,6 +6,7 @@ import os
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.zoo import data
 from stable_train import errors
@@ -44,6 +45,7 @@ def inference_loss_and_accuracy(model, dataset):
 
 class EvaluatorTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_inference_mode_and_no_state_change(self):
     t = make_trainer()
     t.fit(images(repeat=True), num_steps=3)  # BatchNorm statistics move away from their start.
@@ -57,6 +59,7 @@ class EvaluatorTest(tf.test.TestCase):
     self.assertAllClose(result['loss'], loss, rtol=1e-5)
     self.assertAllClose(result['metrics']['accuracy'], accuracy)
 
+  @pytest.mark.slow
   def test_the_lstm_seed_state_is_put_back(self):
     # Keras's LSTM advances its seed generator on an inference-mode call too.
     t = trainer_lib.Trainer(model=models.lstm(seed=0), optimizer=keras.optimizers.Adam(1e-3),
@@ -68,6 +71,7 @@ class EvaluatorTest(tf.test.TestCase):
     for v in t.model.variables:
       self.assertAllEqual(before[v.path], v.numpy(), msg=v.path)
 
+  @pytest.mark.slow
   def test_a_batch_with_a_label_out_of_range_is_left_out(self):
     t = make_trainer()
     t.fit(images(repeat=True), num_steps=2)
@@ -87,6 +91,7 @@ class EvaluatorTest(tf.test.TestCase):
                                 r'\[0, 4\)'):
       evaluation.Evaluator(t).evaluate(everything_bad, None)
 
+  @pytest.mark.slow
   def test_a_batch_with_a_non_finite_input_is_left_out_not_a_divergence(self):
     """One NaN pixel in the eval data is a bad row, as a bad label is: its batch is left out, the
     evaluation's loss is the other batches', and the run goes on (no eval_divergence abort)."""
@@ -109,6 +114,7 @@ class EvaluatorTest(tf.test.TestCase):
       evaluation.Evaluator(t).evaluate(
           tf.data.Dataset.from_tensor_slices((x * np.nan, y)).batch(8), None)
 
+  @pytest.mark.slow
   def test_eval_steps_limits_the_batches(self):
     t = make_trainer()
     t.fit(images(repeat=True), num_steps=1)
@@ -117,6 +123,7 @@ class EvaluatorTest(tf.test.TestCase):
 
 class MirroredEvaluatorTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_two_replicas_give_the_single_device_loss_and_accuracy(self):
     # ReductionToOneDevice: no collectives that could meet other tests' stale ones (BUILD_NOTES).
     strategy = tf.distribute.MirroredStrategy(
@@ -152,6 +159,7 @@ class MirroredEvaluatorTest(tf.test.TestCase):
 
 class FitEvalTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_every_n_steps_and_at_the_end(self):
     model_dir = self.get_temp_dir() + '/run'
     t = make_trainer(model_dir, log_every=2)
@@ -176,6 +184,7 @@ class FitEvalTest(tf.test.TestCase):
     # Training metrics were not mixed with the eval ones (separate metric objects).
     self.assertIn('accuracy', summary['metrics'])
 
+  @pytest.mark.slow
   def test_only_at_the_end_without_eval_every(self):
     t = make_trainer(self.get_temp_dir() + '/end')
     summary = t.fit(images(repeat=True), num_steps=3, eval_dataset=images(seed=1), eval_steps=1)
@@ -237,6 +246,7 @@ def make_bad_eval_trainer(model_dir, eval_scale=float('nan'), **kwargs):
 
 class EvalDivergenceTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_a_non_finite_eval_loss_rolls_back_to_a_good_checkpoint(self):
     from stable_train.policies import recovery  # pylint: disable=g-import-not-at-top
     model_dir = self.get_temp_dir() + '/rollback'
@@ -254,6 +264,7 @@ class EvalDivergenceTest(tf.test.TestCase):
     self.assertEqual(summary['status'], 'aborted')
     self.assertIn('eval_divergence', summary['reason'])
 
+  @pytest.mark.slow
   def test_without_rollback_the_run_aborts(self):
     t = make_bad_eval_trainer(self.get_temp_dir() + '/abort')
     summary = t.fit(images(repeat=True), num_steps=4, eval_dataset=images(seed=1),
@@ -279,6 +290,7 @@ class EvalDivergenceTest(tf.test.TestCase):
       with self.assertRaisesRegex(errors.ConfigError, 'eval_divergence_factor'):
         make_trainer(eval_divergence_factor=bad)
 
+  @pytest.mark.slow
   def test_a_bad_final_eval_leaves_the_final_checkpoint_not_good(self):
     model_dir = self.get_temp_dir() + '/final'
     t = make_bad_eval_trainer(model_dir, checkpoint_every=100, healthy_window=0)
@@ -286,6 +298,7 @@ class EvalDivergenceTest(tf.test.TestCase):
     entries = t.checkpoints.committed()
     self.assertEqual([(e.step, e.good) for e in entries], [(2, False)])
 
+  @pytest.mark.slow
   def test_also_when_an_interval_checkpoint_was_written_at_that_step(self):
     from stable_train.app import export  # pylint: disable=g-import-not-at-top
     model_dir = self.get_temp_dir() + '/same_step'

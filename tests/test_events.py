@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 import stable_train
+import pytest
 from stable_train.runfiles import events
 from stable_train.testing import faults as faults_lib
 
@@ -228,6 +229,7 @@ def _manifest(model_dir):
 
 class DurabilityTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_after_kill_9_the_log_is_complete_up_to_the_last_committed_checkpoint(self):
     model_dir = os.path.join(self.get_temp_dir(), 'killed')
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3', CUDA_VISIBLE_DEVICES='')

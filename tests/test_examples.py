@@ -9,6 +9,7 @@ import sys
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from test_cli import run_main  # pylint: disable=g-import-not-at-top
 
@@ -27,6 +28,7 @@ def _accuracy(model, images, labels):
 
 class ExamplesTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_guarded_model_fit(self):
     result = fit_digits.main(['--epochs=2', '--no_shuffle', f'--model_dir={self.get_temp_dir()}'])
     self.assertEqual(result['skipped_steps'], 6)  # 3 NaN images, each in its batch, 2 epochs.
@@ -35,6 +37,7 @@ class ExamplesTest(tf.test.TestCase):
     loaded = keras.models.load_model(result['export'])  # Plain Keras.
     self.assertAlmostEqual(_accuracy(loaded, x_val, y_val), result['val_accuracy'], places=6)
 
+  @pytest.mark.slow
   def test_the_trainer_from_a_gin_file_with_the_users_factories(self):
     model_dir = self.get_temp_dir()
     code, err = run_main('--gin_import=digits_data',
@@ -49,6 +52,7 @@ class ExamplesTest(tf.test.TestCase):
     loaded = keras.models.load_model(os.path.join(model_dir, 'export', 'model.keras'))
     self.assertTrue(all(np.all(np.isfinite(v.numpy())) for v in loaded.variables))
 
+  @pytest.mark.slow
   def test_a_subclassed_trainer(self):
     result = trainer_digits.main(['--epochs=2', f'--model_dir={self.get_temp_dir()}'])
     self.assertEqual(result['status'], 'completed')
@@ -58,6 +62,7 @@ class ExamplesTest(tf.test.TestCase):
     loaded = keras.models.load_model(result['export'])
     self.assertGreater(_accuracy(loaded, x_val, y_val), 0.5)
 
+  @pytest.mark.slow
   def test_a_keras_applications_model(self):
     result = applications_fit.main(['--epochs=1', '--steps_per_epoch=6', '--no_shuffle',
                                     f'--model_dir={self.get_temp_dir()}'])

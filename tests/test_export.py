@@ -14,6 +14,7 @@ from unittest import mock
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.zoo import data
 from stable_train import errors
@@ -84,6 +85,7 @@ def _set_manifest(model_dir, **marks):
 
 class LoadForInferenceTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_fresh_mlp_predicts_exactly_like_the_trained_one(self):
     model_dir = self.get_temp_dir()
     trained = _train_mlp(model_dir).model
@@ -93,6 +95,7 @@ class LoadForInferenceTest(tf.test.TestCase):
     self.assertIs(export.load_for_inference(fresh, model_dir), fresh)
     self.assertAllEqual(fresh(x), trained(x))
 
+  @pytest.mark.slow
   def test_batchnorm_statistics_are_restored(self):
     model_dir = self.get_temp_dir()
     t = trainer_lib.Trainer(model=models.convnet_bn(seed=0), optimizer=keras.optimizers.Adam(),
@@ -108,6 +111,7 @@ class LoadForInferenceTest(tf.test.TestCase):
     x = _images()
     self.assertAllEqual(fresh(x, training=False), t.model(x, training=False))
 
+  @pytest.mark.slow
   def test_checkpoint_choice(self):
     model_dir = self.get_temp_dir()
     trained = _train_mlp(model_dir, num_steps=9)  # Checkpoints at steps 3, 6, 9.
@@ -146,6 +150,7 @@ class LoadForInferenceTest(tf.test.TestCase):
         f"files are gone from {model_dir}/checkpoints; restore them, or use "
         '--checkpoint=last_good or --checkpoint=latest.'))
 
+  @pytest.mark.slow
   def test_a_checkpoint_named_as_the_export_line_names_it_is_found_in_the_run(self):
     """The export line says 'from checkpoint .../checkpoints/ckpt-2': `ckpt-2` with the run's
     model_dir means that one (not a path relative to the current directory)."""
@@ -158,6 +163,7 @@ class LoadForInferenceTest(tf.test.TestCase):
     with self.assertRaisesRegex(errors.CheckpointError, "checkpoint 'ckpt-9' not found"):
       export.load_for_inference(fresh, model_dir, checkpoint='ckpt-9')
 
+  @pytest.mark.slow
   def test_unbuilt_model_is_built_from_a_shape_or_a_sample(self):
     model_dir = self.get_temp_dir()
     trained = _train_mlp(model_dir).model
@@ -174,6 +180,7 @@ class LoadForInferenceTest(tf.test.TestCase):
     with self.assertRaisesRegex(errors.ConfigError, 'not built; pass sample_input'):
       export.load_for_inference(unbuilt(), model_dir)
 
+  @pytest.mark.slow
   def test_errors_are_one_line_and_name_the_fix(self):
     missing = os.path.join(self.get_temp_dir(), 'nothing_here')
     empty = tempfile.mkdtemp(dir=self.get_temp_dir())
@@ -197,6 +204,7 @@ class LoadForInferenceTest(tf.test.TestCase):
 
 class ExportTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_compiled_model_is_saved_without_its_training_optimizer(self):
     t = _train_mlp(self.get_temp_dir())
     t.model.compile(optimizer=t.optimizer, loss='mse')
@@ -282,6 +290,7 @@ class ExportScriptTest(tf.test.TestCase):
     shutil.rmtree(cls.root, ignore_errors=True)
     super().tearDownClass()
 
+  @pytest.mark.slow
   def test_exports_load_and_predict_without_stable_train(self):
     paths = {'keras_at_end_of_run': os.path.join(self.model_dir, 'export', 'model.keras')}
     for fmt in ('keras', 'saved_model'):
@@ -312,6 +321,7 @@ class ExportScriptTest(tf.test.TestCase):
     for kind, values in predictions.items():
       self.assertAllClose(values, expected, atol=1e-6, rtol=0, msg=kind)
 
+  @pytest.mark.slow
   def test_no_usable_checkpoint_exits_1_with_one_line(self):
     no_run = os.path.join(self.root, 'no_such_run')
     empty = os.path.join(self.root, 'empty_run')
@@ -323,6 +333,7 @@ class ExportScriptTest(tf.test.TestCase):
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertIn(text, err)
 
+  @pytest.mark.slow
   def test_a_missing_best_or_no_good_checkpoint_is_named_with_the_flag_to_use(self):
     model_dir = os.path.join(self.root, 'marked')
     shutil.copytree(self.model_dir, model_dir)
@@ -340,6 +351,7 @@ class ExportScriptTest(tf.test.TestCase):
     self.assertIn('the best checkpoint', err)
     self.assertIn('(ckpt-1, step 10) is marked in its manifest but its files are gone', err)
 
+  @pytest.mark.slow
   def test_a_full_disk_or_a_signal_during_the_export_is_one_line(self):
     model_dir = os.path.join(self.root, 'broken')
     shutil.copytree(self.model_dir, model_dir)
@@ -370,6 +382,7 @@ class ExportScriptTest(tf.test.TestCase):
       with open(os.path.join(model_dir, 'export', 'model.keras'), 'rb') as f:
         self.assertEqual(f.read(), before)
 
+  @pytest.mark.slow
   def test_usage_errors_exit_2_with_one_line(self):
     for args, text in ((['--format=onnx'], "--format='onnx' must be one of"),
                        (['--checkpoint=newest', f'--gin_file={self.root}/nope.gin'],
@@ -381,6 +394,7 @@ class ExportScriptTest(tf.test.TestCase):
       self.assertEqual(len(err.strip().splitlines()), 1, err)
       self.assertIn(text or '--model_dir is required', err)
 
+  @pytest.mark.slow
   def test_help_lists_the_flags_and_exits_0(self):
     code, out, _ = _run('export.py', '--help')
     self.assertEqual(code, 0)

@@ -8,6 +8,7 @@ import os
 import gin
 import keras
 import tensorflow as tf
+import pytest
 
 from stable_train.zoo import data
 from stable_train.app import export_command
@@ -44,6 +45,7 @@ class ExportCommandTest(tf.test.TestCase):
     self.assertEqual(code, 1, err)
     self.assertIn('export: no usable checkpoint', err)
 
+  @pytest.mark.slow
   def test_a_checkpoint_named_as_the_export_line_names_it_is_the_runs(self):
     """`--checkpoint=ckpt-1` (the name the export line prints) means the run's checkpoints/ckpt-1,
     not a path in the current directory."""

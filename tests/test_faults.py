@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import events
 
@@ -182,6 +183,7 @@ class FaultTest(tf.test.TestCase):
       else:
         np.testing.assert_array_equal(value, theirs[name], err_msg=name)
 
+  @pytest.mark.slow
   def test_kill_9_resumes_with_the_same_batches_counters_and_learning_rate(self):
     num_steps = 2500  # A few seconds of training: the kill lands long before the end.
     params = POISONED + [f'train.num_steps = {num_steps}']
@@ -234,6 +236,7 @@ class FaultTest(tf.test.TestCase):
     learning_rates = _scalars(new_tensorboard, 'learning_rate')
     self.assertLess(learning_rates[num_steps], learning_rates[min(learning_rates)])  # It decays.
 
+  @pytest.mark.slow
   def test_sigterm_writes_a_checkpoint_exits_143_and_a_rerun_continues(self):
     num_steps = 2000
     params = SMALL + [f'train.num_steps = {num_steps}']
@@ -274,6 +277,7 @@ class FaultTest(tf.test.TestCase):
     self.assertEqual(summary['applied_steps'], num_steps)
     self.assertEqual(summary['steps_this_run'], num_steps - step)
 
+  @pytest.mark.slow
   def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(self):
     params = POISONED + ['train.num_steps = 100']
     model_dir = os.path.join(self.get_temp_dir(), 'run')
@@ -309,6 +313,7 @@ class FaultTest(tf.test.TestCase):
     self.assertEqual(code, 0, err[-2000:])
     self._assert_same_state(model_dir, reference_dir)
 
+  @pytest.mark.slow
   def test_repeated_divergence_rolls_back_a_bounded_number_of_times_then_aborts(self):
     params = SMALL + [
         'Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), @SkipNonFinite(), @Rollback()]',
@@ -385,12 +390,15 @@ class FaultTest(tf.test.TestCase):
     self.assertEqual(code, 0, err[-2000:])
     self._assert_same_state(model_dir, reference_dir)
 
+  @pytest.mark.slow
   def test_crash_before_the_commit_leaves_no_loadable_checkpoint(self):
     self._crash_while_saving('die_before_commit')
 
+  @pytest.mark.slow
   def test_crash_mid_write_leaves_no_loadable_checkpoint(self):
     self._crash_while_saving('die_mid_write')
 
+  @pytest.mark.slow
   def test_crash_before_the_commit_keeps_the_only_checkpoint(self):
     # With room for one checkpoint, the old one's files must outlive the new one's commit.
     self._crash_while_saving('die_before_commit', ['Trainer.max_checkpoints = 1',

@@ -8,6 +8,7 @@ import os
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.policies import diagnostics
 from stable_train.policies import divergence
@@ -34,6 +35,7 @@ def _model(**compile_kwargs):
 class FirstBatchTest(tf.test.TestCase):
   test_session = None
 
+  @pytest.mark.slow
   def test_the_first_32_rows_are_kept_under_xla_too(self):
     x, y = _arrays(3 * 48)
     for kwargs in ({}, dict(jit_compile=True, steps_per_execution=2)):
@@ -46,6 +48,7 @@ class FirstBatchTest(tf.test.TestCase):
       for v in guard.first_batch_sample.variables[:-1]:
         self.assertEqual(v.shape[0], first_batch.MAX_ROWS)
 
+  @pytest.mark.slow
   def test_a_small_batch_is_kept_whole_and_a_second_fit_keeps_the_first(self):
     model = _model()
     guard = keras_fit.guard_fit(model)
@@ -94,6 +97,7 @@ class FirstBatchTest(tf.test.TestCase):
     # The Trainer's meaning: the run's first batch, whatever its step did.
     self.assertTrue(np.isnan(guard.first_batch()[0].numpy()[0, 0]))
 
+  @pytest.mark.slow
   def test_no_model_optimizer_or_checkpoint_holds_the_sample(self):
     model = _model()
     guard = keras_fit.guard_fit(model)
@@ -115,6 +119,7 @@ class FirstBatchTest(tf.test.TestCase):
       for kept in (x[:8], y[:8]):
         self.assertFalse(np.shape(value) == kept.shape and np.array_equal(value, kept), name)
 
+  @pytest.mark.slow
   def test_only_a_stack_that_reads_the_first_batch_makes_a_sample(self):
     x, y = _arrays(8)
     for stack, wanted in (([policies.SkipNonFinite()], False),

@@ -8,6 +8,7 @@ from absl.testing import parameterized
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.zoo import data
 from stable_train import errors
@@ -176,6 +177,7 @@ class ValidateInputsTest(tf.test.TestCase, parameterized.TestCase):
     # Written atomically: no temp folder left behind.
     self.assertEqual(os.listdir(os.path.join(model_dir, 'forensics')), ['step_1'])
 
+  @pytest.mark.slow
   def test_out_of_range_sparse_label_is_caught(self):
     labels_ds = tf.data.Dataset.from_tensor_slices(
         (np.ones((16, NUM_FEATURES), np.float32), np.array([1] * 8 + [1, 4] + [0] * 6, np.int32)))
@@ -201,6 +203,7 @@ class ValidateInputsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(labels.tolist(), [1, 4, 0, 0, 0, 0, 0, 0])
     self.assertEqual(report['inputs'][1]['labels_out_of_range'], 1)
 
+  @pytest.mark.slow
   def test_value_range(self):
     model_dir = self.get_temp_dir()
     trainer = _trainer(_model(), model_dir, [policies.ValidateInputs(value_range=(-100., 100.))])
@@ -217,6 +220,7 @@ class ForensicsTest(tf.test.TestCase, parameterized.TestCase):
       forensics.Forensics(recheck='yes')
 
   @parameterized.parameters(False, True)
+  @pytest.mark.slow
   def test_log_zero_named_at_variable_and_op_level(self, jit_compile):
     model_dir = self.get_temp_dir()
     trainer = _trainer(_model(SafeLog(name='safe_log')), model_dir, [forensics.Forensics()],
@@ -259,6 +263,7 @@ class ForensicsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(_records(model_dir), expected)
     self.assertLen(_events(model_dir, 'forensics'), len(expected))
 
+  @pytest.mark.slow
   def test_only_on_events(self):
     model_dir = self.get_temp_dir()
     trainer = _trainer(_model(), model_dir, [policies.ValidateInputs(),
@@ -290,6 +295,7 @@ class ForensicsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(int(policy.deterministic_faults.numpy()), 1)
     self.assertEqual(_records(model_dir), [])  # when='never': no deep record.
 
+  @pytest.mark.slow
   def test_stash_is_not_checkpointed(self):
     model_dir = self.get_temp_dir()
     trainer = _trainer(_model(), model_dir, [forensics.Forensics()])

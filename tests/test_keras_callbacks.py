@@ -23,6 +23,7 @@ from stable_train.policies import recovery
 from stable_train.policies import stopping
 from stable_train.trainer import trainer as trainer_lib
 import test_keras_fit  # pylint: disable=g-bad-import-order
+import pytest
 
 BATCH = 8
 FEATURES = 6
@@ -146,6 +147,7 @@ class RollbackTest(parameterized.TestCase, tf.test.TestCase):
 
   @parameterized.named_parameters(('memory', 'memory'), ('mirrored_disk', 'mirrored'),
                                   ('mixed_float16', 'mixed_float16'))
+  @pytest.mark.slow
   def test_to_the_start_restores_the_whole_untrained_convnet(self, mode):
     """3 steps train the BatchNorm + Dropout convnet, then a NaN streak: its 11th skip rolls back
     to the start checkpoint, every variable as it was before the first update."""
@@ -192,6 +194,7 @@ class RollbackTest(parameterized.TestCase, tf.test.TestCase):
 class AbortTest(tf.test.TestCase):
   test_session = None
 
+  @pytest.mark.slow
   def test_the_skip_streak_limit_raises_and_backup_and_restore_keeps_its_backup(self):
     # Linear: whether ReLU passes a NaN feature on to the loss depends on the CPU's kernel, and
     # with it the doctor's evidence; pinned, the NaN reaches the loss on every CPU.
@@ -251,6 +254,7 @@ class ReadCadenceTest(tf.test.TestCase):
 class EndedByAnErrorTest(tf.test.TestCase):
   test_session = None
 
+  @pytest.mark.slow
   def test_raise_mode_ends_the_fit_with_a_numerics_error_a_summary_and_the_lock_released(self):
     # In-graph (check_numerics aborts the train function) and on the host (XLA, where the op
     # does not raise): the same NumericsError, recorded as the Trainer records it.
@@ -272,6 +276,7 @@ class EndedByAnErrorTest(tf.test.TestCase):
         self.assertEqual(f.read(), '')  # Released cleanly: another process may train here.
       self.assertTrue(all(np.all(np.isfinite(w)) for w in _weights(model)))
 
+  @pytest.mark.slow
   def test_raise_mode_under_mirrored_strategy_leaves_the_convnet_as_before_the_step(self):
     # The faulty step's forward pass assigned the BatchNorm statistics (NaN here) and the seed
     # generators on both replicas: the raise comes after the skip put them back.
@@ -304,6 +309,7 @@ class EndedByAnErrorTest(tf.test.TestCase):
     self.assertEqual(callback.last_summary['status'], 'completed')
     self.assertEqual(int(model.optimizer.iterations.numpy()), 5)
 
+  @pytest.mark.slow
   def test_a_fit_an_exception_ends_leaves_the_model_dir_free_after_the_next(self):
     model = _model()
     guard = keras_fit.guard_fit(model)
@@ -330,6 +336,7 @@ class EndedByAnErrorTest(tf.test.TestCase):
 class ForensicsTest(tf.test.TestCase):
   test_session = None
 
+  @pytest.mark.slow
   def test_the_offending_batch_and_the_state_before_it_are_recorded(self):
     model = _model(activation='linear')  # The NaN feature reaches the loss on every CPU (no ReLU).
     guard = keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + [
@@ -360,6 +367,7 @@ class ForensicsTest(tf.test.TestCase):
 class KerasCallbacksTest(tf.test.TestCase):
   test_session = None
 
+  @pytest.mark.slow
   def test_model_checkpoint_early_stopping_tensorboard_and_reduce_lr_beside_the_guard(self):
     model = _model(lr=0.05)
     guard = keras_fit.guard_fit(model)
@@ -428,6 +436,7 @@ class FirstBatchChecksTest(tf.test.TestCase):
                        100 * summary['divergence']['label_rms'])
     self.assertLen(guard.first_batch()[0], 32)  # The run's first batch, all its 32 rows.
 
+  @pytest.mark.slow
   def test_bad_batches_are_not_a_divergence_and_the_fit_goes_on(self):
     _, summary, records = self._fit(keras.optimizers.Adam(1e-3), steps=200,
                                     poison_batches=list(range(100, 140)), poison_value=1e4)
@@ -461,6 +470,7 @@ class FirstBatchChecksTest(tf.test.TestCase):
                             callbacks=[callback, *callbacks])
     return model, callback, fit, os.path.join(model_dir, 'events.jsonl')
 
+  @pytest.mark.slow
   def test_a_collapse_found_by_the_last_read_ends_the_fit(self):
     backup = os.path.join(self.get_temp_dir(), 'backup')
     model, callback, fit, records = self._collapse(
@@ -485,6 +495,7 @@ class FirstBatchChecksTest(tf.test.TestCase):
     self.assertEqual(callback.last_summary['status'], 'diverged')
     self.assertLessEqual(callback.last_summary['global_step'], 10)
 
+  @pytest.mark.slow
   def test_a_rollback_by_the_last_read_is_reported_not_called_a_rescue(self):
     _, callback, fit, records = self._collapse(extra=[recovery.Rollback()])
     fit()

@@ -17,6 +17,7 @@ from stable_train.policies import basic as policies
 from stable_train.policies import precision
 from stable_train.trainer import trainer as trainer_lib
 import test_state  # pylint: disable=g-bad-import-order
+import pytest
 
 # The zoo of real models is test_state's (one place); its subclassed model is left unbuilt here,
 # so that fit builds it (the guard's set-up waits for the first trace).
@@ -94,6 +95,7 @@ class HealthyRunTest(TestCase):
       ('one_device', {}),
       ('steps_per_execution_xla', dict(steps_per_execution=4, jit_compile=True)),
       ('mirrored', dict(strategy='mirrored')), ('mixed_float16', dict(precision='mixed_float16')))
+  @pytest.mark.slow
   def test_convnet_bit_identical_to_plain_fit(self, mode):
     mode = dict(mode)
     fp16 = mode.pop('precision', None) == 'mixed_float16'
@@ -170,23 +172,27 @@ class SkippedStepChangesNothingTest(TestCase):
     self.assertTrue(any(not np.array_equal(before[i][0], moved[i][0]) for i in forward))
 
   @parameterized.named_parameters(*[(k, k) for k in ZOO])
+  @pytest.mark.slow
   def test_zoo_at_three_steps_per_execution(self, kind):
     model = compiled(kind, steps_per_execution=3)
     keras_fit.guard_fit(model)
     self._check(model, kind)
 
   @parameterized.named_parameters(('convnet_bn', 'convnet_bn'), ('transformer', 'transformer'))
+  @pytest.mark.slow
   def test_xla(self, kind):
     model = compiled(kind, jit_compile=True)
     keras_fit.guard_fit(model)
     self._check(model, kind)
 
+  @pytest.mark.slow
   def test_convnet_mirrored_with_a_nan_input(self):
     model = compiled('convnet_bn', strategy=mirrored())
     keras_fit.guard_fit(model,
                         policies=trainer_lib.default_policies() + [policies.ValidateInputs()])
     self._check(model, 'convnet_bn', nan_pixels=[0])
 
+  @pytest.mark.slow
   def test_convnet_mirrored_with_a_nan_loss_on_the_second_replica_only(self):
     # The first replica's own loss and gradients are finite: the aggregated verdict skips both,
     # and both put back what their forward pass assigned.
@@ -194,6 +200,7 @@ class SkippedStepChangesNothingTest(TestCase):
     keras_fit.guard_fit(model)
     self._check(model, 'convnet_bn', nan_weights=[0], nan_row=BATCH - 1)
 
+  @pytest.mark.slow
   def test_convnet_mixed_float16_through_the_loss_scale_optimizer(self):
     precision.set_precision('mixed_float16')
     model = compiled('convnet_bn', steps_per_execution=2)
@@ -223,6 +230,7 @@ class SkippedStepChangesNothingTest(TestCase):
                          [s for i, s in enumerate(after) if i not in scale_index], 'an overflow')
     self.assertEqual(int(guard.state.overflow_steps.numpy()), 1)
 
+  @pytest.mark.slow
   def test_a_nan_batch_mid_execution_trains_like_no_such_batch(self):
     """[0, 1, 2, NaN, 3, 4] at 3 steps per execution ends exactly like [0, 1, 2, 3, 4]: the
     dropout seeds and BatchNorm statistics of the skipped step are put back, and class weights
@@ -242,6 +250,7 @@ class SkippedStepChangesNothingTest(TestCase):
       states.append(whole_state(model))
     self.assertSameState(states[0], states[1], 'a run with a skipped batch vs one without it')
 
+  @pytest.mark.slow
   def test_a_skip_puts_the_global_generators_back(self):
     """[ok, NaN, ok, ok] trains exactly like [ok, ok, ok] with a layer that draws from Keras's
     global generator (keras.random.* without a seed)."""
@@ -265,6 +274,7 @@ class SkippedStepChangesNothingTest(TestCase):
 
 class TwoOutputsTest(TestCase):
 
+  @pytest.mark.slow
   def test_a_skipped_batch_enters_neither_output_loss(self):
     """A model with two outputs and two weighted losses: Keras updates each loss's mean in
     `compute_loss`, before the verdict. [0, 1, NaN, 2, 3] guarded ends as plain fit of
@@ -301,6 +311,7 @@ class TwoOutputsTest(TestCase):
 
 class SampleWeightsTest(TestCase):
 
+  @pytest.mark.slow
   def test_sample_weights_train_as_plain_fit_and_a_nan_weight_is_skipped(self):
     x, y, w = arrays('convnet_bn', num_batches=4)
     states = []
@@ -377,6 +388,7 @@ class GuardArgumentsTest(TestCase):
     self.assertEqual(int(clip.count.numpy()), 0)  # The first guard's step is gone.
 
 
+  @pytest.mark.slow
   def test_a_guard_after_a_fit_guards_the_next_fit(self):
     """fit caches its train function: a guard after a plain fit, or a second guard after a
     guarded fit, would otherwise leave the old step running and its own reports empty."""

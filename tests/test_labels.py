@@ -4,6 +4,7 @@ label out of range on the zoo's models, and labels that would broadcast are refu
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train import errors
 from stable_train.runfiles import events
@@ -118,6 +119,7 @@ class DefaultStackTest(tf.test.TestCase):
     return trainer_lib.Trainer(model=make_model(), optimizer=keras.optimizers.Adam(1e-2),
                                loss=SPARSE, model_dir=model_dir, log_every=100)
 
+  @pytest.mark.slow
   def test_the_zoo_survives_one_bad_label_with_its_state_bit_identical(self):
     for name, make_model, make_data in ZOO:
       with self.subTest(model=name):
@@ -150,6 +152,7 @@ class DefaultStackTest(tf.test.TestCase):
     summary = t.fit(bad.skip(1).take(2), num_steps=5)  # Good batches train again.
     self.assertEqual((summary['applied_steps'], summary['skipped_steps']), (4, 1))
 
+  @pytest.mark.slow
   def test_a_healthy_run_is_bit_identical_with_the_check_and_without(self):
     class Unchecked(trainer_lib.Trainer):
       def forward(self, features, training):  # Its own forward: the labels are not checked.
@@ -167,6 +170,7 @@ class DefaultStackTest(tf.test.TestCase):
     for checked, unchecked in zip(runs[0][1], runs[1][1]):
       self.assertAllEqual(checked, unchecked)
 
+  @pytest.mark.slow
   def test_one_hot_labels_and_regression_are_not_checked(self):
     x, y = _features()
     one_hot = tf.data.Dataset.from_tensor_slices((x, np.eye(4, dtype=np.float32)[y])).batch(8)

@@ -6,6 +6,7 @@ import os
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.zoo import data
 from stable_train import errors
@@ -111,6 +112,7 @@ class OutlierSkipUnitTest(tf.test.TestCase):
 
 class OutlierSkipRunTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_a_corrupt_stretch_is_skipped_and_quarantined(self):
     model_dir = self.get_temp_dir() + '/stretch'
     corrupt = list(range(60, 80))
@@ -126,6 +128,7 @@ class OutlierSkipRunTest(tf.test.TestCase):
     self.assertLess(summary['final_loss'], 3 * clean['final_loss'] + 0.05)
     self.assertEqual(summary['diagnosis']['cause'], 'bad_input')
 
+  @pytest.mark.slow
   def test_resume_is_bit_exact_over_the_whole_state(self):
     # Straight through, and stopped at step 60 then resumed by a fresh Trainer: every model,
     # optimizer and policy variable (the window included) ends bit-identical, on a BatchNorm +

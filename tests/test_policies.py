@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.zoo import data
 from stable_train import errors
@@ -114,6 +115,7 @@ class CheckNumericsTest(tf.test.TestCase):
       self.assertIsNone(p.execute(decision, None))
     self.assertIn('dense/kernel', logs.output[0])
 
+  @pytest.mark.slow
   def test_only_raise_mode_has_the_loop_return_the_report(self):
     # In 'flag' mode `end_step` never acts: the traced step returns its packed row alone (the
     # report dict's fields would be outputs an XLA step pays for).

@@ -5,6 +5,7 @@ import gin
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.zoo import data
 from stable_train import errors
@@ -109,6 +110,7 @@ class MixedFloat16Test(PrecisionTestCase):
     self.assertEqual(float(trainer.loss_scale.scale.numpy()), 2.0**16)  # Grown once.
     self.assertEqual(int(trainer.loss_scale.good_steps.numpy()), 0)
 
+  @pytest.mark.slow
   def test_loss_scale_added_and_trains_like_float32(self):
     # Plain SGD: an update is as large as the gradient (Adam would hide a wrong gradient scale).
     reference = _trainer(optimizer=keras.optimizers.SGD(0.02))
@@ -161,6 +163,7 @@ class MixedFloat16Test(PrecisionTestCase):
     self.assertIn('consecutive non-finite steps', summary['reason'])
     self.assertEqual(summary['overflow_skips'], 0)
 
+  @pytest.mark.slow
   def test_scale_is_checkpointed(self):
     precision.set_precision('mixed_float16')
     model_dir = self.get_temp_dir()
@@ -175,6 +178,7 @@ class MixedFloat16Test(PrecisionTestCase):
 
 class MixedRegularizedTest(PrecisionTestCase):
 
+  @pytest.mark.slow
   def test_regularized_model_trains_under_mixed_precision(self):
     for policy in ('mixed_float16', 'mixed_bfloat16'):
       precision.set_precision(policy)

@@ -7,6 +7,7 @@ import sys
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import checkpointing
 from stable_train.policies import clipping
@@ -120,6 +121,7 @@ class RollbackTest(tf.test.TestCase):
     self.assertAllClose(t.lr_control.current(), 0.005)
     self.assertEqual(read(model_dir, 'abort'), [])
 
+  @pytest.mark.slow
   def test_checkpoints_soon_after_a_rollback_are_not_good(self):
     # The restore brings back last_fault_step from the checkpoint (where it predates the fault):
     # the fault mark must survive it, or the next checkpoint is a "good" rollback target.
@@ -445,6 +447,7 @@ class LossSpikeTest(tf.test.TestCase):
     floor = recovery.LossSpike(window=16, warmup=8, min_ratio=1.5, metrics=('loss',))
     self.assertIsNone(floor.decide(_reports(calm + [1.2e-6]), None))
 
+  @pytest.mark.slow
   def test_no_trigger_on_a_long_clean_run_of_a_model_that_converges_near_zero(self):
     summary, loops = _clean_run(seed=0, num_steps=2500, detector=recovery.LossSpike())
     self.assertEqual(summary['status'], 'completed')  # A trigger without Rollback aborts.

@@ -8,6 +8,7 @@ import gin
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.app import cli
 from stable_train.app import configurables  # pylint: disable=unused-import
@@ -58,6 +59,7 @@ class ReplayTest(tf.test.TestCase):
     gin.clear_config()
     return os.path.join(model_dir, 'forensics', 'step_1')
 
+  @pytest.mark.slow
   def test_replay_reproduces_and_reports(self):
     record = self._record()
     recorded, _ = forensics.read_record(record)
@@ -89,6 +91,7 @@ class ReplayTest(tf.test.TestCase):
     self.assertEqual(done.returncode, 1, done.stderr[-2000:])
     self.assertIn('NOT REPRODUCED', done.stdout)
 
+  @pytest.mark.slow
   def test_a_record_of_a_run_with_fault_injection_replays(self):
     # The run's operative_config.gin binds Trainer.faults: the replay builds that Trainer, and
     # the plan's loss seam stays a no-op (unbound): a replay never injects.
@@ -109,6 +112,7 @@ class ReplayTest(tf.test.TestCase):
     self.assertIn('REPRODUCED', done.stdout)
     self.assertNotIn('Traceback', done.stderr)
 
+  @pytest.mark.slow
   def test_a_record_in_a_form_it_did_not_write_is_one_line(self):
     record = self._record()
     with open(os.path.join(record, forensics.REPORT_JSON), 'w') as f:
@@ -120,6 +124,7 @@ class ReplayTest(tf.test.TestCase):
     self.assertIn('is not a readable forensics record', done.stderr.strip().splitlines()[-1])
     self.assertNotIn('Traceback', done.stderr)
 
+  @pytest.mark.slow
   def test_a_label_out_of_range_is_recorded_and_replayed_by_the_default_stack(self):
     model_dir = self.get_temp_dir() + '/label'
     t = trainer_lib.Trainer(
@@ -142,6 +147,7 @@ class ReplayTest(tf.test.TestCase):
     self.assertTrue(result.reproduced)  # The batch fails the labels' check again, no crash.
     self.assertEqual(result.report['offending_tensor'], 'input labels')
 
+  @pytest.mark.slow
   def test_usage_errors_exit_2_in_one_line(self):
     missing = os.path.join(self.get_temp_dir(), 'nope')
     for args, needle in (([], '--forensics_dir is required'),

@@ -12,6 +12,7 @@ from absl.testing import parameterized
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import checkpointing
 from stable_train import errors
@@ -157,18 +158,22 @@ class SkippedStepChangesNothingTest(TestCase):
       self.assertIn(nan_batch + 1 + 2 * steps_per_loop, steps)
 
   @parameterized.named_parameters(*[(k, k) for k in ZOO])
+  @pytest.mark.slow
   def test_zoo_one_device(self, kind):
     self._check(_make(kind, model_dir=tempfile.mkdtemp(dir=self.get_temp_dir()),
                       checkpoint_every=1), kind)
 
+  @pytest.mark.slow
   def test_convnet_steps_per_loop(self):
     self._check(_make('convnet_bn', steps_per_loop=4), 'convnet_bn', steps_per_loop=4)
 
   @parameterized.named_parameters(('convnet_bn', 'convnet_bn'), ('transformer', 'transformer'))
+  @pytest.mark.slow
   def test_xla(self, kind):
     self._check(_make(kind, jit_compile=True), kind)
 
   @parameterized.named_parameters(('convnet_bn', 'convnet_bn'), ('transformer', 'transformer'))
+  @pytest.mark.slow
   def test_xla_with_the_tree_norm(self, kind):
     # Under XLA, gradients above 2 * TREE_WIDTH elements get their sum of squares as a tree of
     # row adds; the zoo's are smaller than the default width, so it is narrowed here to put
@@ -178,6 +183,7 @@ class SkippedStepChangesNothingTest(TestCase):
       self.assertTrue(any(v.shape.num_elements() > 32 for v in trainer.model.trainable_variables))
       self._check(trainer, kind)
 
+  @pytest.mark.slow
   def test_convnet_mirrored(self):
     # ReductionToOneDevice: collective instance keys of the MirroredStrategy objects of earlier
     # tests in this process would collide with this one's (BUILD_NOTES, traps).
@@ -185,6 +191,7 @@ class SkippedStepChangesNothingTest(TestCase):
         ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
     self._check(_make('convnet_bn', strategy=strategy), 'convnet_bn')
 
+  @pytest.mark.slow
   def test_forensics_rerun_leaves_state_alone(self):
     model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
     trainer = _make('convnet_bn', model_dir=model_dir,
@@ -211,6 +218,7 @@ class SkippedStepChangesNothingTest(TestCase):
 
 class MixedPrecisionOverflowTest(TestCase):
 
+  @pytest.mark.slow
   def test_an_fp16_overflow_skip_leaves_the_convnet_state_alone(self):
     """The overflow skip on a model with BatchNorm statistics and a dropout seed state."""
     precision.set_precision('mixed_float16')
@@ -240,6 +248,7 @@ class GlobalNoise(keras.layers.Layer):
 
 class GlobalGeneratorsTest(TestCase):
 
+  @pytest.mark.slow
   def test_a_skip_puts_the_global_generators_back(self):
     """[ok, NaN, ok, ok] must train exactly like [ok, ok, ok] when a layer draws from the
     process-wide Keras generator."""
@@ -267,6 +276,7 @@ class GlobalGeneratorsTest(TestCase):
 
 class FiniteCheckpointsTest(TestCase):
 
+  @pytest.mark.slow
   def test_nan_batch_mid_run_then_finite_checkpoints(self):
     model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
     trainer = _make('convnet_bn', model_dir=model_dir, checkpoint_every=2)
@@ -364,6 +374,7 @@ class StopAtSix(ScaledLossTrainer):
 
 class ResumeRandomnessTest(TestCase):
 
+  @pytest.mark.slow
   def test_sigterm_and_resume_of_a_dropout_model_equals_uninterrupted(self):
     data = _zoo_data('convnet_bn', num_batches=14)
     reference = _make('convnet_bn')
@@ -436,6 +447,7 @@ class InMemoryRollbackTest(TestCase):
     return trainer, summary
 
   @parameterized.named_parameters(('convnet_bn', 'convnet_bn'), ('mlp', 'mlp'))
+  @pytest.mark.slow
   def test_a_rollback_from_memory_equals_one_from_disk(self, kind):
     memory, summary = self._run(kind, from_disk=False)
     disk, disk_summary = self._run(kind, from_disk=True)
@@ -471,6 +483,7 @@ class NamedTupleTrainer(trainer_lib.Trainer):
 
 class NamedTupleBatchTest(TestCase):
 
+  @pytest.mark.slow
   def test_namedtuple_batch_through_step_validation_and_forensics(self):
     rng = np.random.RandomState(0)
     x = rng.normal(size=(4 * BATCH, 4)).astype(np.float32)

@@ -7,6 +7,7 @@ import os
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import checkpointing
 from stable_train import errors
@@ -149,6 +150,7 @@ class DecideEvalTest(tf.test.TestCase):
 
 class EarlyStoppingFitTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_stops_cleanly_and_marks_the_best_checkpoint(self):
     model_dir = self.get_temp_dir() + '/stop'
     # max_checkpoints=1, keep_good=1: rotation would drop the step-4 checkpoint but for its mark.
@@ -184,6 +186,7 @@ class EarlyStoppingFitTest(tf.test.TestCase):
     saves = [(e['step'], e['reason']) for e in records if e['event'] == 'checkpoint']
     self.assertEqual(saves, [(2, 'best'), (4, 'best'), (10, 'end')])
 
+  @pytest.mark.slow
   def test_a_resumed_run_goes_on_counting(self):
     model_dir = self.get_temp_dir() + '/resume'
     first = make_trainer(model_dir, LOSSES)
@@ -197,6 +200,7 @@ class EarlyStoppingFitTest(tf.test.TestCase):
     self.assertEqual((summary['status'], summary['global_step']), ('stopped_early', 10))
     self.assertEqual(summary['early_stopping']['best_step'], 4)
 
+  @pytest.mark.slow
   def test_the_same_run_started_again_after_an_early_stop_trains_no_more(self):
     model_dir = self.get_temp_dir() + '/again'
     first = make_trainer(model_dir, LOSSES)
@@ -219,6 +223,7 @@ class EarlyStoppingFitTest(tf.test.TestCase):
     self.assertEqual((summary['status'], summary['global_step']), ('completed', 12))
     self.assertEqual(summary['early_stopping']['best_step'], 12)
 
+  @pytest.mark.slow
   def test_best_checkpoint_alone_marks_and_never_stops(self):
     model_dir = self.get_temp_dir() + '/best'
     t = make_trainer(model_dir, LOSSES, stopping.BestCheckpoint(), checkpoint_every=4)

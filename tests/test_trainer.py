@@ -8,6 +8,7 @@ from absl.testing import parameterized
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.runfiles import checkpointing
 from stable_train import errors
@@ -146,6 +147,7 @@ class ValidationTest(tf.test.TestCase):
       make_trainer(policies_=[clip, policies.SkipNonFinite(), policies.SkipNonFinite()])
     make_trainer(policies_=[clip])
 
+  @pytest.mark.slow
   def test_an_empty_dataset_is_named(self):
     # The library trains nothing and says so (the CLI makes it exit 2); `fit(ds.take(0))` is
     # also how tests build everything without a step.
@@ -161,6 +163,7 @@ class ValidationTest(tf.test.TestCase):
                           loss=keras.losses.MeanSquaredError(), model_dir=None).fit(
                               empty, num_steps=5)
 
+  @pytest.mark.slow
   def test_a_changed_batch_size_is_named(self):
     model_dir = self.get_temp_dir()
     batched = lambda size: make_data().unbatch().batch(size, drop_remainder=True)  # Static shapes.
@@ -205,6 +208,7 @@ class ValidationTest(tf.test.TestCase):
 class SkipTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(('graph', False), ('xla', True))
+  @pytest.mark.slow
   def test_skipped_step_leaves_model_and_optimizer_bit_identical(self, jit):
     t = make_trainer(jit=jit)
     t.fit(make_data(num_batches=3), num_steps=3)  # Adam slots and iterations now non-zero.
@@ -267,6 +271,7 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
                                      'first non-finite gradient of net/dense_0/kernel')
 
   @parameterized.named_parameters(('graph', False), ('xla', True))
+  @pytest.mark.slow
   def test_huge_but_finite_gradients_are_clipped_not_skipped(self, jit):
     huge = lambda y, p: 1e25 * tf.reduce_mean(tf.square(y - p))
     t = make_trainer(loss=huge, jit=jit, lr=1e-3)
@@ -301,6 +306,7 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
 class CheckNumericsRaiseTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(('graph', False), ('xla', True))
+  @pytest.mark.slow
   def test_raise_mode_stops_with_named_tensor(self, jit):
     # The loss stays finite (ZeroNaN): the one non-finite tensor is dense_0's kernel gradient.
     model_dir = self.get_temp_dir()
@@ -322,6 +328,7 @@ class CheckNumericsRaiseTest(tf.test.TestCase, parameterized.TestCase):
 
 class LoopTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_steps_per_loop_gives_the_same_result(self):
     results = []
     for k in (1, 4):
@@ -398,6 +405,7 @@ class SubclassTest(tf.test.TestCase):
 
 class CheckpointTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_resume_continues_at_the_right_step_with_the_right_batch(self):
     data = make_data(num_batches=40)
     straight = make_trainer(steps_per_loop=2)
@@ -422,6 +430,7 @@ class CheckpointTest(tf.test.TestCase):
     third = make_trainer(model_dir=model_dir)
     self.assertEqual(third.fit(data, num_steps=15)['steps_this_run'], 0)
 
+  @pytest.mark.slow
   def test_checkpoints_hold_the_data_position_not_the_iterator(self):
     data = make_data(num_batches=40).cache()
     straight = make_trainer(steps_per_loop=2)
@@ -474,6 +483,7 @@ class CheckpointTest(tf.test.TestCase):
     self.assertEqual(summary['steps_this_run'], 0)
     self.assertTrue(all(np.isfinite(v).all() for v in state(fresh).values()))
 
+  @pytest.mark.slow
   def test_a_checkpoint_of_another_model_is_refused_clearly(self):
     model_dir = self.get_temp_dir()
     make_trainer(model_dir=model_dir).fit(make_data(num_batches=2), num_steps=2)
@@ -487,6 +497,7 @@ class CheckpointTest(tf.test.TestCase):
     log = events.read_events(os.path.join(model_dir, 'events.jsonl'))
     self.assertEqual(log[-1]['event'], 'checkpoint_corrupt')
 
+  @pytest.mark.slow
   def test_a_manifest_without_its_files_is_an_error_not_a_fresh_start(self):
     model_dir = self.get_temp_dir()
     make_trainer(model_dir=model_dir).fit(make_data(num_batches=2), num_steps=2)
@@ -497,6 +508,7 @@ class CheckpointTest(tf.test.TestCase):
     with self.assertRaisesRegex(errors.CheckpointError, 'none of their files'):
       make_trainer(model_dir=model_dir).fit(make_data(num_batches=2), num_steps=4)
 
+  @pytest.mark.slow
   def test_a_resume_takes_changed_clip_norm_and_learning_rate(self):
     model_dir = self.get_temp_dir()
     first = trainer_lib.Trainer(
@@ -519,6 +531,7 @@ class CheckpointTest(tf.test.TestCase):
       self.assertAllClose(after, 0.5)
       self.assertAllClose(rate, 0.01)  # ...and the new learning rate.
 
+  @pytest.mark.slow
   def test_policy_state_is_checkpointed(self):
     model_dir = self.get_temp_dir()
     t = make_trainer(model_dir=model_dir)
@@ -544,6 +557,7 @@ class StopAtSeven(trainer_lib.Trainer):
 
 class EpochsTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_num_epochs_passes_over_the_finite_dataset_and_names_the_epoch(self):
     data = make_data(num_batches=5)
     reference = make_trainer()
@@ -577,6 +591,7 @@ class EpochsTest(tf.test.TestCase):
     self.assertEqual((summary['status'], summary['global_step'], summary['steps_per_epoch']),
                      ('completed', 12, 6))
 
+  @pytest.mark.slow
   def test_a_resume_mid_epoch_goes_on_at_the_same_position(self):
     data = make_data(num_batches=5)
     reference = make_trainer()
@@ -658,6 +673,7 @@ class MetricsTest(tf.test.TestCase, parameterized.TestCase):
         tags.update(v.tag for v in event.summary.value)
     self.assertIn('metrics/samples', tags)
 
+  @pytest.mark.slow
   def test_the_open_window_is_the_summary_and_resume_is_unaffected(self):
     model_dir = self.get_temp_dir() + '/resume'
     t = make_trainer(model_dir, log_every=4, checkpoint_every=2, metrics=[CountSamples()])

@@ -3,10 +3,12 @@ Trainer arguments is tested through the Trainer, in test_trainer.py)."""
 
 import numpy as np
 import tensorflow as tf
+import pytest
 
 
 class VerboseTest(tf.test.TestCase):
 
+  @pytest.mark.slow
   def test_verbose_false_writes_no_progress_lines(self):
     import keras  # pylint: disable=g-import-not-at-top
     from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
@@ -48,6 +50,7 @@ class VerboseTest(tf.test.TestCase):
       logger.handlers = []
       logger.propagate = True
 
+  @pytest.mark.slow
   def test_each_progress_line_is_printed_once_by_a_plain_library_caller(self):
     import os  # pylint: disable=g-import-not-at-top
     import subprocess  # pylint: disable=g-import-not-at-top
