@@ -19,10 +19,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import keras  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
 from stable_train.runtime import distribute  # pylint: disable=g-import-not-at-top
-from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 
 
 def ms_per_step(strategy, steps, batch_size, repeats):

@@ -36,14 +36,14 @@ import keras  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+from stable_train.core import losses  # pylint: disable=g-import-not-at-top
 from stable_train.doctor import doctor  # pylint: disable=g-import-not-at-top
 from stable_train.forensics import forensics  # pylint: disable=g-import-not-at-top
-from stable_train.core import losses  # pylint: disable=g-import-not-at-top
-from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 from stable_train.policies import precision as precision_lib  # pylint: disable=g-import-not-at-top
-from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 from stable_train.testing import faults as faults_lib  # pylint: disable=g-import-not-at-top
+from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 
 F, C = 32, 8  # Features and classes of the small tasks.
 

@@ -31,15 +31,15 @@ import keras  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+from stable_train.core import losses  # pylint: disable=g-import-not-at-top
 from stable_train import errors  # pylint: disable=g-import-not-at-top
 from stable_train.keras import fit as keras_fit  # pylint: disable=g-import-not-at-top
-from stable_train.core import losses  # pylint: disable=g-import-not-at-top
-from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 from stable_train.policies import outliers  # pylint: disable=g-import-not-at-top
 from stable_train.policies import precision  # pylint: disable=g-import-not-at-top
 from stable_train.policies import recovery  # pylint: disable=g-import-not-at-top
 from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 
 FEATURES = 64
 REGRESSION = dict(num_features=FEATURES, num_examples=2048)

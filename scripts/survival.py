@@ -29,11 +29,11 @@ import keras  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
-from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 from stable_train.policies import precision as precision_lib  # pylint: disable=g-import-not-at-top
 from stable_train.policies import recovery  # pylint: disable=g-import-not-at-top
 from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
+from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 
 WAYS = ('keras', 'default', 'rollback')
 ARCHS = {

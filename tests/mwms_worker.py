@@ -15,10 +15,10 @@ import keras  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from stable_train.runtime import distribute  # pylint: disable=g-import-not-at-top
-from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 from stable_train.policies import basic as policies  # pylint: disable=g-import-not-at-top
+from stable_train.runtime import distribute  # pylint: disable=g-import-not-at-top
 from stable_train.trainer import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
 
 GLOBAL_BATCH = 8
 POISON_BATCH, POISON_ROW = 2, 6  # Row 6 of a global batch of 8 lies in worker 1's half.

@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.runfiles import checkpointing
-from stable_train import errors
 from stable_train.core import state
+from stable_train import errors
+from stable_train.runfiles import checkpointing
 
 
 class KeeperTest(tf.test.TestCase):

@@ -14,8 +14,8 @@ from absl.testing import flagsaver
 import tensorflow as tf
 import pytest
 
-from stable_train.runfiles import checkpointing
 from stable_train.app import cli
+from stable_train.runfiles import checkpointing
 from stable_train.runfiles import events
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,14 +9,14 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.policies import clipping
-from stable_train.zoo import data
-from stable_train import errors
 from stable_train.core import losses
-from stable_train.zoo import models
 from stable_train.core import numerics
+from stable_train import errors
 from stable_train.policies import basic as policies
+from stable_train.policies import clipping
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.zoo import models
 
 
 def stats_for(grads, xla=False):

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from stable_train.runfiles import checkpointing
-from stable_train.policies import diagnostics
-from stable_train import errors
-from stable_train.runfiles import events
-from stable_train.forensics import forensics
 from stable_train.core import interfaces
+from stable_train import errors
+from stable_train.forensics import forensics
 from stable_train.policies import basic as policies
+from stable_train.policies import diagnostics
 from stable_train.policies import recovery
-from stable_train.trainer import trainer as trainer_lib
+from stable_train.runfiles import checkpointing
+from stable_train.runfiles import events
 from stable_train.testing import faults
+from stable_train.trainer import trainer as trainer_lib
 
 FEATURES = 8
 

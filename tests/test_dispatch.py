@@ -3,8 +3,8 @@ test_controller.py)."""
 
 import tensorflow as tf
 
-from stable_train.runtime import dispatch
 from stable_train.core import interfaces
+from stable_train.runtime import dispatch
 
 
 class _Handler(interfaces.Policy):

@@ -12,11 +12,11 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.runtime import distribute
 from stable_train import errors
-from stable_train.zoo import models
 from stable_train.policies import basic as policies
+from stable_train.runtime import distribute
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import models
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BATCH = 8  # Global batch: 4 rows per replica on two replicas.

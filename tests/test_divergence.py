@@ -11,15 +11,15 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.runfiles import checkpointing
-from stable_train.zoo import data
-from stable_train.policies import divergence
-from stable_train import errors
-from stable_train.runfiles import events
 from stable_train.core import interfaces
-from stable_train.zoo import models
+from stable_train import errors
+from stable_train.policies import divergence
 from stable_train.policies import recovery
+from stable_train.runfiles import checkpointing
+from stable_train.runfiles import events
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.zoo import models
 
 FEATURES = 16
 

@@ -9,12 +9,12 @@ import os
 import keras
 import tensorflow as tf
 
-from stable_train.zoo import data
 from stable_train.doctor import doctor
-from stable_train.runfiles import events as events_lib
-from stable_train.zoo import models
 from stable_train.policies import basic as policies
+from stable_train.runfiles import events as events_lib
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.zoo import models
 
 FEATURES = 16
 

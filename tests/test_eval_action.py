@@ -9,11 +9,11 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.runfiles import events
-from stable_train.zoo import models
 from stable_train.policies import stopping
-from stable_train.trainer import trainer as trainer_lib
+from stable_train.runfiles import events
 from stable_train.testing import faults as faults_lib
+from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import models
 
 
 def _data(seed, n=64):

@@ -8,13 +8,13 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.zoo import data
 from stable_train import errors
-from stable_train.runtime.actions import eval_action
 from stable_train.runfiles import events
+from stable_train.runtime.actions import eval_action
 from stable_train.runtime import evaluation
-from stable_train.zoo import models
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.zoo import models
 
 
 def images(num_examples=32, seed=0, repeat=False):

@@ -16,11 +16,11 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.zoo import data
-from stable_train import errors
 from stable_train.app import export
-from stable_train.zoo import models
+from stable_train import errors
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.zoo import models
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')

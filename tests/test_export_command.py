@@ -10,10 +10,10 @@ import keras
 import tensorflow as tf
 import pytest
 
-from stable_train.zoo import data
 from stable_train.app import export_command
-from stable_train.zoo import models
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.zoo import models
 
 
 def run(*argv):

@@ -9,11 +9,11 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import errors
-from stable_train.runfiles import events
 from stable_train.forensics import forensics
 from stable_train.policies import basic as policies
-from stable_train.trainer import trainer as trainer_lib
+from stable_train.runfiles import events
 from stable_train.testing import faults
+from stable_train.trainer import trainer as trainer_lib
 
 FEATURES = 8
 

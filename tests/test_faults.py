@@ -36,8 +36,8 @@ CRASH_RUNNER = r'''
 import os, sys
 mode = sys.argv.pop(1)
 import tensorflow as tf
-from stable_train.runfiles import checkpointing
 from stable_train.app import cli
+from stable_train.runfiles import checkpointing
 calls = []
 if mode == 'die_before_commit':
   write_manifest = checkpointing.CheckpointKeeper._write_manifest

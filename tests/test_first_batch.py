@@ -10,12 +10,12 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.policies import diagnostics
-from stable_train.policies import divergence
 from stable_train.keras import first_batch
 from stable_train.keras import fit as keras_fit
-from stable_train.zoo import models
 from stable_train.policies import basic as policies
+from stable_train.policies import diagnostics
+from stable_train.policies import divergence
+from stable_train.zoo import models
 
 FEATURES = 6
 

@@ -10,14 +10,14 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.zoo import data
-from stable_train import errors
-from stable_train.runfiles import events as events_lib
-from stable_train.forensics import forensics
 from stable_train.core import losses
-from stable_train.policies import basic as policies
+from stable_train import errors
+from stable_train.forensics import forensics
 from stable_train.forensics import provenance
+from stable_train.policies import basic as policies
+from stable_train.runfiles import events as events_lib
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
 
 NUM_FEATURES = 8
 

@@ -5,11 +5,11 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
+from stable_train.core import guard
 from stable_train.core import interfaces
 from stable_train.core import numerics
-from stable_train.policies import basic as policies
-from stable_train.core import guard
 from stable_train.core import reports
+from stable_train.policies import basic as policies
 
 
 class Scale(interfaces.Policy):

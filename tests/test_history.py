@@ -3,8 +3,8 @@
 import numpy as np
 import tensorflow as tf
 
-from stable_train.runtime import history
 from stable_train.core import interfaces
+from stable_train.runtime import history
 
 
 def loop(first, n, skipped=(), overflow=()):

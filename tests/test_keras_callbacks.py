@@ -11,17 +11,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train.zoo import data
 from stable_train import errors
-from stable_train.runfiles import events
 from stable_train.forensics import forensics
 from stable_train.keras import fit as keras_fit
-from stable_train.zoo import models
 from stable_train.policies import basic as policies
 from stable_train.policies import precision
 from stable_train.policies import recovery
 from stable_train.policies import stopping
+from stable_train.runfiles import events
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.zoo import models
 import test_keras_fit  # pylint: disable=g-bad-import-order
 import pytest
 

@@ -5,11 +5,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train import errors
 from stable_train.core import keras_parts
-from stable_train.zoo import models
+from stable_train import errors
 from stable_train.policies import precision
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import models
 
 CLASSES = 3
 

@@ -6,13 +6,13 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train import errors
-from stable_train.runfiles import events
 from stable_train.core import labels
 from stable_train.core import losses
-from stable_train.zoo import models
+from stable_train import errors
 from stable_train.policies import precision
+from stable_train.runfiles import events
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import models
 
 SPARSE = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

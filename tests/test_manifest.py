@@ -5,8 +5,8 @@ import os
 
 import tensorflow as tf
 
-from stable_train import errors
 from stable_train.app import export
+from stable_train import errors
 from stable_train.runfiles import manifest
 
 

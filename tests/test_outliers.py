@@ -8,14 +8,14 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.zoo import data
 from stable_train import errors
-from stable_train.runfiles import events
-from stable_train.zoo import models
 from stable_train.policies import outliers
 from stable_train.policies import recovery
-from stable_train.trainer import trainer as trainer_lib
+from stable_train.runfiles import events
 from stable_train.testing import faults as faults_lib
+from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.zoo import models
 
 FEATURES = 16
 

@@ -12,11 +12,11 @@ import pytest
 
 from stable_train.app import cli
 from stable_train.app import configurables  # pylint: disable=unused-import
-from stable_train.forensics import forensics
-from stable_train.core import losses
-from stable_train.zoo import models
 from stable_train.app import replay
+from stable_train.core import losses
+from stable_train.forensics import forensics
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'scripts', 'replay.py')

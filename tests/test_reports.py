@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 from stable_train.core import interfaces
-from stable_train.forensics import provenance
 from stable_train.core import reports
+from stable_train.forensics import provenance
 
 VARIABLES = ['net/dense_0/kernel', 'net/dense_0/bias', 'net/dense_1/kernel']
 INPUTS = ['features', 'labels']

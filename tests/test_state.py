@@ -3,6 +3,7 @@ statistics, dropout and attention seed states, optimizer slots), checkpoints sta
 resume continues the random stream, a run that cannot checkpoint is not "completed"."""
 
 import collections
+import dataclasses
 import os
 import signal
 import tempfile
@@ -14,17 +15,17 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.runfiles import checkpointing
+from stable_train.core import losses
+from stable_train.core import numerics
+from stable_train.core import state as state_lib
 from stable_train import errors
 from stable_train.forensics import forensics
-from stable_train.core import losses
-from stable_train.zoo import models
-from stable_train.core import numerics
 from stable_train.policies import basic as policies
 from stable_train.policies import precision
 from stable_train.policies import recovery
-from stable_train.core import state as state_lib
+from stable_train.runfiles import checkpointing
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import models
 
 BATCH = 8
 SEQ, VOCAB, CLASSES = 8, 32, 4
@@ -342,7 +343,8 @@ class RefusedCheckpointsTest(TestCase):
 
   def test_refusal_before_any_checkpoint_says_so(self):
     trainer = _accumulating_trainer(tempfile.mkdtemp(dir=self.get_temp_dir()))
-    trainer.checkpoint_every = 4  # The first checkpoint (step 4) is already refused.
+    # The first checkpoint (step 4) is already refused.
+    trainer.options = dataclasses.replace(trainer.options, checkpoint_every=4)
     summary = trainer.fit(_regression(), num_steps=20)
     self.assertEqual(summary['status'], 'aborted')
     self.assertIn('no checkpoint was written before it', summary['reason'])

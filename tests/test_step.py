@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 import stable_train as st
-from stable_train import errors
 from stable_train.core import interfaces
+from stable_train import errors
 
 
 class Flags(interfaces.Policy):

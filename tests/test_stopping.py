@@ -9,14 +9,14 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.runfiles import checkpointing
-from stable_train import errors
-from stable_train.runfiles import events
 from stable_train.app import export
 from stable_train.core import interfaces
-from stable_train.zoo import models
+from stable_train import errors
 from stable_train.policies import stopping
+from stable_train.runfiles import checkpointing
+from stable_train.runfiles import events
 from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import models
 
 FEATURES = 8
 

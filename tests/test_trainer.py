@@ -10,10 +10,10 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.runfiles import checkpointing
 from stable_train import errors
-from stable_train.runfiles import events
 from stable_train.policies import basic as policies
+from stable_train.runfiles import checkpointing
+from stable_train.runfiles import events
 from stable_train.trainer import trainer as trainer_lib
 
 FEATURES = 16

@@ -23,8 +23,8 @@ from absl import flags
 import gin
 
 from stable_train.app import commands
-from stable_train import errors
 from stable_train.app import job
+from stable_train import errors
 from stable_train.runtime import signals
 
 train = job.train  # The root configurable (`train.*` bindings), by its public name.

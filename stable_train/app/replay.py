@@ -10,10 +10,10 @@ import gin
 import keras
 import tensorflow as tf
 
-from stable_train import errors
-from stable_train.forensics import forensics
 from stable_train.core import interfaces
 from stable_train.core import labels as labels_lib
+from stable_train import errors
+from stable_train.forensics import forensics
 from stable_train.forensics import provenance
 
 

@@ -68,6 +68,21 @@ def as_metric(identifier):
   return keras.metrics.MeanMetricWrapper(fn, name=name)
 
 
+def split_element(batch):
+  """The Trainer's (features, labels) of an element: (x, y), (x, y, sample_weight), or a dict
+  with a 'labels' (or 'label') key; a one-line ConfigError for anything else."""
+  if isinstance(batch, dict):
+    for key in ('labels', 'label'):
+      if key in batch:
+        return {k: v for k, v in batch.items() if k != key}, batch[key]
+    raise errors.ConfigError(
+        f"Trainer: a dict batch needs a 'labels' key; got keys {sorted(batch)}.")
+  if isinstance(batch, (tuple, list)) and len(batch) in (2, 3):
+    return batch[0], batch[1]
+  raise errors.ConfigError('Trainer: each dataset element must be (x, y), (x, y, sample_weight) '
+                           'or a dict with a "labels" key.')
+
+
 def split_batch(batch):
   """(features, labels) of a Keras batch: x, y or x, y, sample_weight (labels () without y)."""
   x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)

@@ -14,8 +14,8 @@ from typing import Any, Optional
 import keras
 import tensorflow as tf
 
-from stable_train import errors
 from stable_train.core import losses
+from stable_train import errors
 
 # Losses that read each label as an index into the outputs' last axis.
 _SPARSE = (keras.losses.sparse_categorical_crossentropy, losses.sparse_softmax_cross_entropy,

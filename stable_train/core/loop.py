@@ -7,10 +7,10 @@ from typing import Callable, Dict, List, Optional, Sequence
 import tensorflow as tf
 
 from stable_train import compat
-from stable_train import errors
 from stable_train.core import interfaces
 from stable_train.core import numerics
 from stable_train.core import reports as reports_lib
+from stable_train import errors
 
 
 class TrainLoop:

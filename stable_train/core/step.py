@@ -14,11 +14,11 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from stable_train import compat
-from stable_train import errors
 from stable_train.core import guard as guard_lib
 from stable_train.core import labels as labels_lib
 from stable_train.core import numerics
 from stable_train.core import reports as reports_lib
+from stable_train import errors
 
 
 @dataclasses.dataclass(frozen=True)

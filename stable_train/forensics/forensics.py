@@ -21,12 +21,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train.forensics import activations
 from stable_train import compat
-from stable_train import errors
-from stable_train.runfiles import events as events_lib
 from stable_train.core import interfaces
+from stable_train import errors
+from stable_train.forensics import activations
 from stable_train.forensics import provenance
+from stable_train.runfiles import events as events_lib
 
 log = logging.getLogger('stable_train')
 

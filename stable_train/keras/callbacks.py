@@ -17,17 +17,18 @@ from typing import Any, Dict, Optional
 
 import keras
 
-from stable_train.runfiles import checkpointing
-from stable_train.runtime import dispatch
-from stable_train.runtime import distribute
+from stable_train.core import interfaces
+from stable_train.core import outcome as outcome_lib
 from stable_train.doctor import doctor
 from stable_train import errors
-from stable_train.runfiles import events as events_lib
-from stable_train.core import interfaces
 from stable_train.keras import run as keras_run
-from stable_train.core import outcome as outcome_lib
-from stable_train.runtime import recorder as recorder_lib
+from stable_train.runfiles import checkpointing
+from stable_train.runfiles import events as events_lib
 from stable_train.runfiles import runlock
+from stable_train.runtime import dispatch
+from stable_train.runtime import distribute
+from stable_train.runtime import options as options_lib
+from stable_train.runtime import recorder as recorder_lib
 from stable_train.runtime import summary as summary_lib
 
 log = logging.getLogger('stable_train')
@@ -53,12 +54,11 @@ class GuardCallback(keras.callbacks.Callback):
                healthy_window: int = 50, max_checkpoints: int = 5, keep_good_checkpoints: int = 3,
                max_refused_checkpoints: int = 2, summary_every: int = 10):
     super().__init__()
-    counts = dict(checkpoint_every=checkpoint_every, max_checkpoints=max_checkpoints,
-                  keep_good_checkpoints=keep_good_checkpoints, summary_every=summary_every,
-                  max_refused_checkpoints=max_refused_checkpoints)
-    vars(self).update({k: errors.check_int('GuardCallback', k, v, minimum=1)
-                       for k, v in counts.items()})
-    self.healthy_window = errors.check_int('GuardCallback', 'healthy_window', healthy_window)
+    self.options = options_lib.RunOptions(
+        checkpoint_every=checkpoint_every, max_checkpoints=max_checkpoints,
+        keep_good_checkpoints=keep_good_checkpoints, summary_every=summary_every,
+        max_refused_checkpoints=max_refused_checkpoints, healthy_window=healthy_window,
+        owner='GuardCallback')
     _check_policies(guard.policies)
     self.guard = guard
     self.model_dir = errors.check_dir('GuardCallback', 'model_dir', model_dir)
@@ -92,7 +92,7 @@ class GuardCallback(keras.callbacks.Callback):
     self.dispatch = dispatch.Dispatcher(policies=g.policies, run=self.run, context=self._context,
                                         mark_fault=self._mark_fault)
     self.recorder = recorder_lib.LoopRecorder(
-        emit=self.emit, scalars=self.scalars, summary_every=self.summary_every, log_every=2**62,
+        emit=self.emit, scalars=self.scalars, summary_every=self.options.summary_every, log_every=2**62,
         verbose=False)
     view = types.SimpleNamespace(policies=g.policies, output_dir=out, last_summary={},
                                  **{k: getattr(g.state, k) for k in (
@@ -116,7 +116,7 @@ class GuardCallback(keras.callbacks.Callback):
     g = self.guard
     spe = int(g.model.steps_per_execution)
     # At least as often as a checkpoint is due (the guard's ring of reports holds read_every).
-    every = min(g.read_every, max(1, (self._last_save + self.checkpoint_every - self._seen) // spe))
+    every = min(g.read_every, max(1, (self._last_save + self.options.checkpoint_every - self._seen) // spe))
     if skipped != self._skipped_logged or self._unread >= every:
       self._skipped_logged = skipped
       self._read()
@@ -135,7 +135,7 @@ class GuardCallback(keras.callbacks.Callback):
     except errors.NumericsError as e:  # CheckNumerics(mode='raise') on the host (XLA).
       self.fail(e)
       raise
-    if ended is None and self._seen - self._last_save >= self.checkpoint_every:
+    if ended is None and self._seen - self._last_save >= self.options.checkpoint_every:
       ended = self._interval_checkpoint()
     if ended is not None:
       self._end(ended)
@@ -172,7 +172,7 @@ class GuardCallback(keras.callbacks.Callback):
   def _interval_checkpoint(self) -> Optional[outcome_lib.Outcome]:
     """Saves; refusals in a row are a fault the dispatcher carries out."""
     self.save('interval')
-    if self.refused < self.max_refused_checkpoints:
+    if self.refused < self.options.max_refused_checkpoints:
       return None
     bad = self._audit.non_finite()
     return self.dispatch.carry_out(interfaces.Decision(
@@ -216,8 +216,8 @@ class GuardCallback(keras.callbacks.Callback):
     """The keeper of this fit's rollback targets (`keras_run.open_keeper`), opened once."""
     if not self._opened:
       self.keeper = keras_run.open_keeper(
-          self.guard, self.model_dir, max_to_keep=self.max_checkpoints,
-          keep_good=self.keep_good_checkpoints, warn=self.emit)
+          self.guard, self.model_dir, max_to_keep=self.options.max_checkpoints,
+          keep_good=self.options.keep_good_checkpoints, warn=self.emit)
       self._opened = True
     return self.keeper
 
@@ -237,7 +237,7 @@ class GuardCallback(keras.callbacks.Callback):
       return None
     self.refused = 0
     g = self.guard
-    healthy = (step - int(g.state.last_fault_step.numpy()) > self.healthy_window
+    healthy = (step - int(g.state.last_fault_step.numpy()) > self.options.healthy_window
                and all(p.is_healthy() for p in g.policies))
     entry = keeper.save(step, good=healthy)
     if entry is not None:

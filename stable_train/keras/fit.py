@@ -19,17 +19,17 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import compat
-from stable_train.runtime import distribute
-from stable_train import errors
-from stable_train.keras import first_batch as first_batch_lib
 from stable_train.core import keras_parts
 from stable_train.core import labels as labels_lib
 from stable_train.core import loop as loop_lib
-from stable_train.policies import precision
-from stable_train.forensics import provenance
 from stable_train.core import reports as reports_lib
 from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
+from stable_train import errors
+from stable_train.forensics import provenance
+from stable_train.keras import first_batch as first_batch_lib
+from stable_train.policies import precision
+from stable_train.runtime import distribute
 from stable_train.trainer import setup as trainer_setup
 
 # What fit's logs (progress bar, History, TensorBoard) gain from the guard.

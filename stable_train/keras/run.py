@@ -8,17 +8,17 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from stable_train.runtime.actions import checkpoint_action
-from stable_train.runfiles import checkpointing
 from stable_train import compat
-from stable_train.runtime import distribute
-from stable_train.runtime import handle
 from stable_train.core import interfaces
 from stable_train.core import keras_parts
 from stable_train.core import lr as lr_lib
 from stable_train.core import numerics
-from stable_train.forensics import provenance
 from stable_train.core import views
+from stable_train.forensics import provenance
+from stable_train.runfiles import checkpointing
+from stable_train.runtime.actions import checkpoint_action
+from stable_train.runtime import distribute
+from stable_train.runtime import handle
 
 
 def open_keeper(guard, model_dir: Optional[str], *, max_to_keep: int, keep_good: int, warn):

@@ -10,9 +10,9 @@ from typing import Optional, Tuple
 import gin
 import tensorflow as tf
 
-from stable_train import errors
 from stable_train.core import interfaces
 from stable_train.core import numerics
+from stable_train import errors
 
 log = logging.getLogger('stable_train')
 

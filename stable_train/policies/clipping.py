@@ -8,9 +8,9 @@ from typing import Optional, Sequence
 import gin
 import tensorflow as tf
 
-from stable_train import errors
 from stable_train.core import interfaces
 from stable_train.core import numerics
+from stable_train import errors
 
 NO_CEILING = float(tf.float32.max)  # AdaptiveClip's norm_ceiling when none is set.
 

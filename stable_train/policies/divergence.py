@@ -10,10 +10,10 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from stable_train.policies import diagnostics
-from stable_train import errors
 from stable_train.core import interfaces
+from stable_train import errors
 from stable_train.forensics import provenance
+from stable_train.policies import diagnostics
 
 log = logging.getLogger('stable_train')
 

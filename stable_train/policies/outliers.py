@@ -7,8 +7,8 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from stable_train import errors
 from stable_train.core import interfaces
+from stable_train import errors
 
 METRICS = ('loss', 'grad_norm')
 

@@ -14,8 +14,8 @@ import gin
 import keras
 import tensorflow as tf
 
-from stable_train import errors
 from stable_train.core import interfaces
+from stable_train import errors
 
 PRECISIONS = ('float32', 'mixed_float16', 'mixed_bfloat16', 'float64')
 

@@ -8,8 +8,8 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from stable_train import errors
 from stable_train.core import interfaces
+from stable_train import errors
 
 log = logging.getLogger('stable_train')
 

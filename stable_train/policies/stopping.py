@@ -13,8 +13,8 @@ from typing import Dict, Optional, Sequence
 import gin
 import tensorflow as tf
 
-from stable_train import errors
 from stable_train.core import interfaces
+from stable_train import errors
 
 log = logging.getLogger('stable_train')
 

@@ -14,26 +14,26 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from stable_train.runtime.actions import checkpoint_action
-from stable_train.runtime import dispatch
-from stable_train.runtime import distribute
-from stable_train.doctor import doctor
-from stable_train import errors
-from stable_train.runtime.actions import eval_action
-from stable_train.runtime import evaluation
-from stable_train.runfiles import events as events_lib
-from stable_train.runtime import handle
-from stable_train.runtime import inputs
 from stable_train.core import interfaces
 from stable_train.core import loop as loop_lib
 from stable_train.core import outcome as outcome_lib
-from stable_train.runtime import recorder as recorder_lib
 from stable_train.core import reports as reports_lib
-from stable_train.runfiles import runlock
-from stable_train.runtime.actions import signal_action
-from stable_train.runtime import signals
 from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
+from stable_train.doctor import doctor
+from stable_train import errors
+from stable_train.runfiles import events as events_lib
+from stable_train.runfiles import runlock
+from stable_train.runtime.actions import checkpoint_action
+from stable_train.runtime.actions import eval_action
+from stable_train.runtime.actions import signal_action
+from stable_train.runtime import dispatch
+from stable_train.runtime import distribute
+from stable_train.runtime import evaluation
+from stable_train.runtime import handle
+from stable_train.runtime import inputs
+from stable_train.runtime import recorder as recorder_lib
+from stable_train.runtime import signals
 from stable_train.runtime import summary as summary_lib
 
 log = logging.getLogger('stable_train')
@@ -120,7 +120,7 @@ class Controller:
     start = step = self.global_step()
     while step < num_steps:
       outputs = self.loop.run(self.input.iterator,
-                              min(self.trainer.steps_per_loop, num_steps - step))
+                              min(self.trainer.options.steps_per_loop, num_steps - step))
       self.checkpoints.complete_writes()  # The last checkpoint's write overlapped this loop.
       reports = self._read_reports(outputs)
       if reports.num_steps == 0:  # `fit(dataset.take(0))` builds everything, trains nothing.
@@ -229,8 +229,8 @@ class Controller:
     if stale:
       self.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
     self.recorder = recorder_lib.LoopRecorder(
-        emit=self.emit, scalars=self.scalars, summary_every=t.summary_every,
-        log_every=t.log_every, metrics=t.metric_results if t.metrics else None,
+        emit=self.emit, scalars=self.scalars, summary_every=t.options.summary_every,
+        log_every=t.options.log_every, metrics=t.metric_results if t.metrics else None,
         reset_metrics=t.reset_metrics, num_steps=num_steps, verbose=t.verbose,
         epoch_of=self.epoch_of, num_epochs=self._epochs[0] if self._epochs else None)
 

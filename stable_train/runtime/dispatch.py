@@ -13,9 +13,9 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from stable_train.runtime import history as history_lib
 from stable_train.core import interfaces
 from stable_train.core import outcome as outcome_lib
+from stable_train.runtime import history as history_lib
 
 Decision = interfaces.Decision
 

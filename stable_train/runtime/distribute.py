@@ -10,9 +10,9 @@ from typing import Optional, Sequence
 import keras
 import tensorflow as tf
 
-from stable_train.runfiles import checkpointing
 from stable_train import compat
 from stable_train import errors
+from stable_train.runfiles import checkpointing
 from stable_train.runfiles import manifest as manifest_lib
 
 # Reductions after which a keras.losses.Loss scales by 1/num_replicas (Keras's Loss.__call__).

@@ -6,10 +6,10 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 import tensorflow as tf
 
-from stable_train.runtime import distribute
-from stable_train import errors
 from stable_train.core import labels as labels_lib
 from stable_train.core import numerics
+from stable_train import errors
+from stable_train.runtime import distribute
 
 _ALL = 2**62  # "every batch": the traced loop stops when the data ends.
 _CALL_SECONDS = 0.25  # An interruptible evaluation's calls grow until they take about this.

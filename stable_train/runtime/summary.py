@@ -5,8 +5,8 @@ import os
 import time
 from typing import Any, Callable, Dict, Optional
 
-from stable_train.runfiles import events as events_lib
 from stable_train.core import outcome as outcome_lib
+from stable_train.runfiles import events as events_lib
 
 log = logging.getLogger('stable_train')
 

@@ -3,22 +3,22 @@ process-wide random states, and the length of an epoch."""
 
 import logging
 import weakref
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import keras
 import tensorflow as tf
 
-from stable_train.policies import clipping
 from stable_train import compat
-from stable_train.runtime import distribute
-from stable_train.policies import divergence
-from stable_train import errors
 from stable_train.core import interfaces
 from stable_train.core import keras_parts
 from stable_train.core import labels as labels_lib
-from stable_train.policies import basic as policies_lib
-from stable_train.policies import precision
+from stable_train import errors
 from stable_train.forensics import provenance
+from stable_train.policies import basic as policies_lib
+from stable_train.policies import clipping
+from stable_train.policies import divergence
+from stable_train.policies import precision
+from stable_train.runtime import distribute
 from stable_train.runtime import seams
 
 log = logging.getLogger('stable_train')
@@ -124,13 +124,6 @@ def policy_stack(policies, model, strategy,
     raise errors.ConfigError('Trainer: policies hold more than one loss scale '
                              f'({[p.name for p in scales]}); keep one.')
   return policies, (scales[0] if scales else None)
-
-
-def check_counts(**counts) -> Dict[str, int]:
-  """The Trainer's integer settings, validated: each >= 1 (`healthy_window` >= 0)."""
-  return {name: errors.check_int('Trainer', name, value,
-                                 minimum=0 if name == 'healthy_window' else 1)
-          for name, value in counts.items()}
 
 
 def fit_length(dataset, num_steps, num_epochs, class_weight=None, global_step=None):

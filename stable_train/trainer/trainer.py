@@ -8,18 +8,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train.runtime import controller as controller_lib
-from stable_train.runtime import distribute
-from stable_train import errors
-from stable_train.runtime import evaluation
-from stable_train.runfiles import events as events_lib
 from stable_train.core import keras_parts
 from stable_train.core import lr as lr_lib
 from stable_train.core import numerics
-from stable_train.forensics import provenance
-from stable_train.runtime import seams
 from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
+from stable_train import errors
+from stable_train.forensics import provenance
+from stable_train.runfiles import events as events_lib
+from stable_train.runtime import controller as controller_lib
+from stable_train.runtime import distribute
+from stable_train.runtime import evaluation
+from stable_train.runtime import options as options_lib
+from stable_train.runtime import seams
 from stable_train.trainer import setup
 
 log = logging.getLogger('stable_train')
@@ -36,6 +37,12 @@ def _state_variable(name: str) -> property:
   """A read-only Trainer attribute for one `TrainState` variable (e.g. `trainer.global_step`)."""
   return property(lambda self: getattr(self.state, name),
                   doc=f'`TrainState.{name}`: the run\'s checkpointed `{name}` variable.')
+
+
+def _option(name: str) -> property:
+  """A read-only Trainer attribute for one cadence setting (e.g. `trainer.checkpoint_every`)."""
+  return property(lambda self: getattr(self.options, name),
+                  doc=f'`RunOptions.{name}`: the run\'s `{name}` setting (`trainer.options`).')
 
 
 class Trainer:
@@ -58,16 +65,10 @@ class Trainer:
     policies: list of `Policy` objects; None means `default_policies()`; `[]` a bare step.
     model_dir: where checkpoints, events.jsonl, summary.json and TensorBoard files go (None:
       nothing on disk).
-    steps_per_loop: train steps per `tf.function` call; the host reads reports once per loop.
+    steps_per_loop, checkpoint_every, max_checkpoints, keep_good_checkpoints, healthy_window,
+      log_every, summary_every, max_refused_checkpoints: the run's cadence, kept (validated) as
+      `trainer.options`, a frozen `runtime.options.RunOptions` whose docstring says each.
     jit_compile: compile the step with XLA.
-    checkpoint_every: write a checkpoint every this many global steps (at loop ends).
-    max_checkpoints, keep_good_checkpoints: keep the newest, and known-good ones besides.
-    healthy_window: a checkpoint is marked good (a rollback target) only if no fault happened
-      in this many steps before it and every variable is finite.
-    log_every: write a progress line every this many steps.
-    summary_every: write TensorBoard scalars every this many steps (and on every fault).
-    max_refused_checkpoints: this many checkpoints refused in a row (a non-finite variable)
-      are a fault: a Rollback takes over, or the run aborts naming the variable.
     strategy: a `tf.distribute.Strategy`; None means the current one.
     faults: a `seams.RunSeams` plug-in, e.g. a `stable_train.testing.Faults` plan to rehearse
       failure; None: none.
@@ -91,11 +92,11 @@ class Trainer:
         model, optimizer, loss, metrics, self.strategy, faults=faults, model_dir=model_dir)
     self.policies, self.loss_scale = setup.policy_stack(policies, model, self.strategy, wrapper)
     self.jit_compile = errors.check_bool('Trainer', 'jit_compile', jit_compile)
-    vars(self).update(setup.check_counts(
+    self.options = options_lib.RunOptions(
         steps_per_loop=steps_per_loop, checkpoint_every=checkpoint_every,
         max_checkpoints=max_checkpoints, keep_good_checkpoints=keep_good_checkpoints,
         log_every=log_every, summary_every=summary_every,
-        max_refused_checkpoints=max_refused_checkpoints, healthy_window=healthy_window))
+        max_refused_checkpoints=max_refused_checkpoints, healthy_window=healthy_window)
     self.eval_divergence_factor = errors.check_number(
         'Trainer', 'eval_divergence_factor', eval_divergence_factor, low=1.0, low_open=True,
         finite=False, allow_none=True, what='a number > 1, or None')
@@ -125,16 +126,7 @@ class Trainer:
   # -- overridable, traced parts of the step ------------------------------------------------
   def split_batch(self, batch):
     """(features, labels) of an element: (x, y), (x, y, sample_weight), a dict with 'labels'."""
-    if isinstance(batch, dict):
-      for key in ('labels', 'label'):
-        if key in batch:
-          return {k: v for k, v in batch.items() if k != key}, batch[key]
-      raise errors.ConfigError(
-          f"Trainer: a dict batch needs a 'labels' key; got keys {sorted(batch)}.")
-    if isinstance(batch, (tuple, list)) and len(batch) in (2, 3):
-      return batch[0], batch[1]
-    raise errors.ConfigError('Trainer: each dataset element must be (x, y), (x, y, sample_weight) '
-                             'or a dict with a "labels" key.')
+    return keras_parts.split_element(batch)
 
   def forward(self, features, training):
     """Runs the model. Traced. Keras models get `training`; plain tf.Modules are just called."""
@@ -343,3 +335,7 @@ class Trainer:
       dataset = self.faults.wrap_dataset(dataset)
     return self.controller.fit(dataset, num_steps, eval_dataset=eval_dataset,
                                eval_every=eval_every, eval_steps=eval_steps, epochs=epochs)
+
+
+for _name in options_lib.SETTINGS:  # trainer.steps_per_loop, ... read from trainer.options.
+  setattr(Trainer, _name, _option(_name))

@@ -8,12 +8,12 @@ from typing import Any, Callable, Dict, Iterator, Optional
 
 import tensorflow as tf
 
-from stable_train.runfiles import checkpointing
-from stable_train.runtime import distribute
-from stable_train import errors
-from stable_train.runtime import inputs
 from stable_train.core import interfaces
 from stable_train.core import state as state_lib
+from stable_train import errors
+from stable_train.runfiles import checkpointing
+from stable_train.runtime import distribute
+from stable_train.runtime import inputs
 
 log = logging.getLogger('stable_train')
 
@@ -56,7 +56,7 @@ class RunCheckpoints:
     # iterator, whose state would hold a `.cache()`d data set whole; the iterator is rebuilt.
     self.keeper = distribute.make_keeper(
         t.strategy, checkpoint, os.path.join(t.model_dir, 'checkpoints'),
-        max_to_keep=t.max_checkpoints, keep_good=t.keep_good_checkpoints,
+        max_to_keep=t.options.max_checkpoints, keep_good=t.options.keep_good_checkpoints,
         warn=lambda event, step, **f: t.emit(event, step, **f), snapshot=snapshot,
         writer=writer, snapshot_writer=snapshot_writer, before_commit=self._committed,
         before_write=t.faults.before_checkpoint_write if t.faults is not None else None)
@@ -115,7 +115,7 @@ class RunCheckpoints:
     """Whether a checkpoint written now may be marked good: no fault within `healthy_window`
     steps before it and every policy healthy."""
     t = self._trainer
-    recent = int(t.global_step.numpy()) - int(t.last_fault_step.numpy()) <= t.healthy_window
+    recent = int(t.global_step.numpy()) - int(t.last_fault_step.numpy()) <= t.options.healthy_window
     return not recent and all(p.is_healthy() for p in t.policies)
 
   def save(self, reason: str = 'interval') -> Optional[checkpointing.Entry]:
@@ -199,7 +199,7 @@ class RunCheckpoints:
 
   def refusal_fault(self, step: int) -> Optional[interfaces.Decision]:
     """A fault once `max_refused_checkpoints` checkpoints in a row were refused, else None."""
-    if self.refused < self._trainer.max_refused_checkpoints:
+    if self.refused < self._trainer.options.max_refused_checkpoints:
       return None
     return interfaces.Decision(
         action=interfaces.ESCALATE, trigger='checkpoint_refused', step=step,
@@ -267,7 +267,7 @@ class CheckpointAction:
     return self._last_step
 
   def due(self, step: int) -> bool:
-    return step - self._last(step) >= self._trainer.checkpoint_every
+    return step - self._last(step) >= self._trainer.options.checkpoint_every
 
   def run(self, step: int):
     """Saves; a refusal fault is carried out (a rollback, or the run's abort Outcome)."""

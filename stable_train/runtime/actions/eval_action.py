@@ -5,10 +5,10 @@ import logging
 import math
 from typing import Any, Callable, Dict, Optional
 
-from stable_train.runfiles import events as events_lib
 from stable_train.core import interfaces
 from stable_train.core import outcome as outcome_lib
 from stable_train.policies import stopping
+from stable_train.runfiles import events as events_lib
 
 log = logging.getLogger('stable_train')
 
