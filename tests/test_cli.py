@@ -436,6 +436,9 @@ class UserModulesTest(tf.test.TestCase):
     self.assertIn('--gin_import=your_module', err)
     code, err = self._run('--gin_import=user_factories_flag', f'--gin_file={config}')
     self.assertEqual(code, 0, err)
+    # Kept in the run's operative config, so rerunning or exporting that file imports it too.
+    with open(os.path.join(self.folder, 'run', 'operative_config.gin')) as f:
+      self.assertIn('import user_factories_flag', f.read().splitlines())
 
   def test_a_gin_import_line_sees_the_current_directory(self):
     config = self._module('user_factories_line', 'user_regression_line')

@@ -3,7 +3,6 @@ statistics, dropout and attention seed states, optimizer slots), checkpoints sta
 resume continues the random stream, a run that cannot checkpoint is not "completed"."""
 
 import collections
-import dataclasses
 import os
 import signal
 import tempfile
@@ -343,8 +342,7 @@ class RefusedCheckpointsTest(TestCase):
 
   def test_refusal_before_any_checkpoint_says_so(self):
     trainer = _accumulating_trainer(tempfile.mkdtemp(dir=self.get_temp_dir()))
-    # The first checkpoint (step 4) is already refused.
-    trainer.options = dataclasses.replace(trainer.options, checkpoint_every=4)
+    trainer.checkpoint_every = 4  # The first checkpoint (step 4) is already refused.
     summary = trainer.fit(_regression(), num_steps=20)
     self.assertEqual(summary['status'], 'aborted')
     self.assertIn('no checkpoint was written before it', summary['reason'])

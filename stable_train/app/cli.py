@@ -12,7 +12,6 @@ writing a checkpoint. Every failure is one line on stderr, without a traceback.
 import importlib
 import logging
 import os
-import re
 import sys
 import tempfile
 import traceback
@@ -147,11 +146,8 @@ def _configure(argv) -> Optional[int]:
     gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param, skip_unknown=False)
   except Exception as e:  # pylint: disable=broad-except
     hint = ''
-    if re.search(r"No configurable matching[^']*'@?([\w.]+\.)?Faults\b", str(e)):
-      hint = ('; Faults is a testing tool: import it before binding it, with an `import '
-              "stable_train.testing` line in the gin file or --gin_param='import "
-              "stable_train.testing' first")
-    elif 'No configurable matching' in str(e):
+    hint = commands.faults_hint(e)
+    if not hint and 'No configurable matching' in str(e):
       hint = ('; a factory of your own is bindable once the module that registers it '
               '(@gin.configurable) is imported: --gin_import=your_module, or an `import '
               'your_module` line in the gin file')
@@ -176,6 +172,7 @@ def _import_user_modules(names) -> Optional[int]:
       importlib.import_module(name)
     except Exception as e:  # pylint: disable=broad-except  (the module's own error, too)
       return _fail(f'--gin_import={name}: {_import_failure(name, e)}', EXIT_USAGE)
+    gin.parse_config(f'import {name}')  # Kept in operative_config.gin: a rerun imports it too.
   return None
 
 

@@ -2,12 +2,25 @@
 `--help` that lists them and exits 0. Imports no TensorFlow."""
 
 import os
+import re
 import sys
 
 from absl import flags
 
 EXIT_OK, EXIT_USAGE = 0, 2
 _HELP = ('--help', '-help', '-h', '-?', '--helpshort', '--helpfull')
+
+
+_UNREGISTERED_FAULTS = re.compile(r"No configurable matching[^']*'@?([\w.]+\.)?Faults\b")
+FAULTS_HINT = ('; Faults is a testing tool: import it before binding it, with an `import '
+               "stable_train.testing` line in the gin file, --gin_param='import "
+               "stable_train.testing' first, or --gin_import=stable_train.testing")
+
+
+def faults_hint(error: Exception) -> str:
+  """The fix to append to a gin error that is an unregistered `Faults` (the testing tools are
+  imported by a config that binds them, never by the library), else ''."""
+  return FAULTS_HINT if _UNREGISTERED_FAULTS.search(str(error)) else ''
 
 
 def fail(prefix: str, message: str, code: int) -> int:

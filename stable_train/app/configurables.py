@@ -5,16 +5,16 @@ import gin
 import keras
 
 from stable_train.core import losses
-from stable_train.core import lr  # pylint: disable=unused-import  (registers WarmupSchedule)
-from stable_train.forensics import forensics  # pylint: disable=unused-import  (registers Forensics)
-from stable_train.policies import basic as policies  # pylint: disable=unused-import  (registers the core policies)
-from stable_train.policies import clipping  # pylint: disable=unused-import  (registers its policies)
-from stable_train.policies import diagnostics  # pylint: disable=unused-import  (InitialisationCheck)
-from stable_train.policies import divergence  # pylint: disable=unused-import  (DivergenceCheck)
-from stable_train.policies import outliers  # pylint: disable=unused-import  (registers OutlierSkip)
-from stable_train.policies import precision  # pylint: disable=unused-import  (registers DynamicLossScale)
-from stable_train.policies import recovery  # pylint: disable=unused-import  (registers LossSpike, Rollback)
-from stable_train.policies import stopping  # pylint: disable=unused-import  (BestCheckpoint, EarlyStopping)
+from stable_train.core import lr  # pylint: disable=unused-import
+from stable_train.forensics import forensics  # pylint: disable=unused-import
+from stable_train.policies import basic as policies  # pylint: disable=unused-import
+from stable_train.policies import clipping  # pylint: disable=unused-import
+from stable_train.policies import diagnostics  # pylint: disable=unused-import
+from stable_train.policies import divergence  # pylint: disable=unused-import
+from stable_train.policies import outliers  # pylint: disable=unused-import
+from stable_train.policies import precision  # pylint: disable=unused-import
+from stable_train.policies import recovery  # pylint: disable=unused-import
+from stable_train.policies import stopping  # pylint: disable=unused-import
 from stable_train.runtime import distribute
 from stable_train.trainer import trainer
 from stable_train.zoo import data

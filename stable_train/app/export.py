@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import keras
 import tensorflow as tf
 
+from stable_train.app import commands
 from stable_train import errors
 from stable_train.runfiles import events as events_lib
 from stable_train.runfiles import manifest as manifest_lib
@@ -314,4 +315,4 @@ def model_from_config(gin_files: Sequence[str], gin_params: Sequence[str] = ()) 
   except Exception as e:  # pylint: disable=broad-except  (gin wraps what the factories raise)
     raise errors.ConfigError(
         f'cannot build the model from {list(gin_files)}: {str(e).strip().splitlines()[0][:200]}'
-    ) from None
+        f'{commands.faults_hint(e)}') from None

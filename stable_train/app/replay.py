@@ -10,6 +10,7 @@ import gin
 import keras
 import tensorflow as tf
 
+from stable_train.app import commands
 from stable_train.core import interfaces
 from stable_train.core import labels as labels_lib
 from stable_train import errors
@@ -69,7 +70,8 @@ def parse_gin(forensics_dir: str, recorded: Dict[str, Any], gin_files: Sequence[
   try:
     gin.parse_config_files_and_bindings(files, gin_params, skip_unknown=['train'])
   except (ValueError, KeyError, TypeError, SyntaxError) as e:
-    raise ReplayError(f'bad gin configuration: {str(e).strip().splitlines()[0]}') from e
+    raise ReplayError(f'bad gin configuration: {str(e).strip().splitlines()[0]}'
+                      f'{commands.faults_hint(e)}') from e
 
 
 def restore_trainer(trainer, forensics_dir: str, batch, recorded: Dict[str, Any]) -> None:

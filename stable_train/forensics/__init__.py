@@ -1,1 +1,2 @@
-"""Forensics: where a non-finite value came from (op, layer, variable), the Forensics policy, activations."""
+"""Forensics: where a non-finite value came from (op, layer, variable), the Forensics policy,
+activations."""

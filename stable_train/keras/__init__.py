@@ -1,1 +1,2 @@
-"""The `model.fit` front door: the guard that replaces Keras's train step, its callback and run handle."""
+"""The `model.fit` front door: the guard that replaces Keras's train step, its callback and run
+handle."""

@@ -318,3 +318,9 @@ def _check_policies(policies) -> None:
           f'GuardCallback: {p.name} has skip_batches={p.skip_batches}, but model.fit owns the '
           'data iterator (after a rollback the stream goes on past the trigger batch); use '
           'skip_batches=0.')
+
+
+# callback.checkpoint_every, ...: the settings of callback.options a guarded fit uses.
+for _name in ('checkpoint_every', 'max_checkpoints', 'keep_good_checkpoints', 'summary_every',
+              'max_refused_checkpoints', 'healthy_window'):
+  setattr(GuardCallback, _name, options_lib.setting(_name))

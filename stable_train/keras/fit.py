@@ -27,6 +27,7 @@ from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
 from stable_train import errors
 from stable_train.forensics import provenance
+from stable_train.keras import callbacks as keras_callbacks
 from stable_train.keras import first_batch as first_batch_lib
 from stable_train.policies import precision
 from stable_train.runtime import distribute
@@ -103,7 +104,6 @@ class KerasGuard:
   def callback(self, **kwargs):
     """The Keras callback that runs the policies' host halves (`keras_callbacks.GuardCallback`,
     its arguments): pass the same one to every `fit` of this model."""
-    from stable_train.keras import callbacks as keras_callbacks  # pylint: disable=g-import-not-at-top
     return keras_callbacks.GuardCallback(self, **kwargs)
 
   # -- eager set-up, before Keras traces the train function ------------------------------------

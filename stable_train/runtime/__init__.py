@@ -1,1 +1,2 @@
-"""The host runtime: the controller's loop, dispatch, records, evaluation, input, strategies, actions."""
+"""The host runtime: the controller's loop, dispatch, records, evaluation, input, strategies,
+actions."""

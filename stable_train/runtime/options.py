@@ -43,5 +43,16 @@ class RunOptions:
         object.__setattr__(self, field.name, value)  # numpy integers as ints.
 
 
-# The settings, in the order they are validated (and offered as Trainer attributes).
+# The settings, in the order they are validated.
 SETTINGS = tuple(f.name for f in dataclasses.fields(RunOptions) if f.name != 'owner')
+
+
+def setting(name: str) -> property:
+  """An attribute for one setting of its object's `options` (e.g. `trainer.checkpoint_every`):
+  reads it; an assignment replaces `options` with the new value, validated."""
+
+  def assign(self, value) -> None:
+    self.options = dataclasses.replace(self.options, **{name: value})
+
+  return property(lambda self: getattr(self.options, name), assign,
+                  doc=f'`RunOptions.{name}` of `options`; assigning validates the new value.')

@@ -39,12 +39,6 @@ def _state_variable(name: str) -> property:
                   doc=f'`TrainState.{name}`: the run\'s checkpointed `{name}` variable.')
 
 
-def _option(name: str) -> property:
-  """A read-only Trainer attribute for one cadence setting (e.g. `trainer.checkpoint_every`)."""
-  return property(lambda self: getattr(self.options, name),
-                  doc=f'`RunOptions.{name}`: the run\'s `{name}` setting (`trainer.options`).')
-
-
 class Trainer:
   """Trains a model with a traced GradientTape step guarded by policies; keeps going past NaN.
 
@@ -337,5 +331,5 @@ class Trainer:
                                eval_every=eval_every, eval_steps=eval_steps, epochs=epochs)
 
 
-for _name in options_lib.SETTINGS:  # trainer.steps_per_loop, ... read from trainer.options.
-  setattr(Trainer, _name, _option(_name))
+for _name in options_lib.SETTINGS:  # trainer.steps_per_loop, ...: trainer.options' settings.
+  setattr(Trainer, _name, options_lib.setting(_name))
