@@ -128,23 +128,6 @@ class InGraphStatisticsTest(tf.test.TestCase):
     self.assertFalse(feed(divergence.DivergenceCheck(output_ratio=None, warmup=2,
                                                      collapse_every=None), [1.0] * 12).any())
 
-  def test_only_the_same_bits_for_every_row_is_a_collapse(self):
-    x = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
-    def verdict(bias, kernel):
-      model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
-          1, kernel_initializer=keras.initializers.Constant(kernel),
-          bias_initializer=keras.initializers.Constant(bias))])
-      run = types.SimpleNamespace(
-          probe=types.SimpleNamespace(model=model, first_batch=lambda: (x, x[:, :1]),
-                                      split_batch=lambda batch: batch),
-          emit=lambda *args, **kwargs: None)
-      state = np.zeros(len(divergence._FIELDS), np.float32)
-      divergence._probe_collapse(state, interfaces.Decision(
-          action=interfaces.ACT, step=50, details={'smoothed': 1.0, 'best': 1.0}), run)
-      return state[divergence._I['verdict']]
-    self.assertEqual(verdict(1e6, 0.3), 0.0)  # 1e6 +- 1 (relative spread ~5e-7): alive.
-    self.assertEqual(verdict(1.0, 0.0), divergence._COLLAPSED)  # The same output for all.
-
   def test_no_probe_past_the_count_cap(self):
     check = divergence.DivergenceCheck(output_ratio=None, warmup=2, collapse_every=2)
     feed(check, [1.0] * 4)

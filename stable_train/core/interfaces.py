@@ -10,7 +10,7 @@ run in `views` (both re-exported here).
 """
 
 import dataclasses
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Protocol, Sequence, runtime_checkable
 
 import tensorflow as tf
 
@@ -305,3 +305,13 @@ class Policy(tf.Module):
   def is_healthy(self) -> bool:
     """Whether a checkpoint written now may be marked as a known-good rollback target."""
     return True
+
+
+@runtime_checkable
+class EndCheck(Protocol):
+  """A policy with a last word on a run about to end normally (the protocol a policy implements
+  by defining the method; both front doors ask it once, before the final checkpoint)."""
+
+  def check_at_end(self, run: RunHandle) -> Optional[Decision]:
+    """An ESCALATE or ABORT decision that ends the run with its status instead of 'completed'
+    (no rollback: the run is over), or None."""

@@ -154,7 +154,8 @@ class GuardCallback(keras.callbacks.Callback):
     if self._ended:  # The last read ended the run.
       return
     stopped = self.guard.model.stop_training  # Keras's EarlyStopping, say.
-    self._end(outcome_lib.Outcome(
+    ended = None if stopped else self.dispatch.at_end(self.current_step())
+    self._end(ended or outcome_lib.Outcome(
         outcome_lib.Status.STOPPED_EARLY if stopped else outcome_lib.Status.COMPLETED,
         reason='a Keras callback stopped training' if stopped else ''))
 

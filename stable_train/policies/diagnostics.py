@@ -5,6 +5,7 @@ import math
 from typing import Optional, Tuple
 
 import gin
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -48,12 +49,15 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
   return _rms(floats(outputs)), label_rms, _rms(floats(features)), largest
 
 
-def output_spread(probe) -> Optional[float]:
+def output_spread(probe, weights=None, model=None) -> Optional[float]:
   """How much the model's float outputs on the run's first batch vary from row to row, in
-  inference mode: the RMS of each output's difference from the first row's, over the outputs'
-  RMS (exactly 0 only when every row has the same bits: a network that collapsed; an untrained
-  one is far above 0). None without a first batch of two rows or more, where the features are
-  themselves the same in every row, or where the model cannot take them as they are."""
+  inference mode, with `weights` (the trainable weights, in order) or the current ones: the RMS
+  of each output's difference from the first row's, over the outputs' RMS (0 when every row has
+  the same bits: a network that collapsed, or an architecture whose untrained outputs do not yet
+  depend on the input, e.g. BatchNorm's initial statistics in a keras.applications model). None
+  without a first batch of two rows or more, where the features are themselves the same in every
+  row, or where the model cannot take them as they are. `model`: another model to run (a fresh
+  copy, `untrained_spread`)."""
   first = probe.first_batch()
   if first is None:
     return None
@@ -66,7 +70,7 @@ def output_spread(probe) -> Optional[float]:
     features = tf.nest.map_structure(  # At most 32 rows (the Trainer's first batch is whole).
         lambda t: t[:32] if isinstance(t, (tf.Tensor, np.ndarray)) and len(t.shape) else t,
         features)
-    outputs = _outputs(probe.model, features, None)
+    outputs = _outputs(probe.model if model is None else model, features, weights)
     inputs, outputs = rows(features, 'is_numeric'), rows(outputs, 'is_floating')
   except (ValueError, TypeError, tf.errors.OpError):
     return None
@@ -74,6 +78,24 @@ def output_spread(probe) -> Optional[float]:
     return None
   spread = _row_spread(outputs)
   return spread if math.isfinite(spread) else None  # Non-finite outputs: other checks' case.
+
+
+def untrained_spread(probe) -> Optional[float]:
+  """`output_spread` of a fresh copy of the model (`keras.models.clone_model`: the same
+  architecture with new initial weights): how much an untrained model of this kind varies from
+  row to row. None where the model cannot be copied or run (a plain tf.Module, a subclassed
+  model without a config)."""
+  model = probe.model
+  if not isinstance(model, keras.Model):
+    return None
+  try:  # A diagnostic never ends a run: a model it cannot copy gives None.
+    clone = keras.models.clone_model(model)
+    if not clone.built:
+      features, _ = probe.split_batch(probe.first_batch())
+      clone(features, training=False)
+    return output_spread(probe, model=clone)
+  except Exception:  # pylint: disable=broad-except
+    return None
 
 
 def _row_spread(arrays) -> float:

@@ -13,6 +13,7 @@ import tensorflow as tf
 from stable_train.core import interfaces
 from stable_train import errors
 from stable_train.forensics import provenance
+from stable_train.policies import collapse
 from stable_train.policies import diagnostics
 
 log = logging.getLogger('stable_train')
@@ -37,11 +38,7 @@ RISE_FACTOR = 2.0  # A rising streak fires once the smoothed loss doubled along 
 RISE_FLOOR = 0.1  # ...and is at least this fraction of the starting level.
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
 INITIAL_COPY_LIMIT = 2**24  # Weights (16M) up to which the start check keeps the initial ones.
-COLLAPSE_LOSS = 0.1  # The collapse probe runs while the smoothed loss is above this x the start...
-# ...and calls a model collapsed whose outputs are the same bits for every row (spread 0: a dead
-# network computes the same arithmetic for each; a healthy one with a 1e6 offset learnt first
-# varied by 4.6e-7 of its magnitude, ~8 ulps).
-COLLAPSE_SPREAD = 0.0
+COLLAPSE_LOSS = 0.1  # The collapse probe runs while the smoothed loss is above this x the start.
 
 
 def _number(arg, value, **kwargs):
@@ -65,18 +62,16 @@ class DivergenceCheck(interfaces.Policy):
   good checkpoint intact and named.
   With `output_ratio`, the model's outputs on the first batch with its initial weights (kept
   until the first loop ends, up to 16M weights; beyond, the weights after that loop) are compared
-  with the labels in inference mode, as InitialisationCheck does: outputs over `output_ratio` × max(label RMS, 1) whose loss is still above half its
-  starting level after `rise_patience` steps stop the run ('diverged', trigger
-  `untrainable_start`, the initialiser remedy named): a model-level cause no rollback fixes.
-  With `collapse_every`, every that many steps while the smoothed loss is still above a tenth of
-  its starting level, and at the start check once the first loop moved a weight (a fit may
-  resume weights that died before), the model's outputs on the first batch are probed in
-  inference mode: the same output for every example (`diagnostics.output_spread` 0, on inputs
-  that differ) is a network that collapsed, its units dead (a ReLU net a too-high rate knocked
-  out): no later step revives it, and the loss sits at the level of predicting the mean. That
-  escalates as a divergence (rule 'collapsed'; trigger `divergence`), and a checkpoint written
-  after it is not good. A run that trains well stops probing once its loss is below a tenth of
-  its start. Losses that are not positive are not judged (the ratios need a positive scale).
+  with the labels in inference mode, as InitialisationCheck does: outputs over `output_ratio` x
+  max(label RMS, 1) whose loss is still above half its start after `rise_patience` steps stop the
+  run ('diverged', trigger `untrainable_start`, the initialiser remedy named).
+  With `collapse_every`, every that many steps while the smoothed loss is above a tenth of its
+  start, at the start check once the first loop moved a weight, and once more at the end of a run
+  about to end 'completed', the outputs on the first batch are probed (`collapse`): the same
+  output for every example, where an untrained model of the same architecture varied, is a
+  network that collapsed, its units dead (a ReLU net a too-high rate knocked out). That escalates
+  as a divergence (rule 'collapsed'), and a checkpoint written after it is not good. Losses that
+  are not positive are not judged (the ratios need a positive scale).
   """
 
   decides_on_clean_loops = False  # Clean loops carry no flag: nothing fired.
@@ -117,6 +112,7 @@ class DivergenceCheck(interfaces.Policy):
     initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
     self.state = tf.Variable(initial, trainable=False, name='state')
     self._initial = None  # Host copies of the initial weights, until the start check.
+    self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
 
   def build(self, variables, variable_paths):
     del variable_paths
@@ -208,10 +204,7 @@ class DivergenceCheck(interfaces.Policy):
                   f'outputs are {scale:.3g}x the labels: the initial weights are too large; '
                   f'{diagnostics.INIT_REMEDY}'))
     if state['verdict'] == _COLLAPSED:
-      return _diverged(step, fields, 'collapsed', (
-          f"the model collapsed by step {step}: its outputs on the first batch are the same for "
-          f"every example, its smoothed loss {state['smoothed']:.4g} against the untrained "
-          f"model's {state['start']:.4g}; its units died, typically of a learning rate too high"))
+      return _collapsed(step, state)
     threshold = self.threshold(state['start'], state['best'])
     if state['above'] >= self.patience:
       rule, what = 'above_best', (
@@ -253,25 +246,30 @@ class DivergenceCheck(interfaces.Policy):
                     'loss comes down within %d steps', decision.step, ratio, self.rise_patience)
       # It comes before the probe: probe too, once the loop trained (a first loop that killed
       # the net, or weights a fit resumed dead, e.g. BackupAndRestore's backup of such a run).
-      if self.collapse_every is not None and initial is not None and _moved(run.probe, initial):
-        _probe_collapse(state, decision, run)
+      if self.collapse_every is not None and initial is not None:
+        self._collapse.measure_initial(run.probe, initial)
+        if collapse.moved(run.probe, initial):
+          _probe_collapse(self._collapse, state, decision.step, decision.details, run)
     elif decision.details['check'] == 'collapse':
-      _probe_collapse(state, decision, run)
+      _probe_collapse(self._collapse, state, decision.step, decision.details, run)
     else:
-      first = run.probe.first_batch()
-      loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
-      damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
-      state[[_I['verdict'], _I['reference']]] = [_DAMAGED if damaged else _DATA,
-                                                 loss if math.isfinite(loss) else _HUGE]
-      run.emit('divergence_check', decision.step, rule=decision.details['rule'],
-               verdict='model' if damaged else 'data', reference_loss=loss,
-               smoothed_loss=decision.details['smoothed'], best=decision.details['best'])
-      if not damaged:
-        log.warning('step %d: the training loss is far above its best, but the model does as well '
-                    'as before on the first batch (loss %.4g): bad batches, not a divergence',
-                    decision.step, loss)
+      _reference_check(state, decision, run)
     self.state.assign(state)
     return None
+
+  def check_at_end(self, run) -> Optional[interfaces.Decision]:
+    """At the end of a run about to end 'completed': the collapse probe once more, whenever the
+    last one ran, so that a net that died after it never ends 'completed' (a `EndCheck`)."""
+    state = self.state.numpy()
+    fields = dict(zip(_FIELDS, state.tolist()))
+    if self.collapse_every is None or not fields['smoothed'] > COLLAPSE_LOSS * fields['start'] > 0:
+      return None
+    if fields['verdict'] != _COLLAPSED:
+      _probe_collapse(self._collapse, state, run.step, {
+          'smoothed': fields['smoothed'], 'best': _shown('best', fields['best'])}, run)
+      self.state.assign(state)
+    collapsed = state[_I['verdict']] == _COLLAPSED
+    return _collapsed(run.step, dict(zip(_FIELDS, state.tolist()))) if collapsed else None
 
   def is_healthy(self) -> bool:
     """False while the smoothed loss is above the divergence threshold or the model collapsed:
@@ -289,31 +287,53 @@ class DivergenceCheck(interfaces.Policy):
                            'output_max': value('output_max')}}
 
 
+def _collapsed(step, state) -> interfaces.Decision:
+  fields = {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference',
+                                             'output_rms', 'label_rms')}
+  return _diverged(step, fields, 'collapsed', (
+      f"the model collapsed by step {step}: its outputs on the first batch are the same for "
+      f"every example (an untrained one's were not), its smoothed loss {state['smoothed']:.4g} "
+      f"against the untrained model's {state['start']:.4g}; its units died, typically of a "
+      'learning rate too high'))
+
+
+def _probe_collapse(prober, state, step, details, run) -> None:
+  """Marks the model collapsed (`verdict`) when `prober` (a `collapse.CollapseProbe`) finds it
+  so."""
+  spreads = prober.collapsed(run.probe)
+  if spreads is None:
+    return
+  state[_I['verdict']] = _COLLAPSED
+  run.emit('divergence_check', step, rule='collapsed', verdict='model',
+           output_spread=spreads[0], untrained_spread=spreads[1],
+           smoothed_loss=details['smoothed'], best=details['best'])
+  log.warning("step %d: the model's outputs on the first batch are the same for every example "
+              "(spread %.3g, an untrained model's %.3g): the network collapsed", step, *spreads)
+
+
+def _reference_check(state, decision, run) -> None:
+  """The loss on the first batch when a rule fires: a model that still does well there has met
+  bad batches, not diverged (`verdict` _DATA, else _DAMAGED)."""
+  first = run.probe.first_batch()
+  loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
+  damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
+  state[[_I['verdict'], _I['reference']]] = [_DAMAGED if damaged else _DATA,
+                                             loss if math.isfinite(loss) else _HUGE]
+  run.emit('divergence_check', decision.step, rule=decision.details['rule'],
+           verdict='model' if damaged else 'data', reference_loss=loss,
+           smoothed_loss=decision.details['smoothed'], best=decision.details['best'])
+  if not damaged:
+    log.warning('step %d: the training loss is far above its best, but the model does as well '
+                'as before on the first batch (loss %.4g): bad batches, not a divergence',
+                decision.step, loss)
+
+
 def _diverged(step, fields, rule, reason) -> interfaces.Decision:
   return interfaces.Decision(
       action=interfaces.ESCALATE, trigger='divergence', step=step, status=interfaces.DIVERGED,
       details=dict(fields, rule=rule), reason=reason)
 
 
-def _probe_collapse(state, decision, run) -> None:
-  """Marks the model collapsed (`verdict`) when its outputs on the first batch no longer
-  depend on the example."""
-  spread = diagnostics.output_spread(run.probe)
-  if spread is None or spread > COLLAPSE_SPREAD:
-    return
-  state[_I['verdict']] = _COLLAPSED
-  run.emit('divergence_check', decision.step, rule='collapsed', verdict='model',
-           output_spread=spread, smoothed_loss=decision.details['smoothed'],
-           best=decision.details['best'])
-  log.warning("step %d: the model's outputs on the first batch are the same for every example "
-              '(spread %.3g): the network collapsed', decision.step, spread)
-
-
-def _moved(probe, initial) -> bool:
-  """Whether a trainable weight differs from its `initial` value: outputs the same for every row
-  that the initial weights gave (x * sqrt(0), say) are no collapse."""
-  return any(not np.array_equal(w, v.numpy())
-             for w, v in zip(initial, probe.model.trainable_variables))
 
 
 def _shown(name: str, value: float):

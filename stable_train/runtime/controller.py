@@ -156,9 +156,10 @@ class Controller:
       t.faults.after_loop(reports, self.run)
 
   def _finish(self, ended, summary, evaluate, cadence) -> Dict[str, Any]:
-    """The end of a run: the final evaluation and checkpoint of a normal end (never completed
-    with a stale checkpoint), the `done` event, summary.json."""
+    """The end of a run: the policies' last word, the final evaluation and checkpoint of a normal
+    end (never completed with a stale checkpoint), the `done` event, summary.json."""
     t, step = self.trainer, self.global_step()
+    ended = (ended.status == outcome_lib.Status.COMPLETED and self.dispatch.at_end(step)) or ended
     if ended.finished and evaluate is not None:
       ended = evaluate.final(step) or ended
     if ended.finished and not cadence.saved_at(step):
@@ -168,15 +169,14 @@ class Controller:
           self.checkpoints.refused_reason('the final checkpoint was refused'),
           'checkpoint_refused', step)
     if ended.finished:
-      done = 'num_epochs reached' if self._epochs is not None else 'num_steps reached'
-      t.emit('done', step, status=ended.status.value, reason=ended.reason or done)
+      t.emit('done', step, status=ended.status.value, reason=ended.reason or (
+          'num_epochs reached' if self._epochs is not None else 'num_steps reached'))
     return self._write_summary(ended, summary, evaluate)
 
   def _write_summary(self, ended, summary, evaluate) -> Dict[str, Any]:
     values = summary.build(ended, last_eval=evaluate.last if evaluate is not None else None,
                            metrics=self._metric_window() if self.trainer.metrics else None)
-    t = self.trainer
-    doctor.attach(values, t.output_dir, t.optimizer, self.emit)  # A troubled run's diagnosis.
+    doctor.attach(values, self.trainer.output_dir, self.trainer.optimizer, self.emit)  # Troubled.
     self.scalars.close()
     self.eval_scalars.close()
     summary.write(values)

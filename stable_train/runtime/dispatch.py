@@ -160,6 +160,18 @@ class Dispatcher:
                                       trigger=d.trigger)
     return stopped
 
+  def at_end(self, step: int) -> Optional[outcome_lib.Outcome]:
+    """The last word of the policies that have one (`interfaces.EndCheck`) on a run about to end
+    normally: the first decision found ends it with that decision's status (a run whose model
+    collapsed after the last probe is 'diverged', never 'completed'), or None."""
+    for p in self._policies:
+      if not isinstance(p, interfaces.EndCheck):
+        continue
+      d = p.check_at_end(self._run)
+      if d is not None:
+        return self.abort(d.reason, d.trigger or p.name, step, status=d.status)
+    return None
+
   def already_stopped(self) -> Optional[outcome_lib.Outcome]:
     """STOPPED_EARLY when a policy's restored state says the run stopped before (the same command
     again after an early stop trains no more); None otherwise."""

@@ -1,0 +1,159 @@
+"""Tests for stable_train.policies.collapse and the collapse verdicts of DivergenceCheck: a model
+is collapsed when its outputs stop depending on the example where an untrained model's did
+(within a tolerance, never by bit equality), and a run whose net dies after the last probe never
+ends 'completed', through either front door."""
+
+import json
+import os
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from stable_train.core import interfaces
+from stable_train.keras import fit as keras_fit
+from stable_train.policies import collapse
+from stable_train.policies import divergence
+from stable_train.trainer import trainer as trainer_lib
+from stable_train.zoo import data
+from stable_train.zoo import models
+
+X = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
+
+
+def probe_of(model, x=X):
+  return types.SimpleNamespace(model=model, first_batch=lambda: (x, x[:, :1]),
+                               split_batch=lambda batch: batch)
+
+
+def dense(kernel='glorot_uniform', bias='zeros', hidden=8):
+  keras.utils.set_random_seed(0)
+  return keras.Sequential([keras.Input((4,)),
+                           keras.layers.Dense(hidden, 'relu', kernel_initializer=kernel,
+                                              bias_initializer=bias),
+                           keras.layers.Dense(1)])
+
+
+def kill(model):
+  """Every ReLU of the first layer dead on every input: one output for all."""
+  kernel, bias = model.layers[0].weights
+  kernel.assign(tf.zeros_like(kernel))
+  bias.assign(-tf.ones_like(bias))
+
+
+class CollapseProbeTest(tf.test.TestCase):
+
+  def test_dead_units_where_an_untrained_model_varied_are_a_collapse(self):
+    model = dense()
+    self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))  # Alive.
+    kill(model)
+    spread, untrained = collapse.CollapseProbe().collapsed(probe_of(model))
+    self.assertEqual(spread, 0.0)
+    self.assertGreater(untrained, collapse.UNTRAINED_SPREAD)  # A fresh copy's, from glorot.
+
+  def test_outputs_the_same_from_the_start_are_no_collapse(self):
+    # Born with every unit off (as a keras.applications model's untrained outputs are the same
+    # for every row in inference mode): constant outputs are no news.
+    model = dense(kernel='zeros', bias=keras.initializers.Constant(-1.0))
+    self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))
+
+  def test_a_tolerance_relative_to_the_outputs_scale_not_bit_equality(self):
+    model = dense()
+    kernel = model.layers[0].weights[0]
+    kernel.assign(kernel * 1e-9)  # Rows differ in their last bits only.
+    model.layers[1].weights[1].assign([1.0])
+    found = collapse.CollapseProbe().collapsed(probe_of(model))
+    self.assertIsNotNone(found)
+    self.assertLess(found[0], collapse.COLLAPSE_SPREAD)
+    model = dense()
+    model.layers[1].weights[1].assign([1e3])  # Varied outputs far from zero: alive.
+    self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))
+
+  def test_a_model_that_cannot_be_copied_is_judged_by_its_initial_weights_or_not_at_all(self):
+    class Plain(tf.Module):
+      def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(np.random.RandomState(1).normal(size=(4, 1)).astype(np.float32))
+        self.b = tf.Variable([0.5])
+      def __call__(self, x):
+        return tf.nn.relu(tf.matmul(x, self.w)) + self.b
+    model = Plain()
+    initial = [v.numpy() for v in model.trainable_variables]
+    model.w.assign(tf.zeros_like(model.w))
+    self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))  # Unknown: silence.
+    probe = collapse.CollapseProbe()
+    probe.measure_initial(probe_of(model), initial)
+    self.assertIsNotNone(probe.collapsed(probe_of(model)))
+    self.assertTrue(collapse.moved(probe_of(model), initial))
+
+
+class EndOfRunTest(tf.test.TestCase):
+  """A net that dies after the last collapse probe: the end check ends the run 'diverged'."""
+
+  def _model(self):
+    return models.mlp(input_dim=8, hidden=(16,), outputs=1, seed=0)
+
+  def _killer(self, model, at):
+    class Kill(keras.callbacks.Callback):
+      def on_train_batch_end(self, batch, logs=None):
+        if batch == at:
+          kill(model)
+    return Kill()
+
+  def _events(self, model_dir):
+    with open(os.path.join(model_dir, 'events.jsonl')) as f:
+      return [json.loads(line) for line in f]
+
+  @pytest.mark.slow
+  def test_the_trainer(self):
+    model = self._model()
+
+    class Dies(trainer_lib.Trainer):
+      def on_loop_end(self, reports):
+        if int(reports.step[-1]) == 30:
+          kill(model)
+
+    model_dir = self.get_temp_dir() + '/trainer'
+    t = Dies(model=model, optimizer=keras.optimizers.Adam(1e-3),
+             loss=keras.losses.MeanSquaredError(), model_dir=model_dir, steps_per_loop=10,
+             verbose=False)
+    summary = t.fit(data.synthetic_regression(num_features=8, num_examples=256), num_steps=40)
+    self.assertEqual(summary['status'], 'diverged')
+    self.assertIn('collapsed', summary['reason'])
+    kinds = [e['event'] for e in self._events(model_dir)]
+    self.assertIn('diverged', kinds)
+    self.assertNotIn('done', kinds)
+
+  def test_guard_fit(self):
+    model = self._model()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss='mse')
+    guard = keras_fit.guard_fit(model)
+    model_dir = self.get_temp_dir() + '/fit'
+    x = np.random.RandomState(0).normal(size=(256, 8)).astype(np.float32)
+    y = x.sum(axis=1, keepdims=True)
+    with self.assertRaisesRegex(Exception, 'collapsed'):
+      model.fit(x, y, batch_size=16, epochs=1, verbose=0,
+                callbacks=[guard.callback(model_dir=model_dir), self._killer(model, 12)])
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      self.assertEqual(json.load(f)['status'], 'diverged')
+
+  def test_the_check_itself(self):
+    check = divergence.DivergenceCheck(output_ratio=None, warmup=2, collapse_every=None)
+    model = self._model()
+    x = np.random.RandomState(0).normal(size=(16, 8)).astype(np.float32)
+    run = types.SimpleNamespace(probe=probe_of(model, x), step=7,
+                                emit=lambda *args, **kwargs: None)
+    for loss in [1.0] * 4:
+      check.update_state({'loss': tf.constant(loss)}, tf.constant(True))
+    self.assertIsNone(check.check_at_end(run))
+    self.assertIsInstance(check, interfaces.EndCheck)
+    kill(model)
+    self.assertIsNone(check.check_at_end(run))  # collapse_every=None: the probe is off.
+    check = divergence.DivergenceCheck(output_ratio=None, warmup=2)
+    for loss in [1.0] * 4:
+      check.update_state({'loss': tf.constant(loss)}, tf.constant(True))
+    decision = check.check_at_end(run)
+    self.assertEqual((decision.status, decision.details['rule']), ('diverged', 'collapsed'))
+    self.assertFalse(check.is_healthy())
