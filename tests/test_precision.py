@@ -163,6 +163,34 @@ class MixedFloat16Test(PrecisionTestCase):
     self.assertIn('consecutive non-finite steps', summary['reason'])
     self.assertEqual(summary['overflow_skips'], 0)
 
+  def test_gradients_that_overflow_at_scale_one_train_on_below_it_as_keras_does(self):
+    # Unscaled inputs (x ~ 1e3) under mixed_float16: the backward overflows float16 even at scale
+    # 1. Keras's LossScaleOptimizer halves without a floor and trains; the guard follows it
+    # (a floor of 1 aborted this fit after 10 skips, blamed on exploding gradients).
+    from stable_train.keras import fit as keras_fit  # pylint: disable=g-import-not-at-top
+    precision.set_precision('mixed_float16')
+    rs = np.random.RandomState(0)
+    x = (rs.rand(512, 64) * 1e3).astype('float32')
+    y = (x / 1e3 @ rs.normal(size=(64, 1))).astype('float32')
+    def fit(guarded):
+      keras.utils.set_random_seed(0)
+      model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, 'relu'),
+                                keras.layers.Dense(64, 'relu'), keras.layers.Dense(1, dtype='float32')])
+      model.compile(optimizer='adam', loss='mse')
+      callbacks = [keras_fit.guard_fit(model).callback()] if guarded else []
+      history = model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=callbacks)
+      return history.history, float(model.optimizer.dynamic_scale.numpy())
+    halvings = lambda final: round(15 - np.log2(final))  # From 2**15.
+    plain, plain_scale = fit(False)
+    guarded, scale = fit(True)
+    self.assertLess(plain_scale, 1.0)  # The case: Keras went below 1.
+    self.assertLess(scale, 1.0)
+    self.assertTrue(np.isfinite(guarded['loss'][-1]))
+    self.assertLess(guarded['loss'][-1], 10 * plain['loss'][-1])
+    # Every skip an overflow that halved the scale (no growth within an epoch), past 1.
+    self.assertEqual(guarded['skipped_steps'][-1], halvings(scale))
+    self.assertGreater(halvings(scale), 15)
+
   @pytest.mark.slow
   def test_scale_is_checkpointed(self):
     precision.set_precision('mixed_float16')

@@ -5,7 +5,9 @@ differentiation and the gradients scaled back down before they are used. `Dynami
 this inside the one traced step: the gradients every check, clip and policy sees are unscaled;
 a step whose loss is finite but whose gradients overflowed is an *overflow* (skipped, scale
 halved, not an instability); the scale grows again after `growth_interval` applied steps; at
-`min_scale` an overflow is an ordinary non-finite fault (SkipNonFinite counts it and escalates).
+`min_scale` (2**-24 by default: below 1, as Keras's LossScaleOptimizer, which has no floor, goes
+when unscaled inputs overflow float16's gradients at scale 1) an overflow is an ordinary
+non-finite fault (SkipNonFinite counts it and escalates).
 """
 
 import contextlib
@@ -97,7 +99,7 @@ class DynamicLossScale(interfaces.Policy):
   scales_loss = True
 
   def __init__(self, *, initial_scale: float = 2.0**15, growth_interval: int = 2000,
-               min_scale: float = 1.0, max_scale: float = 2.0**24, name: str = 'loss_scale'):
+               min_scale: float = 2.0**-24, max_scale: float = 2.0**24, name: str = 'loss_scale'):
     """Initialises the policy.
 
     Args:
@@ -106,6 +108,8 @@ class DynamicLossScale(interfaces.Policy):
       growth_interval: applied steps (since the last overflow or growth) after which the scale
         doubles; >= 1.
       min_scale: the floor; at the floor an overflow counts as an ordinary non-finite fault.
+        Below 1 by default: Keras's LossScaleOptimizer halves without a floor, and a run whose
+        gradients overflow float16 at scale 1 (unscaled inputs) trains on there.
       max_scale: the ceiling.
       name: policy name.
     """
