@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The doctor on a run directory: python scripts/doctor.py --model_dir=DIR [--json]
-(the same as `stable-train doctor DIR`).
+[--plot FILE.png] (the same as `stable-train doctor DIR`).
 
 Names the most likely cause of the run's trouble, the evidence and the remedy, from what the run
 recorded (events.jsonl, summary.json, forensics records); works on old run directories too, with
-the evidence they have. Exit codes: 0 a diagnosis was printed; 2 DIR holds no run records.
+the evidence they have. --plot also draws the run (needs matplotlib). Exit codes: 0 a diagnosis
+was printed; 2 DIR holds no run records, or --plot could not draw (no matplotlib, unwritable).
 """
 
 import os

@@ -509,7 +509,8 @@ class CommandsTest(tf.test.TestCase):
   def test_help_lists_the_commands_and_each_command_its_flags(self):
     for argv, words in ((['--help'], ['Commands:', '  export ', '  replay ', '  doctor ',
                                       '--gin_import']),
-                        (['doctor', '--help'], ['stable-train doctor', '--model_dir', '--json']),
+                        (['doctor', '--help'], ['stable-train doctor', '--model_dir', '--json',
+                                                '--plot FILE.png']),
                         (['export', '--help'], ['stable-train export', '--checkpoint', '--format',
                                                 '--output', '--model_dir']),
                         (['replay', '--help'], ['stable-train replay', '--forensics_dir'])):

@@ -4,7 +4,8 @@
 Live, at the end of a run that skipped, rolled back, diverged or aborted (`attach`): a
 `diagnosis` event and summary.json's `diagnosis` block. Offline, for any run directory (old ones
 too, with less evidence): `stable-train doctor DIR` or `scripts/doctor.py --model_dir=DIR`, both
-`doctor.main(argv)`. It reads files only (no TensorFlow import).
+`doctor.main(argv)`; `--plot FILE.png` draws the evidence too (`plot`, with matplotlib). It reads
+files only (no TensorFlow import).
 """
 
 import argparse
@@ -16,6 +17,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from stable_train.doctor import causes as causes_lib
+from stable_train.doctor import plot as plot_lib
 from stable_train.doctor import symptoms as symptoms_lib
 
 CAUSES = causes_lib.CAUSES
@@ -217,7 +219,17 @@ def format_diagnosis(d: Dict[str, Any]) -> str:
   return '\n'.join(lines) + '\n'
 
 
-INTERRUPTED = 'the doctor writes nothing; rerun it.'  # After a SIGTERM/SIGINT.
+def plot(model_dir: str, path: str) -> Dict[str, Any]:
+  """Draws a run directory's records and their diagnosis as a PNG at `path` (`plot.draw`: the
+  per-step values with the skips, clips, rollbacks, stops and trouble_began marked); returns
+  what was marked. Raises plot.MatplotlibMissing without matplotlib."""
+  events, summary, forensics, names = load(model_dir)
+  d = diagnose(events, summary, forensics, names=names)
+  return plot_lib.draw(model_dir, path, events=events, diagnosis=d, text=format_diagnosis(d))
+
+
+INTERRUPTED = ('the doctor writes nothing but a --plot file, replaced whole or not at all; '
+               'rerun it.')  # After a SIGTERM/SIGINT.
 
 
 
@@ -229,13 +241,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str]) -> int:
-  """`stable-train doctor DIR [--json]` (or `--model_dir=DIR`; argv[0] is the program's name):
-  prints the diagnosis of a run directory; exit 0, or 2 for a usage error or a directory with no
-  records."""
+  """`stable-train doctor DIR [--json] [--plot FILE.png]` (or `--model_dir=DIR`; argv[0] is the
+  program's name): prints the diagnosis of a run directory, and with --plot draws it; exit 0, or
+  2 for a usage error, a directory with no records, --plot without matplotlib or a plot that
+  could not be written."""
   parser = _Parser(prog=argv[0] if argv else 'doctor', description=__doc__.splitlines()[0])
   parser.add_argument('dir', nargs='?', help='the run directory')
   parser.add_argument('--model_dir', help='the run directory (instead of DIR)')
   parser.add_argument('--json', action='store_true', help='print the diagnosis as JSON')
+  parser.add_argument('--plot', metavar='FILE.png', help='also draw the loss, grad norm, '
+                      'learning rate and loss scale with the trouble marked (needs matplotlib)')
   try:
     args = parser.parse_args(list(argv[1:]))
   except ValueError as e:
@@ -249,7 +264,21 @@ def main(argv: Sequence[str]) -> int:
     sys.stderr.write(f'doctor: {model_dir} holds no events.jsonl or summary.json; give the '
                      'directory of a run.\n')
     return 2
+  if args.plot and not plot_lib.available():
+    sys.stderr.write(plot_lib.MISSING + '\n')
+    return 2
   events, summary, forensics, names = load(model_dir)
   d = diagnose(events, summary, forensics, names=names)
-  sys.stdout.write(json.dumps(d, indent=2) + '\n' if args.json else format_diagnosis(d))
+  text = format_diagnosis(d)
+  sys.stdout.write(json.dumps(d, indent=2) + '\n' if args.json else text)
+  if not args.plot:
+    return 0
+  try:
+    drawn = plot_lib.draw(model_dir, args.plot, events=events, diagnosis=d, text=text)
+  except OSError as e:
+    sys.stderr.write(f'doctor: cannot write {args.plot}: {e.strerror or e}\n')
+    return 2
+  counts = ', '.join(f'{len(drawn[k])} {k}' for k in ('skips', 'clips', 'rollbacks', 'stops'))
+  sys.stderr.write(f"doctor: drew {args.plot} ({counts}; values from "
+                   f"{drawn['source'] or 'no per-step record: the marks only'})\n")
   return 0
