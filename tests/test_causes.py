@@ -91,3 +91,24 @@ class RulesTest(tf.test.TestCase):
                                'max_abs': 6e4}]}
     events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(1, 12)]
     self.assertEqual(top(events, {'loss_scale': 1.0}, [record])[0], 'precision')
+
+  def test_a_loss_output_mismatch_explains_a_finite_trouble_not_an_op_s_nan(self):
+    mismatch = {'event': 'warning', 'step': 10, 'cause': 'loss_output_mismatch',
+                'kind': 'logits_to_probability_loss', 'message': 'm', 'fix': 'f',
+                'gin': 'Trainer.loss = @keras.losses.SparseCategoricalCrossentropy()'}
+    history = {'event': 'history', 'step': 40, 'steps': list(range(1, 41)),
+               'loss': [1.0 * 1.5**k for k in range(40)], 'grad_norm': [1.0 * 1.3**k
+                                                                         for k in range(40)],
+               'learning_rate': [1e-2] * 40, 'loss_scale': [1.0] * 40, 'applied': [True] * 40}
+    diverged = [{'event': 'divergence_check', 'step': 30, 'verdict': 'model'}, history,
+                {'event': 'diverged', 'step': 40, 'trigger': 'divergence', 'reason': 'r'}]
+    self.assertEqual(top(diverged, {'status': 'diverged'})[0], 'learning_rate')
+    cause, scores = top([mismatch] + diverged, {'status': 'diverged'})
+    self.assertEqual(cause, 'loss_output_mismatch')
+    self.assertGreater(scores[cause][0], scores['learning_rate'][0])
+    # NaN steps that forensics traced to a Log op: the op decides, the warning does not.
+    record = {'op_level': {'found': True, 'op_type': 'Log', 'op_name': 'x'}, 'inputs': []}
+    cause, scores = top([mismatch] + [skip(k) for k in range(11, 22)], {'status': 'aborted'},
+                        [record])
+    self.assertEqual(cause, 'division_or_log')
+    self.assertGreater(scores['loss_output_mismatch'][0], 0)

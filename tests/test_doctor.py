@@ -56,6 +56,26 @@ class DiagnoseTest(tf.test.TestCase):
     self.assertIn('keras.optimizers.SGD.learning_rate = 0.15', d['remedy'])
     self.assertIn('1 rollback(s)', d['applied'])
 
+  def test_a_loss_output_mismatch_warning_is_trouble_and_its_fix_the_remedy(self):
+    warning = {'event': 'warning', 'step': 10, 'cause': 'loss_output_mismatch',
+               'kind': 'logits_to_probability_loss', 'message': 'logits into probabilities',
+               'fix': 'use keras.losses.BinaryCrossentropy(from_logits=True)',
+               'gin': 'Trainer.loss = @keras.losses.BinaryCrossentropy()\n'
+                      'keras.losses.BinaryCrossentropy.from_logits = True'}
+    d = doctor.diagnose([warning], {'status': 'completed', 'skipped_steps': 0})
+    self.assertEqual((d['cause'], d['label'], d['confidence']),
+                     ('loss_output_mismatch', 'loss/output mismatch', 'high'))
+    self.assertEqual(d['remedy'], 'Trainer.loss = @keras.losses.BinaryCrossentropy(); '
+                                  'keras.losses.BinaryCrossentropy.from_logits = True  # or in '
+                                  'code: use keras.losses.BinaryCrossentropy(from_logits=True)')
+    self.assertIn('logits into probabilities', d['evidence'][0])
+    # A fix with no gin binding (the model's activation): the code alone.
+    warning.update(gin='# no binding: the activation is in the model', fix='a softmax')
+    self.assertEqual(doctor.diagnose([warning], {'status': 'completed'})['remedy'], 'a softmax')
+    # Another warning (InitialisationCheck's) is no trouble by itself.
+    warning.update(cause='initialisation')
+    self.assertIsNone(doctor.diagnose([warning], {'status': 'completed'})['cause'])
+
 
 class MainTest(tf.test.TestCase):
 

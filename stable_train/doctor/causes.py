@@ -4,7 +4,7 @@ them (`score`), with the evidence in words. Pure functions of `symptoms.Symptoms
 import math
 from typing import Dict, List, Tuple
 
-from stable_train.doctor.symptoms import Symptoms, number
+from stable_train.doctor.symptoms import MISMATCH, Symptoms, number
 
 CAUSES = {
     'exploding_gradients': 'exploding gradients',
@@ -15,6 +15,7 @@ CAUSES = {
     'precision': 'float precision',
     'bad_input': 'bad input',
     'transient': 'transient / not reproducible',
+    'loss_output_mismatch': 'loss/output mismatch',
 }
 # The op types whose NaN/Inf output names a cause (forensics' op-level provenance).
 EXP_OPS = ('Exp', 'Expm1', 'Softmax', 'Pow', 'Softplus', 'Sinh', 'Cosh')
@@ -40,7 +41,7 @@ def score(s: Symptoms) -> Dict[str, Tuple[float, List[str]]]:
   """Each cause's score and the evidence for it, each symptom worth some points."""
   out = _Scores()
   for rules in (_input_rules, _transient_rules, _arithmetic_rules, _precision_rules, _start_rules,
-                _rate_rules, _gradient_rules):
+                _rate_rules, _gradient_rules, _mismatch_rules):
     rules(s, out)
   return {c: (v[0], v[1]) for c, v in out.found.items()}
 
@@ -205,3 +206,20 @@ def _gradient_rules(s: Symptoms, out: _Scores) -> None:
                                       'the loss did not')
   if 'grad_norm_spike' in s.triggers:
     out.add('exploding_gradients', 1, 'a gradient-norm spike triggered a rollback')
+
+
+def _mismatch_rules(s: Symptoms, out: _Scores) -> None:
+  """The start's loss/output mismatch warning: a loss that cannot train the outputs it gets
+  leaves a finite loss slow, stalled or diverging; it weighs less than an op that forensics saw
+  make a NaN (6 points), and non-finite steps are another matter."""
+  found = s.mismatch
+  if found is None:
+    return
+  out.add(MISMATCH, 4, f"at the start the loss did not fit the model's outputs "
+                       f"({found.get('kind')}): {found.get('message')}")
+  if not s.faults:
+    out.add(MISMATCH, 3, 'no step was non-finite: a finite loss that the mismatch keeps from '
+                         'training, not an overflow')
+  stopped = [t for t in s.triggers if t in ('divergence', 'stalled', 'untrainable_start')]
+  if stopped and not s.faults:
+    out.add(MISMATCH, 3, f'the loss did not come down ({stopped[0]}) with that loss')

@@ -21,16 +21,20 @@ from stable_train.doctor import plot as plot_lib
 from stable_train.doctor import symptoms as symptoms_lib
 
 CAUSES = causes_lib.CAUSES
+
+
 def troubled(summary: Dict[str, Any], events: Sequence[Dict[str, Any]]) -> bool:
-  """Whether the run skipped (beyond fp16 overflows), rolled back, diverged or aborted, or met
-  bad batches (an outlier skip, a divergence check that blamed the data)."""
+  """Whether the run skipped (beyond fp16 overflows), rolled back, diverged or aborted, met
+  bad batches (an outlier skip, a divergence check that blamed the data), or started with a
+  loss that does not fit the model's outputs (a `warning` of a loss/output mismatch)."""
   if summary.get('status') in ('aborted', 'diverged'):
     return True
   if summary.get('rollbacks'):
     return True
   if (summary.get('skipped_steps') or 0) > (summary.get('overflow_skips') or 0):
     return True
-  return any(e.get('event') in ('divergence_check', 'outliers', 'rollback') for e in events)
+  return any(e.get('event') in ('divergence_check', 'outliers', 'rollback') or (
+      e.get('event') == 'warning' and e.get('cause') == symptoms_lib.MISMATCH) for e in events)
 
 
 def _forensics_reports(events: Sequence[Dict[str, Any]], model_dir: Optional[str]):
@@ -136,7 +140,16 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
       'transient': ('nothing to change in the model: if it recurs, suspect the hardware '
                     '(memory errors) or non-deterministic ops; Forensics(recheck=True) '
                     'keeps telling them apart'),
+      'loss_output_mismatch': _mismatch_remedy(s.mismatch or {}),
   }[cause]
+
+
+def _mismatch_remedy(found: Dict[str, Any]) -> str:
+  """The start check's fix: its gin bindings (one line here) and the fix in code."""
+  gin = '; '.join(line for line in str(found.get('gin') or '').splitlines() if line.strip())
+  fix = found.get('fix') or ('a cross-entropy whose from_logits matches the last layer: logits '
+                             'and from_logits=True, or probabilities and from_logits=False')
+  return f'{gin}  # or in code: {fix}' if gin and not gin.startswith('#') else fix
 
 
 def applied(cause: str, s: symptoms_lib.Symptoms, summary: Dict[str, Any]) -> Optional[str]:

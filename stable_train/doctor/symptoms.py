@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` event.
 
 
 def number(value) -> float:
@@ -47,7 +48,9 @@ class Symptoms:
   rollbacks: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
   checks: List[str] = dataclasses.field(default_factory=list)  # divergence_check verdicts.
   outlier_batches: List[int] = dataclasses.field(default_factory=list)
-  warnings: List[str] = dataclasses.field(default_factory=list)  # InitialisationCheck causes.
+  warnings: List[str] = dataclasses.field(default_factory=list)  # `warning` events' causes.
+  # The first `warning` of a loss/output mismatch (its kind, message, fix and gin), or None.
+  mismatch: Optional[Dict[str, Any]] = None
   rechecks: List[str] = dataclasses.field(default_factory=list)  # Forensics re-run verdicts.
   forensics: Optional[Dict[str, Any]] = None  # The first forensics record's report.
   history: Optional[Dict[str, List[Any]]] = None  # The first `history` event.
@@ -106,6 +109,8 @@ class Symptoms:
         s.outlier_batches += list(e.get('batches') or [])
       elif kind == 'warning':
         s.warnings.append(e.get('cause', ''))
+        if e.get('cause') == MISMATCH and s.mismatch is None:
+          s.mismatch = e
       elif kind == 'forensics' and e.get('recheck'):
         s.rechecks.append(e['recheck'])
       elif kind == 'history' and s.history is None:

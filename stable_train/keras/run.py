@@ -5,6 +5,7 @@ a `keras_callbacks.GuardCallback`), its keeper of rollback targets (`open_keeper
 import os
 from typing import Any, Dict, List, Optional
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -116,7 +117,10 @@ class KerasRun(interfaces.RunHandle):
     self.probe = handle.Probe(
         model=g.model, policies=g.policies, split_batch=keras_parts.split_batch,
         loss_and_gradients=g.loss_and_gradients, model_checkpoint=g.model_checkpoint,
-        first_batch=g.first_batch, jit_compile=bool(g.model.jit_compile))
+        first_batch=g.first_batch, jit_compile=bool(g.model.jit_compile),
+        # The compiled loss, where the model's compute_loss is Keras's (which applies it).
+        loss=(g.model.loss if type(g.model).compute_loss is keras.Model.compute_loss
+              else None))
 
   @property
   def step(self) -> int:

@@ -2,7 +2,7 @@
 
 import logging
 import math
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import gin
 import keras
@@ -66,10 +66,7 @@ def output_spread(probe, weights=None, model=None) -> Optional[float]:
             if isinstance(t, (tf.Tensor, np.ndarray)) and getattr(tf.as_dtype(t.dtype), kind)
             and len(t.shape) and t.shape[0] > 1]
   try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
-    features, _ = probe.split_batch(first)
-    features = tf.nest.map_structure(  # At most 32 rows (the Trainer's first batch is whole).
-        lambda t: t[:32] if isinstance(t, (tf.Tensor, np.ndarray)) and len(t.shape) else t,
-        features)
+    features = _head(probe.split_batch(first)[0])
     outputs = _outputs(probe.model if model is None else model, features, weights)
     inputs, outputs = rows(features, 'is_numeric'), rows(outputs, 'is_floating')
   except (ValueError, TypeError, tf.errors.OpError):
@@ -96,6 +93,28 @@ def untrained_spread(probe) -> Optional[float]:
     return output_spread(probe, model=clone)
   except Exception:  # pylint: disable=broad-except
     return None
+
+
+def first_outputs(probe) -> Optional[List[np.ndarray]]:
+  """The model's float outputs (numpy, in their dtype) on the first rows of the run's first
+  batch, in inference mode with the current weights (no variable changes); None without a first
+  batch, or where the model cannot take its features as they are."""
+  first = probe.first_batch()
+  if first is None:
+    return None
+  try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
+    outputs = _outputs(probe.model, _head(probe.split_batch(first)[0]), None)
+  except (ValueError, TypeError, tf.errors.OpError):
+    return None
+  return [np.asarray(o) for o in tf.nest.flatten(outputs)
+          if isinstance(o, (tf.Tensor, np.ndarray)) and tf.as_dtype(o.dtype).is_floating]
+
+
+def _head(features, rows: int = 32):
+  """At most `rows` rows of every tensor (the Trainer's first batch is whole)."""
+  return tf.nest.map_structure(
+      lambda t: t[:rows] if isinstance(t, (tf.Tensor, np.ndarray)) and len(t.shape) else t,
+      features)
 
 
 def _row_spread(arrays) -> float:

@@ -5,7 +5,8 @@ Deciding is pure (`Policy.decide` / `decide_eval` / `handle_escalation` read rep
 `PolicyContext`); carrying out is `Policy.execute(decision, run)` with the `RunHandle`. Precedence
 of the resolved decision: abort > escalation (to the first policy that handles it, else an abort)
 > rollback > continue. ACT decisions are not resolved: each is carried out, in policy order, before
-the resolved one.
+the resolved one. After the first loop it also runs the start's loss/output check
+(`loss_check.LossOutputCheck`), a warning for the doctor, never a decision.
 """
 
 import dataclasses
@@ -16,6 +17,7 @@ import numpy as np
 from stable_train.core import interfaces
 from stable_train.core import outcome as outcome_lib
 from stable_train.runtime import history as history_lib
+from stable_train.runtime import loss_check
 
 Decision = interfaces.Decision
 
@@ -65,6 +67,7 @@ class Dispatcher:
     self._unresolved: List[Decision] = []  # The last `decide`'s non-ACT decisions.
     # The steps before trouble, written out when a loop skips, acts or ends the run.
     self.history = history_lib.RunHistory()
+    self.loss_check = loss_check.LossOutputCheck()  # Once, after the first loop.
 
   def decide(self, reports) -> Tuple[List[Decision], Decision]:
     """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one).
@@ -103,6 +106,7 @@ class Dispatcher:
     first trouble of an episode (a skip, a rollback, an end) is recorded with the steps before
     it (a `history` event, for the doctor)."""
     self.history.add(reports)
+    self.loss_check.after_loop(self._run, int(reports.step[-1]))
     acts, decision = self.decide(reports)
     ended, decision = self._carry_out(reports, acts, decision)
     self.acted = bool(acts) or decision.action != interfaces.CONTINUE

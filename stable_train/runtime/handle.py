@@ -23,6 +23,9 @@ class Probe:
     first_batch: () -> the first batch of the run's dataset, or None.
     jit_compile: whether the training step is compiled with XLA.
     label_classes_of: () -> the class count the step checks sparse labels against, or None.
+    loss: the loss the step applies to the model's outputs and the labels (a Keras loss, name
+      or function), or None where the step computes its loss otherwise (an overridden
+      compute_loss or forward).
   """
   model: Any
   policies: Sequence[interfaces.Policy]
@@ -32,6 +35,7 @@ class Probe:
   first_batch: Callable[[], Any]
   jit_compile: bool = False
   label_classes_of: Callable[[], Optional[int]] = lambda: None
+  loss: Any = None
 
   @property
   def label_classes(self) -> Optional[int]:
@@ -50,7 +54,8 @@ class LiveRun(interfaces.RunHandle):
     self.probe = Probe(model=t.model, policies=t.policies, split_batch=t.split_batch,
                        loss_and_gradients=t.loss_and_gradients,
                        model_checkpoint=t.model_checkpoint, first_batch=self._first_batch,
-                       jit_compile=t.jit_compile, label_classes_of=lambda: t.label_classes)
+                       jit_compile=t.jit_compile, label_classes_of=lambda: t.label_classes,
+                       loss=t.loss_fn if t.uses_own_loss() and t.uses_own_forward() else None)
 
   def _first_batch(self):
     """The run's first batch, read once per dataset: every new iterator of a shuffled or

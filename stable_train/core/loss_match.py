@@ -1,0 +1,237 @@
+"""The loss/output mismatch: probabilities fed to a cross-entropy that expects logits, logits fed
+to one that expects probabilities, sigmoids fed to a categorical one; judged from a model's
+outputs on a batch and its last activation (`find_mismatch`), with the fix as code and as gin."""
+
+import dataclasses
+from typing import Dict, Optional
+
+import keras
+import numpy as np
+
+from stable_train.core import losses
+
+PROBABILITIES_TO_LOGITS = 'probabilities_to_logits_loss'
+LOGITS_TO_PROBABILITIES = 'logits_to_probability_loss'
+SIGMOID_TO_CATEGORICAL = 'sigmoid_to_categorical_loss'
+KINDS = (PROBABILITIES_TO_LOGITS, LOGITS_TO_PROBABILITIES, SIGMOID_TO_CATEGORICAL)
+
+# Keras's cross-entropy functions (and the two of core.losses, which take logits) by family.
+_FAMILIES = {
+    keras.losses.sparse_categorical_crossentropy: ('sparse', 'SparseCategoricalCrossentropy'),
+    keras.losses.categorical_crossentropy: ('categorical', 'CategoricalCrossentropy'),
+    keras.losses.categorical_focal_crossentropy: ('categorical', 'CategoricalFocalCrossentropy'),
+    keras.losses.binary_crossentropy: ('binary', 'BinaryCrossentropy'),
+    keras.losses.binary_focal_crossentropy: ('binary', 'BinaryFocalCrossentropy'),
+}
+_OWN_LOGIT_LOSSES = (losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy)
+_PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid')
+# Margins far above any rounding: a value this far outside [0, 1] is no probability; a row sum
+# this far from 1 is no softmax. Between "sums to 1" and "clearly not" the verdict is unsure.
+_OUTSIDE = 0.01
+_NOT_ONE = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class LossTerms:
+  """What a loss expects: `family` ('sparse', 'categorical' or 'binary' cross-entropy),
+  `from_logits`, `name`, the Keras class that computes it (for the fix), and `shown`, the loss
+  as the run was given it (for the message)."""
+  family: str
+  from_logits: bool
+  name: str
+  shown: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Mismatch:
+  """A finding: `kind` (one of KINDS), a one-line `message`, the `fix` as code and as `gin`
+  bindings (one per line)."""
+  kind: str
+  message: str
+  fix: str
+  gin: str
+
+  def fields(self) -> Dict[str, str]:
+    return dataclasses.asdict(self)
+
+
+def loss_terms(loss) -> Optional[LossTerms]:
+  """What `loss` expects: a Keras loss object, a Keras loss function or name, a per-example
+  function wrapped as a loss (`keras_parts.as_loss`), or one of core.losses' (logits). None
+  for any other loss (a regression loss, a custom callable, a loss per output)."""
+  if isinstance(loss, str):
+    try:
+      loss = keras.losses.get(loss)
+    except ValueError:
+      return None
+  config, wrapper = {}, None
+  if isinstance(loss, keras.losses.Loss):
+    try:
+      config = loss.get_config() or {}
+    except (NotImplementedError, TypeError, ValueError):
+      return None
+    wrapper, loss = loss, getattr(loss, 'fn', None)  # Keras's wrappers and as_loss's.
+  name = getattr(loss, '__name__', '?')
+  if any(loss is f for f in _OWN_LOGIT_LOSSES):
+    return LossTerms('sparse', True, 'SparseCategoricalCrossentropy', f'{name} (logits)')
+  family = next((v for f, v in _FAMILIES.items() if loss is f), None)
+  from_logits = config.get('from_logits', False)  # The functions' default.
+  if family is None or not isinstance(from_logits, (bool, np.bool_)):
+    return None
+  shown = (type(wrapper).__name__ if type(wrapper).__name__ == family[1] else name)
+  return LossTerms(family[0], bool(from_logits), family[1],
+                   f'{shown}(from_logits={bool(from_logits)})')
+
+
+def last_activation(model) -> Optional[str]:
+  """The name of the activation that makes a Keras model's only output ('softmax', 'sigmoid',
+  'linear', ...): the activation of the layer that produces it (a Sequential's last layer, the
+  layer a Functional model's output comes from, a nested model's own), 'softmax' for a Softmax
+  layer. None where it cannot be told (a subclassed model, several outputs, another layer)."""
+  if not isinstance(model, keras.Model):
+    return None
+  layer = _output_layer(model)
+  if isinstance(layer, keras.Model):
+    return last_activation(layer)
+  if isinstance(layer, keras.layers.Softmax):
+    return 'softmax'
+  activation = getattr(layer, 'activation', None)
+  if activation is None:
+    return None
+  name = getattr(activation, '__name__', None)
+  return name if isinstance(name, str) else None
+
+
+def _output_layer(model):
+  """The layer whose output is the model's only output, or None."""
+  if isinstance(model, keras.Sequential):
+    return model.layers[-1] if model.layers else None
+  try:
+    outputs = model.outputs
+    if not outputs or len(outputs) != 1:
+      return None
+    for layer in reversed(model.layers):
+      if layer.output is outputs[0]:
+        return layer
+  except (AttributeError, ValueError, RuntimeError):  # Subclassed, or a layer used twice.
+    return None
+  return None
+
+
+def _shape(outputs: np.ndarray):
+  """How the outputs read as numbers: 'outside' [0, 1] by a clear margin, 'distribution' (in
+  [0, 1], two columns or more, every row summing to 1 within rounding), 'unit' (in [0, 1]; a
+  row summing clearly not to 1, or one column), or None (unsure: between the margins)."""
+  eps = float(np.finfo(outputs.dtype).eps)
+  rows = outputs.astype(np.float64).reshape(-1, outputs.shape[-1])
+  low, high = float(rows.min()), float(rows.max())
+  margin = min(0.1, max(_OUTSIDE, 16 * eps))
+  if low < -margin or high > 1 + margin:
+    return 'outside'
+  if low < -8 * eps or high > 1 + 8 * eps:
+    return None
+  if rows.shape[1] == 1:
+    return 'unit'
+  off = float(np.max(np.abs(rows.sum(axis=1) - 1.0)))
+  if off <= min(0.05, max(1e-3, 2 * eps * rows.shape[1])):
+    return 'distribution'
+  return 'unit' if off > _NOT_ONE else None
+
+
+def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[Mismatch]:
+  """The loss/output mismatch of `loss` on a model's `outputs` (one float array, e.g. on the
+  first batch in inference mode), with the model's last `activation` where known
+  (`last_activation`); None when they agree or the verdict is unsure.
+
+  The numbers must show it, and a known activation must not contradict them: probabilities
+  (rows in [0, 1] summing to 1, or a softmax/sigmoid in [0, 1]) into a from_logits=True
+  cross-entropy; values clearly outside [0, 1] into a from_logits=False one; values in [0, 1]
+  whose rows clearly do not sum to 1 (a sigmoid) into a categorical one of two classes or more.
+  """
+  terms = loss_terms(loss)
+  if terms is None or outputs is None:
+    return None
+  outputs = np.asarray(outputs)
+  if (not np.issubdtype(outputs.dtype, np.floating) or outputs.ndim == 0 or outputs.size == 0
+      or not np.all(np.isfinite(outputs))):
+    return None
+  shape = _shape(outputs)
+  columns = outputs.shape[-1]
+  categorical = terms.family != 'binary'
+  if shape is None or (categorical and columns < 2):
+    return None
+  in_unit = shape in ('unit', 'distribution')
+  if activation == 'sigmoid' and categorical and in_unit:
+    return _sigmoid_to_categorical(terms, outputs)
+  probabilities = (shape == 'distribution' if categorical and activation in (None, 'softmax')
+                   else in_unit and activation in _PROBABILITY_ACTIVATIONS)
+  if terms.from_logits and probabilities:
+    return _probabilities_to_logits(terms, activation)
+  if not terms.from_logits and shape == 'outside' and activation not in _PROBABILITY_ACTIVATIONS:
+    return _logits_to_probabilities(terms, outputs, activation)
+  if (not terms.from_logits and categorical and shape == 'unit'
+      and activation in (None, 'sigmoid')):
+    return _sigmoid_to_categorical(terms, outputs)
+  return None
+
+
+def _loss_code(terms: LossTerms, from_logits: bool) -> str:
+  return f'keras.losses.{terms.name}(from_logits={from_logits})'
+
+
+def _loss_gin(name: str, from_logits: bool) -> str:
+  return (f'Trainer.loss = @keras.losses.{name}()\n'
+          f'keras.losses.{name}.from_logits = {from_logits}')
+
+
+def _probabilities_to_logits(terms: LossTerms, activation: Optional[str]) -> Mismatch:
+  what = ('values in [0, 1]' if activation == 'sigmoid' else 'rows in [0, 1] summing to 1')
+  return Mismatch(
+      PROBABILITIES_TO_LOGITS,
+      f"the model's outputs are probabilities ({activation or 'unknown activation'}: {what}) "
+      f'but the loss {terms.shown} takes them for logits and squashes them a second time, '
+      'which trains slowly (unless Keras sees through the activation, and warns)',
+      f"drop the {activation or 'softmax'} from the last layer (the loss then gets logits, the "
+      f'stable form), or use {_loss_code(terms, False)}',
+      _loss_gin(terms.name, False))
+
+
+def _logits_to_probabilities(terms: LossTerms, outputs: np.ndarray,
+                             activation: Optional[str]) -> Mismatch:
+  shown = f'{activation}: ' if activation else ''
+  return Mismatch(
+      LOGITS_TO_PROBABILITIES,
+      f"the model's outputs are logits ({shown}values from {float(np.min(outputs)):.3g} to "
+      f'{float(np.max(outputs)):.3g}, outside [0, 1]) but the loss {terms.shown} expects '
+      'probabilities: it clips them into [1e-7, 1 - 1e-7], and the clipped ones give no '
+      'gradient',
+      f'use {_loss_code(terms, True)} (the stable form), or end the model in a '
+      f"{'sigmoid' if terms.family == 'binary' else 'softmax'}",
+      _loss_gin(terms.name, True))
+
+
+def _sigmoid_to_categorical(terms: LossTerms, outputs: np.ndarray) -> Mismatch:
+  sums = outputs.astype(np.float64).reshape(-1, outputs.shape[-1]).sum(axis=1)
+  one_label = (f'a softmax on the last layer with {_loss_code(terms, False)}, or no '
+               f'activation with {_loss_code(terms, True)} (one class per example)')
+  if terms.family == 'sparse':  # Class-id labels: one class per example, no binary reading.
+    fix, gin = one_label, ("# no binding: the last layer's activation is in the model's code "
+                           "(activation='softmax')")
+  else:
+    fix = f'{one_label}; keras.losses.BinaryCrossentropy() for several labels per example'
+    gin = _loss_gin('BinaryCrossentropy', False) + '  # several labels per example'
+  effect = ('takes them for logits: squashed into [0, 1], they cannot make a confident '
+            'prediction' if terms.from_logits else
+            'reads each row as one distribution over the classes')
+  return Mismatch(
+      SIGMOID_TO_CATEGORICAL,
+      f"the model's outputs are independent sigmoids (each in [0, 1], rows summing to "
+      f'{sums.min():.3g} to {sums.max():.3g}) but the categorical loss {terms.shown} {effect}',
+      fix, gin)
+
+
+def describe(found: Mismatch) -> str:
+  """The finding as one log line: the message, the fix in code and in gin."""
+  return (f'loss/output mismatch: {found.message}; fix: {found.fix}; in gin: '
+          f"{'; '.join(found.gin.splitlines())}")
+

@@ -1,0 +1,55 @@
+"""LossOutputCheck: a loss/output mismatch (`core.loss_match`) named once at the start of a run,
+by the dispatcher both front doors drive: a `warning` event and a log line, never a stop."""
+
+import logging
+from typing import Optional
+
+from stable_train.core import loss_match
+from stable_train.doctor import symptoms
+from stable_train.policies import diagnostics
+
+log = logging.getLogger('stable_train')
+
+CAUSE = symptoms.MISMATCH  # The `warning` event's cause: the doctor's cause key.
+
+
+class LossOutputCheck:
+  """Runs the model on the run's first batch once, after the first loop of steps, and warns when
+  its loss does not fit its outputs (probabilities into a from_logits=True cross-entropy, logits
+  into a from_logits=False one, sigmoids into a categorical one).
+
+  Host side, once per dispatcher (a Trainer's runs, a guarded Keras `fit`): one inference-mode
+  pass over at most 32 rows (`stateless_call`: no variable changes), nothing per step. It reads
+  the first batch only where the run keeps it already (a policy reads it: `uses_first_batch`,
+  e.g. the default stack's DivergenceCheck), and only a loss the step applies to the model's
+  outputs (`Probe.loss`); it never changes the run.
+  """
+
+  def __init__(self):
+    self.done = False
+    self.found: Optional[loss_match.Mismatch] = None
+
+  def after_loop(self, run, step: int) -> Optional[loss_match.Mismatch]:
+    """The check, after the run's first loop (later calls return at once): a finding is a
+    `warning` event (cause 'loss_output_mismatch', kind, message, fix, gin) and a log line."""
+    if self.done:
+      return None
+    self.done = True
+    probe = getattr(run, 'probe', None)  # A dispatcher's test fake may have none.
+    if (probe is None or probe.loss is None
+        or not any(p.uses_first_batch for p in probe.policies)):
+      return None
+    try:  # A warning's check never ends a run: a model or loss it cannot read says nothing.
+      outputs = diagnostics.first_outputs(probe)
+      found = None if not outputs or len(outputs) != 1 else loss_match.find_mismatch(
+          probe.loss, outputs[0], loss_match.last_activation(probe.model))
+    except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
+      log.info('the loss/output check could not judge this run: %s',
+               (str(e).splitlines() or [type(e).__name__])[0][:120])
+      return None
+    if found is None:
+      return None  # No batch, several outputs, or nothing wrong.
+    self.found = found
+    log.warning('step %d: %s', step, loss_match.describe(found))
+    run.emit('warning', step, cause=CAUSE, **found.fields())
+    return found

@@ -1,0 +1,168 @@
+"""Tests for stable_train.runtime.loss_check: both front doors name a loss/output mismatch once, at
+the start, as a `warning` event the doctor reads, and train on to the end; a loss that fits its
+outputs, a run that keeps no first batch, or a loss the step does not apply, gets none."""
+
+import json
+import os
+import types
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train.doctor import doctor
+from stable_train.keras import fit as keras_fit
+from stable_train.policies import divergence
+from stable_train.runfiles import events as events_lib
+from stable_train.runtime import handle
+from stable_train.runtime import loss_check
+from stable_train.trainer import trainer as trainer_lib
+
+FEATURES, CLASSES, ROWS, BATCH = 6, 3, 64, 16
+
+
+def _data():
+  rng = np.random.RandomState(0)
+  x = rng.normal(size=(ROWS, FEATURES)).astype(np.float32)
+  y = np.argmax(x[:, :CLASSES], axis=1).astype(np.int32)
+  return x, y
+
+
+def _model(activation):
+  keras.utils.set_random_seed(0)
+  return keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, activation='relu'),
+                           keras.layers.Dense(CLASSES, activation=activation)])
+
+
+def _loss(from_logits):
+  return keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+
+
+def _guarded_fit(model_dir, activation, from_logits):
+  model = _model(activation)
+  model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=_loss(from_logits))
+  guard = keras_fit.guard_fit(model)
+  x, y = _data()
+  model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0,
+            callbacks=[guard.callback(model_dir=model_dir)])
+
+
+def _trainer_fit(model_dir, activation, from_logits):
+  trainer = trainer_lib.Trainer(model=_model(activation), optimizer=keras.optimizers.Adam(1e-2),
+                                loss=_loss(from_logits), model_dir=model_dir, verbose=False)
+  trainer.fit(tf.data.Dataset.from_tensor_slices(_data()).batch(BATCH), num_steps=ROWS // BATCH)
+
+
+def _records(model_dir):
+  events = events_lib.read_events(os.path.join(model_dir, 'events.jsonl'))
+  with open(os.path.join(model_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  return [e for e in events if e['event'] == 'warning'], summary
+
+
+class _FittedOnce(tf.test.TestCase):
+  """A run fitted once per class (`fit(model_dir, activation, from_logits)`) in `cls.model_dir`."""
+  test_session = None
+  fit = activation = from_logits = None
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.model_dir = os.path.join(cls.get_temp_dir(cls()), cls.__name__)
+    cls.fit(cls.model_dir, cls.activation, cls.from_logits)
+
+  def assert_warned_once_and_trained_to_the_end(self):
+    warnings, summary = _records(self.model_dir)
+    self.assertEqual(summary['status'], 'completed')
+    self.assertEqual(summary['global_step'], ROWS // BATCH)
+    self.assertLen(warnings, 1)
+    w = warnings[0]
+    self.assertEqual((w['cause'], w['kind']),
+                     ('loss_output_mismatch', 'probabilities_to_logits_loss'))
+    self.assertIn('SparseCategoricalCrossentropy(from_logits=False)', w['fix'])
+    self.assertIn('keras.losses.SparseCategoricalCrossentropy.from_logits = False', w['gin'])
+    self.assertIn('softmax', w['message'])
+
+  def assert_the_doctor_names_it_with_the_fix(self):
+    _, summary = _records(self.model_dir)
+    self.assertEqual(summary['diagnosis']['cause'], 'loss_output_mismatch')
+    events, summary, forensics, names = doctor.load(self.model_dir)
+    d = doctor.diagnose(events, summary, forensics, names=names)  # Offline: the same.
+    self.assertEqual((d['cause'], d['confidence']), ('loss_output_mismatch', 'high'))
+    self.assertIn('Trainer.loss = @keras.losses.SparseCategoricalCrossentropy(); '
+                  'keras.losses.SparseCategoricalCrossentropy.from_logits = False', d['remedy'])
+    self.assertIn('drop the softmax', d['remedy'])
+
+
+class GuardFitTest(_FittedOnce):
+  """A softmax model compiled with from_logits=True, through guard_fit."""
+  fit, activation, from_logits = staticmethod(_guarded_fit), 'softmax', True
+
+  def test_the_mismatch_is_named_once_with_the_fix_and_the_run_trains_on(self):
+    self.assert_warned_once_and_trained_to_the_end()
+
+  def test_the_doctor_names_it(self):
+    self.assert_the_doctor_names_it_with_the_fix()
+
+
+class TrainerTest(_FittedOnce):
+  """The same model and loss through the Trainer."""
+  fit, activation, from_logits = staticmethod(_trainer_fit), 'softmax', True
+
+  def test_the_mismatch_is_named_once_with_the_fix_and_the_run_trains_on(self):
+    self.assert_warned_once_and_trained_to_the_end()
+
+  def test_the_doctor_names_it(self):
+    self.assert_the_doctor_names_it_with_the_fix()
+
+
+class FittingLossTest(_FittedOnce):
+  """Logits into from_logits=True: as it should be."""
+  fit, activation, from_logits = staticmethod(_trainer_fit), None, True
+
+  def test_no_warning_and_no_diagnosis(self):
+    warnings, summary = _records(self.model_dir)
+    self.assertEqual(warnings, [])
+    self.assertEqual(summary['status'], 'completed')
+    self.assertNotIn('diagnosis', summary)
+
+
+class _Run:
+  """A run handle with a probe and a list of emitted events."""
+
+  def __init__(self, probe):
+    self.probe, self.emitted = probe, []
+
+  def emit(self, event, step=None, **fields):
+    self.emitted.append(dict(fields, event=event, step=step))
+
+
+def _probe(model, *, loss, policies):
+  x, y = _data()
+  return handle.Probe(model=model, policies=policies, split_batch=lambda b: (b[0], b[1]),
+                      loss_and_gradients=None, model_checkpoint=None,
+                      first_batch=lambda: (tf.constant(x[:BATCH]), tf.constant(y[:BATCH])),
+                      loss=loss)
+
+
+class LossOutputCheckTest(tf.test.TestCase):
+  test_session = None
+
+  def test_once_and_only_where_the_run_keeps_its_first_batch_and_applies_its_loss(self):
+    model = _model('softmax')
+    reads_first_batch = [divergence.DivergenceCheck()]
+    run = _Run(_probe(model, loss=_loss(True), policies=reads_first_batch))
+    check = loss_check.LossOutputCheck()
+    weights = [v.numpy() for v in model.variables]
+    self.assertEqual(check.after_loop(run, 3).kind, 'probabilities_to_logits_loss')
+    self.assertIsNone(check.after_loop(run, 6))  # Once.
+    self.assertEqual([(e['event'], e['step'], e['cause']) for e in run.emitted],
+                     [('warning', 3, 'loss_output_mismatch')])
+    for before, v in zip(weights, model.variables):  # The probe moved no variable.
+      self.assertAllEqual(before, v.numpy())
+    for probe in (_probe(model, loss=_loss(True), policies=[]),  # No first batch kept.
+                  _probe(model, loss=None, policies=reads_first_batch)):  # Its own loss.
+      run = _Run(probe)
+      self.assertIsNone(loss_check.LossOutputCheck().after_loop(run, 3))
+      self.assertEqual(run.emitted, [])
+    self.assertIsNone(loss_check.LossOutputCheck().after_loop(types.SimpleNamespace(), 3))

@@ -1,0 +1,172 @@
+"""Tests for stable_train.core.loss_match: which loss/output pairs are a mismatch, judged from the
+numbers and the last activation, never from the last bits; the fix parses as gin."""
+
+import gin
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train.app import configurables  # pylint: disable=unused-import  (gin names)
+from stable_train.core import keras_parts
+from stable_train.core import loss_match
+from stable_train.core import losses
+
+SCCE = keras.losses.SparseCategoricalCrossentropy
+
+
+def _logits(rows=32, classes=5, scale=2.0, seed=0):
+  return (np.random.RandomState(seed).normal(size=(rows, classes)) * scale).astype(np.float32)
+
+
+def _softmax(z):
+  e = np.exp(z - z.max(axis=-1, keepdims=True))
+  return (e / e.sum(axis=-1, keepdims=True)).astype(z.dtype)
+
+
+def _sigmoid(z):
+  return (1 / (1 + np.exp(-z))).astype(z.dtype)
+
+
+def _kind(loss, outputs, activation=None):
+  found = loss_match.find_mismatch(loss, outputs, activation)
+  return None if found is None else found.kind
+
+
+class FindMismatchTest(tf.test.TestCase):
+
+  def test_each_kind_from_the_numbers(self):
+    z = _logits()
+    self.assertEqual(_kind(SCCE(from_logits=True), _softmax(z)),
+                     loss_match.PROBABILITIES_TO_LOGITS)
+    self.assertEqual(_kind(SCCE(), z), loss_match.LOGITS_TO_PROBABILITIES)
+    self.assertEqual(_kind('categorical_crossentropy', _sigmoid(z)),
+                     loss_match.SIGMOID_TO_CATEGORICAL)
+    self.assertEqual(_kind(keras.losses.BinaryCrossentropy(), z[:, :1]),
+                     loss_match.LOGITS_TO_PROBABILITIES)
+
+  def test_the_activation_decides_where_the_numbers_alone_cannot(self):
+    z = _logits(classes=1)
+    bce = keras.losses.BinaryCrossentropy(from_logits=True)
+    self.assertIsNone(_kind(bce, _sigmoid(z)))  # One column in [0, 1]: could be logits.
+    self.assertEqual(_kind(bce, _sigmoid(z), 'sigmoid'), loss_match.PROBABILITIES_TO_LOGITS)
+    z = _logits()
+    self.assertEqual(_kind(SCCE(from_logits=True), _sigmoid(z), 'sigmoid'),
+                     loss_match.SIGMOID_TO_CATEGORICAL)
+    self.assertIsNone(_kind(SCCE(from_logits=True), _sigmoid(z)))  # Unknown: unsure.
+    # A known activation that contradicts the numbers: no finding.
+    self.assertIsNone(_kind(SCCE(), z, 'softmax'))
+    self.assertIsNone(_kind(SCCE(from_logits=True), _softmax(z), 'linear'))
+
+  def test_agreeing_pairs_and_other_losses_give_no_finding(self):
+    z = _logits()
+    for loss, outputs, activation in (
+        (SCCE(from_logits=True), z, 'linear'),
+        (SCCE(from_logits=True), z, None),
+        (SCCE(), _softmax(z), 'softmax'),
+        ('sparse_categorical_crossentropy', _softmax(z), None),
+        (losses.sparse_softmax_cross_entropy, z, None),
+        (keras.losses.BinaryCrossentropy(), _sigmoid(z[:, :1]), None),  # One column.
+        (keras.losses.BinaryCrossentropy(from_logits=True), z[:, :1], None),
+        (keras.losses.MeanSquaredError(), _softmax(z), 'softmax'),  # Regression losses.
+        ('mse', z, None),
+        (lambda y, p: tf.reduce_mean(p), _softmax(z), 'softmax'),  # A custom callable.
+        ([SCCE()], z, None)):  # One loss per output.
+      self.assertIsNone(_kind(loss, outputs, activation), (loss, activation))
+
+  def test_unsure_outputs_give_no_finding(self):
+    z = _logits()
+    self.assertIsNone(_kind(SCCE(), z * 1e-4))  # Tiny logits: within the margin of [0, 1].
+    self.assertIsNone(_kind(SCCE(), _logits(classes=1)))  # One class: no categorical reading.
+    nan = _softmax(z)
+    nan[0, 0] = np.nan
+    self.assertIsNone(_kind(SCCE(from_logits=True), nan))
+    self.assertIsNone(_kind(SCCE(), np.arange(10)))  # Integer outputs.
+    # Rows summing to 1.03: neither a softmax's rows nor clearly a sigmoid's.
+    self.assertIsNone(_kind('categorical_crossentropy', np.full((8, 3), 1.03 / 3, np.float32)))
+
+  def test_the_verdict_does_not_hang_on_the_last_bits(self):
+    z = _logits(rows=64, classes=10)
+    cases = ((SCCE(from_logits=True), _softmax(z)), (SCCE(), z),
+             ('categorical_crossentropy', _sigmoid(z)), (SCCE(from_logits=True), z))
+    rng = np.random.RandomState(1)
+    for loss, outputs in cases:
+      want = _kind(loss, outputs)
+      for _ in range(5):  # One ulp either way, or none, as another kernel would round.
+        ulps = rng.randint(-1, 2, size=outputs.shape)
+        noisy = np.nextafter(outputs, np.where(ulps > 0, np.inf, -np.inf)).astype(np.float32)
+        noisy = np.where(ulps == 0, outputs, noisy)
+        self.assertEqual(_kind(loss, noisy), want)
+    # float16 softmax rows (rounded to 11 bits) still read as a softmax's.
+    self.assertEqual(_kind(SCCE(from_logits=True), _softmax(z).astype(np.float16)),
+                     loss_match.PROBABILITIES_TO_LOGITS)
+
+  def test_the_message_and_fix_name_the_loss(self):
+    found = loss_match.find_mismatch(SCCE(from_logits=True), _softmax(_logits()), 'softmax')
+    self.assertIn('SparseCategoricalCrossentropy(from_logits=True)', found.message)
+    self.assertIn('keras.losses.SparseCategoricalCrossentropy(from_logits=False)', found.fix)
+    self.assertIn('drop the softmax', found.fix)
+    self.assertEqual(set(found.fields()), {'kind', 'message', 'fix', 'gin'})
+    self.assertNotIn('\n', loss_match.describe(found))
+    found = loss_match.find_mismatch(losses.sparse_softmax_cross_entropy, _softmax(_logits()))
+    self.assertIn('sparse_softmax_cross_entropy', found.message)
+
+
+class LossTermsTest(tf.test.TestCase):
+
+  def test_losses_as_the_trainer_and_compile_take_them(self):
+    terms = loss_match.loss_terms
+    self.assertEqual(terms(SCCE(from_logits=True)),
+                     loss_match.LossTerms('sparse', True, 'SparseCategoricalCrossentropy',
+                                          'SparseCategoricalCrossentropy(from_logits=True)'))
+    self.assertEqual(terms('categorical_crossentropy').family, 'categorical')
+    self.assertFalse(terms('binary_crossentropy').from_logits)
+    self.assertEqual(terms(keras.losses.CategoricalFocalCrossentropy(from_logits=True)).name,
+                     'CategoricalFocalCrossentropy')
+    # A name as the Trainer resolves it (a function wrapped as a loss): the function's terms.
+    wrapped = keras_parts.as_loss('sparse_categorical_crossentropy')
+    self.assertEqual(terms(wrapped).family, 'sparse')
+    self.assertTrue(terms(losses.naive_softmax_cross_entropy).from_logits)
+    for other in ('mse', keras.losses.Huber(), 'not a loss', None, print):
+      self.assertIsNone(terms(other), other)
+
+  def test_each_gin_fix_parses_and_binds_the_trainer_s_loss(self):
+    z = _logits()
+    for loss, outputs in ((SCCE(from_logits=True), _softmax(z)), (SCCE(), z),
+                          ('categorical_crossentropy', _sigmoid(z))):
+      found = loss_match.find_mismatch(loss, outputs)
+      gin.clear_config()
+      gin.parse_config(found.gin)
+      self.assertIn('Trainer.loss', gin.config_str(), found.gin)
+    gin.clear_config()
+
+
+class LastActivationTest(tf.test.TestCase):
+
+  def test_the_activation_of_the_layer_that_makes_the_output(self):
+    dense = lambda act=None: keras.layers.Dense(3, activation=act)
+    seq = lambda *layers: keras.Sequential([keras.Input((4,)), *layers])
+    self.assertEqual(loss_match.last_activation(seq(dense('softmax'))), 'softmax')
+    self.assertEqual(loss_match.last_activation(seq(dense())), 'linear')
+    self.assertEqual(loss_match.last_activation(seq(dense(), keras.layers.Softmax())), 'softmax')
+    self.assertEqual(loss_match.last_activation(
+        seq(dense(), keras.layers.Activation('sigmoid'))), 'sigmoid')
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(5, activation='relu')(inputs)
+    functional = keras.Model(inputs, dense('softmax')(hidden))
+    self.assertEqual(loss_match.last_activation(functional), 'softmax')
+    self.assertEqual(loss_match.last_activation(seq(functional)), 'softmax')  # Nested.
+    self.assertIsNone(loss_match.last_activation(seq(dense(), keras.layers.Dropout(0.1))))
+    two = keras.Model(inputs, [dense('softmax')(hidden), dense()(hidden)])
+    self.assertIsNone(loss_match.last_activation(two))
+
+    class Subclassed(keras.Model):
+
+      def __init__(self):
+        super().__init__()
+        self.out = keras.layers.Dense(3, activation='softmax')
+
+      def call(self, x):
+        return self.out(x)
+
+    self.assertIsNone(loss_match.last_activation(Subclassed()))
+    self.assertIsNone(loss_match.last_activation(tf.Module()))
