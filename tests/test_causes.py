@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from stable_train.doctor import causes
+from stable_train.doctor import doctor
 from stable_train.doctor import symptoms
 
 
@@ -112,3 +113,52 @@ class RulesTest(tf.test.TestCase):
                         [record])
     self.assertEqual(cause, 'division_or_log')
     self.assertGreater(scores['loss_output_mismatch'][0], 0)
+
+
+class RankingTest(tf.test.TestCase):
+  """Evidence ranked as a clinician would: the op over the norm history, no explosion without
+  growth, no data verdict over a dead net, high confidence only on decisive evidence."""
+
+  def _history(self, norms, trouble=40):
+    n = len(norms)
+    return {'event': 'history', 'step': trouble, 'steps': list(range(trouble - n + 1, trouble + 1)),
+            'loss': [1.0] * (n - 1) + ['nan'], 'grad_norm': norms[:-1] + ['nan'],
+            'learning_rate': [1e-3] * n, 'loss_scale': [1.0] * n, 'applied': [True] * (n - 1) +
+            [False]}
+
+  def test_a_backward_op_that_forensics_located_outranks_a_growing_norm(self):
+    # sqrt(0)'s gradient is infinite: SqrtGrad, whatever the norm did before.
+    grown = self._history([1.0] * 15 + [4.0**k for k in range(15)], trouble=40)
+    gradient = [skip(k, 'gradient', 'gradient of net/d/kernel') for k in range(40, 50)]
+    record = {'op_level': {'found': True, 'op_type': 'SqrtGrad', 'op_name': 'gradients/Sqrt'},
+              'inputs': []}
+    d = doctor.diagnose([grown] + gradient, {'status': 'aborted'}, [record])
+    self.assertEqual((d['cause'], d['confidence']), ('division_or_log', 'high'))
+    self.assertIn('SqrtGrad', d['evidence'][0])
+    record['op_level']['op_type'] = 'Softmax'  # A fully masked row (-inf everywhere).
+    self.assertEqual(doctor.diagnose([grown] + gradient, {'status': 'aborted'}, [record])['cause'],
+                     'softmax_overflow')
+
+  def test_a_non_finite_gradient_with_a_steady_norm_is_no_explosion(self):
+    steady = self._history([1.0] * 30)
+    gradient = [skip(k, 'gradient', 'gradient of net/d/kernel') for k in range(40, 50)]
+    d = doctor.diagnose([steady] + gradient, {'status': 'aborted'})
+    self.assertEqual(d['cause'], 'division_or_log')
+    self.assertNotEqual(d['confidence'], 'high')  # No op named: not decisive.
+    self.assertIn('Forensics()', d['evidence'][0])
+    grown = self._history([1.0] * 15 + [4.0**k for k in range(15)])
+    self.assertEqual(doctor.diagnose([grown] + gradient, {'status': 'aborted'})['cause'],
+                     'exploding_gradients')
+
+  def test_a_dead_net_is_never_bad_input(self):
+    events = [{'event': 'divergence_check', 'step': 20, 'rule': 'above_best', 'verdict': 'data'},
+              {'event': 'divergence_check', 'step': 50, 'rule': 'collapsed', 'verdict': 'model'},
+              {'event': 'diverged', 'step': 50, 'trigger': 'divergence', 'reason': 'collapsed'}]
+    d = doctor.diagnose(events, {'status': 'diverged'})
+    self.assertEqual(d['cause'], 'learning_rate')
+    self.assertTrue(any('units died' in e for e in d['evidence']))
+
+  def test_input_check_failures_are_decisive(self):
+    events = [skip(k, 'input', 'features') for k in (5, 17, 40)]
+    d = doctor.diagnose(events, {'status': 'completed', 'skipped_steps': 3})
+    self.assertEqual((d['cause'], d['confidence']), ('bad_input', 'high'))

@@ -50,9 +50,13 @@ class DiagnoseTest(tf.test.TestCase):
     records = [{'event': 'divergence_check', 'step': 20, 'verdict': 'model'},
                {'event': 'rollback', 'step': 30, 'trigger': 'divergence', 'to_step': 0,
                 'learning_rate': 0.15}]
-    d = doctor.diagnose(records, {'status': 'completed', 'rollbacks': 1},
+    # Decisive: the run trained on at the rate the ladder backed off to.
+    d = doctor.diagnose(records, {'status': 'completed', 'rollbacks': 1, 'global_step': 100},
                         names={'optimizer': 'keras.optimizers.SGD'})
     self.assertEqual((d['cause'], d['confidence']), ('learning_rate', 'high'))
+    # The divergence alone (the summary says nothing of the steps after): not decisive.
+    self.assertEqual(doctor.diagnose(records, {'status': 'completed', 'rollbacks': 1})[
+        'confidence'], 'medium')
     self.assertIn('keras.optimizers.SGD.learning_rate = 0.15', d['remedy'])
     self.assertIn('1 rollback(s)', d['applied'])
 

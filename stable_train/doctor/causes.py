@@ -18,32 +18,45 @@ CAUSES = {
     'loss_output_mismatch': 'loss/output mismatch',
 }
 # The op types whose NaN/Inf output names a cause (forensics' op-level provenance).
-EXP_OPS = ('Exp', 'Expm1', 'Softmax', 'Pow', 'Softplus', 'Sinh', 'Cosh')
-DIV_LOG_OPS = ('Log', 'Log1p', 'Xlogy', 'Xlog1py', 'RealDiv', 'Div', 'DivNoNan', 'FloorDiv',
-               'Reciprocal', 'Inv', 'Rsqrt', 'Sqrt', 'Digamma', 'Lgamma', 'Atanh', 'Acos', 'Asin')
+# Ops of the backward pass count too: SqrtGrad is 0.5 / sqrt(x), infinite at 0.
+EXP_OPS = ('Exp', 'Expm1', 'Softmax', 'LogSoftmax', 'Softplus', 'Sinh', 'Cosh')
+DIV_LOG_OPS = ('Log', 'Log1p', 'Xlogy', 'Xlog1py', 'Xdivy', 'RealDiv', 'Div', 'DivNoNan',
+               'FloorDiv', 'Reciprocal', 'Inv', 'Rsqrt', 'Sqrt', 'Pow', 'SqrtGrad', 'RsqrtGrad',
+               'ReciprocalGrad', 'InvGrad', 'Digamma', 'Lgamma', 'Atanh', 'Acos', 'Asin')
 FLOAT16_MAX = 65504.0
 EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
 OUTPUT_RATIO = 100.0  # Outputs this many times the labels' scale: the initial weights.
 
 
 class _Scores:
-  """Points and evidence per cause, filled by the rule groups below."""
+  """Points and evidence per cause, filled by the rule groups below; `decisive` names the causes
+  with evidence that settles the question by itself (the op forensics located, batches that
+  failed an input check, a re-run that was finite, ...): only they may be named with high
+  confidence."""
 
   def __init__(self):
     self.found = {c: [0.0, []] for c in CAUSES}
+    self.decisive = set()
 
-  def add(self, cause: str, points: float, evidence: str) -> None:
+  def add(self, cause: str, points: float, evidence: str, decisive: bool = False) -> None:
     self.found[cause][0] += points
     self.found[cause][1].append(evidence)
+    if decisive:
+      self.decisive.add(cause)
 
 
 def score(s: Symptoms) -> Dict[str, Tuple[float, List[str]]]:
   """Each cause's score and the evidence for it, each symptom worth some points."""
+  return scores_and_decisive(s)[0]
+
+
+def scores_and_decisive(s: Symptoms):
+  """(`score`'s result, the set of causes with decisive evidence)."""
   out = _Scores()
   for rules in (_input_rules, _transient_rules, _arithmetic_rules, _precision_rules, _start_rules,
                 _rate_rules, _gradient_rules, _mismatch_rules):
     rules(s, out)
-  return {c: (v[0], v[1]) for c, v in out.found.items()}
+  return {c: (v[0], v[1]) for c, v in out.found.items()}, out.decisive
 
 
 def _op(s: Symptoms) -> str:
@@ -61,10 +74,11 @@ def _input_rules(s: Symptoms, out: _Scores) -> None:
   kinds = s.fault_kinds()
   if kinds.get('input'):
     out.add('bad_input', 5, f"{kinds['input']} batches failed an input check (NaN/Inf or out of "
-                            'range)')
+                            'range)', decisive=True)
   if s.input_bad():
-    out.add('bad_input', 5, 'the faulty batch saved by forensics holds NaN/Inf values')
-  if 'data' in s.checks:
+    out.add('bad_input', 5, 'the faulty batch saved by forensics holds NaN/Inf values',
+            decisive=True)
+  if 'data' in s.checks and not s.collapsed:  # A dead net's first batch proves nothing.
     out.add('bad_input', 4, 'the loss went far above its best, but the model did as well as '
                             'before on a clean batch: the batches were bad, not the model')
   if s.outlier_batches or s.vetoes:
@@ -97,7 +111,7 @@ def _transient_rules(s: Symptoms, out: _Scores) -> None:
   transient = s.rechecks.count('transient')
   if transient and 'deterministic' not in s.rechecks:
     out.add('transient', 6, f'{transient} faulty step(s) re-run on the same batch and state were '
-                            'finite: not reproducible')
+                            'finite: not reproducible', decisive=True)
   loss_growth, norm_growth, _ = s.growth()
   if (s.isolated() and s.outputs_non_finite() == 0 and not s.fault_kinds().get('input')
       and not s.rechecks and not s.input_bad() and norm_growth < 10 and loss_growth < 10):
@@ -107,11 +121,13 @@ def _transient_rules(s: Symptoms, out: _Scores) -> None:
 
 def _arithmetic_rules(s: Symptoms, out: _Scores) -> None:
   op = s.op_type()
+  # The op that made the first NaN/Inf outranks the norm history.
   if op in DIV_LOG_OPS:
-    out.add('division_or_log', 6, f'forensics: the first NaN/Inf came out of a {op} op ({_op(s)})')
+    out.add('division_or_log', 8, f'forensics: the first NaN/Inf came out of a {op} op ({_op(s)})',
+            decisive=True)
   if op in EXP_OPS:
-    out.add('softmax_overflow', 6, f'forensics: the first NaN/Inf came out of a {op} op '
-                                   f'({_op(s)})')
+    out.add('softmax_overflow', 8, f'forensics: the first NaN/Inf came out of a {op} op '
+                                   f'({_op(s)})', decisive=True)
   acts = s.activations()
   top = number(acts[-1].get('max_abs')) if acts else math.nan
   if not math.isfinite(top) and s.output_max is not None:
@@ -138,7 +154,7 @@ def _precision_rules(s: Symptoms, out: _Scores) -> None:
          if not a['finite'] or number(a.get('max_abs')) > 0.5 * FLOAT16_MAX]
   if hot:
     out.add('precision', 5, f"float16 activations overflow (layer {hot[0]}): above float16's "
-                            '65504')
+                            '65504', decisive=True)
   if s.faults and not s.input_bad() and not s.fault_kinds().get('input') and (
       s.persistent() or len(s.faults) > 3) and not s.op_type() in EXP_OPS + DIV_LOG_OPS:
     out.add('precision', 3, f'{len(s.faults)} non-finite steps under float16 compute from finite '
@@ -151,14 +167,14 @@ def _start_rules(s: Symptoms, out: _Scores) -> None:
   inputs_large = s.input_rms is not None and s.input_rms > 10  # NaN compares False.
   if 'untrainable_start' in s.triggers:
     out.add('initialisation', 5, 'the loss never came down from a start whose outputs were far '
-                                 'off scale')
+                                 'off scale', decisive=True)
   if s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO:
     if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
       out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '
                               f"outputs start at {s.output_ratio:.3g}x the labels' scale")
     else:
       out.add('initialisation', 4, f"the model's outputs at the start were "
-                                   f"{s.output_ratio:.3g}x the labels' scale")
+                                   f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
   if 'initialisation' in s.warnings and not inputs_large:
     out.add('initialisation', 3, 'InitialisationCheck: huge outputs at step 0')
 
@@ -176,7 +192,11 @@ def _rate_rules(s: Symptoms, out: _Scores) -> None:
   if (s.rollbacks and diverged and s.status == 'completed'
       and s.global_step > int(s.rollbacks[-1].get('to_step') or 0)):
     out.add('learning_rate', 3, 'the run trained once Rollback had backed the rate off to '
-                                f"{s.rollbacks[-1].get('learning_rate'):.3g}")
+                                f"{s.rollbacks[-1].get('learning_rate'):.3g}", decisive=True)
+  if s.collapsed:
+    out.add('learning_rate', 4, "the model's outputs became the same for every example where "
+                                "an untrained model's were not: its units died, typically of a "
+                                'learning rate too high')
   if loss_growth >= 10 and norm_growth >= 3:
     out.add('learning_rate', 2, f'before the trouble the loss grew {loss_growth:.3g}x and the '
                                 f'gradient norm {norm_growth:.3g}x together')
@@ -194,13 +214,23 @@ def _gradient_rules(s: Symptoms, out: _Scores) -> None:
   loss_growth, norm_growth, jump = s.growth()
   gradient = s.fault_kinds().get('gradient', 0)
   grew = norm_growth >= 100 and loss_growth < 3
-  if gradient and 'transient' not in s.rechecks and (gradient > 1 or grew):
-    out.add('exploding_gradients', 4, f'{gradient} step(s) with non-finite gradients from a '
-                                      'finite loss and finite outputs: the backward pass '
-                                      'overflowed')
+  rose = grew or norm_growth >= 10 or (jump >= 10 and loss_growth < 3)
+  # A located op explains a non-finite gradient; without growth before it, it is no explosion.
+  if gradient and 'transient' not in s.rechecks and s.op_type() is None:
+    if rose:
+      out.add('exploding_gradients', 4, f'{gradient} step(s) with non-finite gradients from a '
+                                        'finite loss and finite outputs, after the gradient norm '
+                                        'grew: the backward pass overflowed')
+    elif gradient > 1 or s.persistent():
+      out.add('division_or_log', 3, f'{gradient} step(s) with non-finite gradients from a finite '
+                                    'loss and outputs, the gradient norm steady before them '
+                                    f'({norm_growth:.2g}x): no explosion but a derivative that is '
+                                    'infinite at a point (sqrt(0), a log or division behind '
+                                    'tf.where); add Forensics() to name the op')
   if grew:
     out.add('exploding_gradients', 3, f'the gradient norm grew {norm_growth:.3g}x before the '
-                                      f'trouble while the loss stayed within {loss_growth:.2g}x')
+                                      f'trouble while the loss stayed within {loss_growth:.2g}x',
+            decisive=True)
   elif jump >= 10 and loss_growth < 3:
     out.add('exploding_gradients', 2, f'the gradient norm jumped {jump:.3g}x in one step while '
                                       'the loss did not')
@@ -211,12 +241,12 @@ def _gradient_rules(s: Symptoms, out: _Scores) -> None:
 def _mismatch_rules(s: Symptoms, out: _Scores) -> None:
   """The start's loss/output mismatch warning: a loss that cannot train the outputs it gets
   leaves a finite loss slow, stalled or diverging; it weighs less than an op that forensics saw
-  make a NaN (6 points), and non-finite steps are another matter."""
+  make a NaN (8 points), and non-finite steps are another matter."""
   found = s.mismatch
   if found is None:
     return
   out.add(MISMATCH, 4, f"at the start the loss did not fit the model's outputs "
-                       f"({found.get('kind')}): {found.get('message')}")
+                       f"({found.get('kind')}): {found.get('message')}", decisive=True)
   if not s.faults:
     out.add(MISMATCH, 3, 'no step was non-finite: a finite loss that the mismatch keeps from '
                          'training, not an overflow')

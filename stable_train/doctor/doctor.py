@@ -86,7 +86,7 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   if not troubled(summary, events):
     return {'cause': None, 'label': 'no trouble found', 'confidence': 'high', 'evidence': [],
             'remedy': None, 'applied': None, 'trouble_began': None, 'alternatives': []}
-  scores = causes_lib.score(s)
+  scores, decisive = causes_lib.scores_and_decisive(s)
   ranked = sorted(scores, key=lambda c: -scores[c][0])
   top, runner = ranked[0], ranked[1]
   best, second = scores[top][0], scores[runner][0]
@@ -94,7 +94,9 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
     return {'cause': None, 'label': 'no trouble found', 'confidence': 'high' if not (
         s.faults or s.triggers) else 'low', 'evidence': [], 'remedy': None,
             'applied': None, 'trouble_began': s.trouble_began, 'alternatives': []}
-  confidence = ('high' if best >= 4 and best - second >= 2 else
+  # High only on decisive evidence (an op located, batches that failed an input check, ...): a
+  # verdict from the history's shape alone is at most medium.
+  confidence = ('high' if best >= 4 and best - second >= 2 and top in decisive else
                 'medium' if best >= 3 and best > second else 'low')
   return {'cause': top, 'label': CAUSES[top], 'confidence': confidence,
           'evidence': scores[top][1], 'remedy': remedy(top, s, names or {}),

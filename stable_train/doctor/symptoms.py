@@ -47,6 +47,7 @@ class Symptoms:
   triggers: List[str] = dataclasses.field(default_factory=list)  # Rollback and stop triggers.
   rollbacks: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
   checks: List[str] = dataclasses.field(default_factory=list)  # divergence_check verdicts.
+  collapsed: bool = False  # A divergence_check found the outputs the same for every example.
   outlier_batches: List[int] = dataclasses.field(default_factory=list)
   warnings: List[str] = dataclasses.field(default_factory=list)  # `warning` events' causes.
   # The first `warning` of a loss/output mismatch (its kind, message, fix and gin), or None.
@@ -105,6 +106,7 @@ class Symptoms:
         s.reason = e.get('reason', s.reason)
       elif kind == 'divergence_check':
         s.checks.append(e.get('verdict', ''))
+        s.collapsed = s.collapsed or e.get('rule') == 'collapsed'
       elif kind == 'outliers':
         s.outlier_batches += list(e.get('batches') or [])
       elif kind == 'warning':
