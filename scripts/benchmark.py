@@ -250,6 +250,13 @@ def default_stack():
   return stable_train.default_policies()
 
 
+def without_input_check():
+  import stable_train  # pylint: disable=g-import-not-at-top
+  stack = stable_train.default_policies()
+  stack[0] = stable_train.CheckNumerics(check_inputs=False)  # The input finiteness check off.
+  return stack
+
+
 def full_stack():
   import stable_train  # pylint: disable=g-import-not-at-top
   # LossSpike at min_ratio 10 (as configs/unstable_spike.gin): at 1.5 it fires on the healthy
@@ -766,7 +773,7 @@ def floor(a):
   """Interleaved rounds at 10 steps per call, without and with XLA: the bare step, the bare step
   with the global norm (n), with the apply in a tf.cond on its finiteness (m: the least a
   bit-identical skip needs, no stable_train), the Trainer's skeleton (e: `policies=[]`), the
-  default stack (d); nothing on disk."""
+  default stack (d) and the same without its input finiteness check (i); nothing on disk."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   work = Workload(a.model, a.batch, a.examples)
   root = tempfile.mkdtemp(prefix='st_bench.')
@@ -779,6 +786,7 @@ def floor(a):
     configs += [Bare(f'a.{m}', work, k, jit), Bare(f'n.{m}', work, k, jit, guard='norm'),
                 Bare(f'm.{m}', work, k, jit, guard='skip'),
                 Stable(f'e.{m}', work, root, k, jit, model_dir=False, stack=no_policies),
+                Stable(f'i.{m}', work, root, k, jit, model_dir=False, stack=without_input_check),
                 Stable(f'd.{m}', work, root, k, jit, model_dir=False)]
   try:
     wall, cpu, by_round, _, problems = run_rounds(a, configs)
@@ -797,6 +805,8 @@ def floor(a):
                note="(the Trainer's step and loop above the floor)")
     ratios.add(f'floor.policies.d_over_e.{m}', f'd.{m}', f'e.{m}',
                note='(the default policies above the skeleton)')
+    ratios.add(f'floor.inputs.d_over_i.{m}', f'd.{m}', f'i.{m}',
+               note="(the default stack's input finiteness check)")
     ratios.add(f'floor.total.d_over_a.{m}', f'd.{m}', f'a.{m}')
   print('\n'.join(ratios.lines))
   return sanity(wall, problems)

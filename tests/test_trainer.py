@@ -246,10 +246,26 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(skips[0]['fault'], 'gradient')
     self.assertTrue(any('net/sqrt_scale/scale' in line for line in logs.output))
 
+  def _unchecked_inputs(self):
+    """The default stack with the input finiteness check off: the NaN reaches the model."""
+    stack = trainer_lib.default_policies()
+    stack[0] = policies.CheckNumerics(check_inputs=False)
+    return stack
+
+  def test_nan_input_is_an_input_fault_with_the_default_stack(self):
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir=model_dir, model=make_nan_model(swallow=True))
+    summary = t.fit(make_data(num_batches=3, poison=[1]), num_steps=3)
+    self.assertEqual(summary['skipped_steps'], 1)
+    skip = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+            if e['event'] == 'skip'][0]
+    self.assertEqual((skip['step'], skip['fault'], skip['tensor']), (2, 'input', 'input features'))
+
   def test_nan_input_names_the_gradient_when_the_loss_stays_finite(self):
     # The NaN stops at ZeroNaN: the loss is finite, dense_0's kernel gradient is NaN.
     model_dir = self.get_temp_dir()
-    t = make_trainer(model_dir=model_dir, model=make_nan_model(swallow=True))
+    t = make_trainer(model_dir=model_dir, model=make_nan_model(swallow=True),
+                     policies_=self._unchecked_inputs())
     summary = t.fit(make_data(num_batches=3, poison=[1]), num_steps=3)
     self.assertEqual(summary['skipped_steps'], 1)
     skip = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
@@ -260,7 +276,8 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_nan_input_that_reaches_the_loss_names_the_loss_then_the_gradient(self):
     model_dir = self.get_temp_dir()
-    t = make_trainer(model_dir=model_dir, model=make_nan_model(swallow=False))
+    t = make_trainer(model_dir=model_dir, model=make_nan_model(swallow=False),
+                     policies_=self._unchecked_inputs())
     summary = t.fit(make_data(num_batches=3, poison=[1]), num_steps=3)
     self.assertEqual(summary['skipped_steps'], 1)
     skip = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))

@@ -17,6 +17,19 @@ from stable_train import errors
 log = logging.getLogger('stable_train')
 
 
+def _values(t):
+  """A dense tensor's values: a SparseTensor's `values`, a RaggedTensor's `flat_values`."""
+  if isinstance(t, tf.SparseTensor):
+    return t.values
+  return t.flat_values if isinstance(t, tf.RaggedTensor) else t
+
+
+def all_finite(t) -> tf.Tensor:
+  """Whether every value of a floating input tensor is finite (True for other dtypes)."""
+  t = _values(t)
+  return tf.reduce_all(tf.math.is_finite(t)) if t.dtype.is_floating else tf.constant(True)
+
+
 @gin.register(module='stable_train')
 class CheckNumerics(interfaces.Policy):
   """Checks the loss and every gradient each step and names the first offending tensor.
@@ -30,16 +43,24 @@ class CheckNumerics(interfaces.Policy):
   MODES = ('flag', 'raise')
   decides_on_clean_loops = False  # It reports faulty steps only.
 
-  def __init__(self, *, mode: str = 'flag', name: str = 'check_numerics'):
+  def __init__(self, *, mode: str = 'flag', check_inputs: bool = True,
+               name: str = 'check_numerics'):
     """Initialises the policy.
 
     Args:
       mode: 'flag' (log and record, keep going) or 'raise' (stop with a clear error).
+      check_inputs: whether every floating input tensor (features and labels) must be finite:
+        one reduction each per step; a batch that fails is not applied and counts as an *input*
+        fault (the data's, not the model's: checkpoints after it may still be marked good).
       name: policy name (unique within a Trainer; also its checkpoint key).
     """
     super().__init__(name=name)
     self.mode = errors.check_choice('CheckNumerics', 'mode', mode, self.MODES,
                                     hint="use 'flag' or 'raise'")
+    if not isinstance(check_inputs, bool):
+      raise errors.ConfigError(f'CheckNumerics: check_inputs={check_inputs!r} must be True or '
+                               'False.')
+    self.check_inputs = check_inputs
     self._paths = []  # The trainable variables' names (`build`), for the in-graph raise.
 
   @property
@@ -57,6 +78,12 @@ class CheckNumerics(interfaces.Policy):
     # the in-graph check cannot raise).
     del batch
     return interfaces.step_faulty(report)
+
+  def check_batch(self, features, labels):
+    if not self.check_inputs:
+      return None
+    # Same order as interfaces.flatten_inputs: features first, then labels.
+    return tf.stack([all_finite(t) for t in interfaces.flatten_inputs(features, labels)])
 
   def allow_update(self, stats):
     if self.mode != 'raise':
@@ -240,13 +267,9 @@ class ValidateInputs(interfaces.Policy):
     self.value_range = value_range
 
   def _tensor_ok(self, t, is_label: bool) -> tf.Tensor:
-    if isinstance(t, tf.SparseTensor):
-      t = t.values
-    elif isinstance(t, tf.RaggedTensor):
-      t = t.flat_values
-    ok = tf.constant(True)
+    t = _values(t)
+    ok = all_finite(t)
     if t.dtype.is_floating:
-      ok = tf.reduce_all(tf.math.is_finite(t))
       if self.value_range is not None and not is_label:
         low, high = (tf.cast(v, t.dtype) for v in self.value_range)
         ok = tf.logical_and(ok, tf.reduce_all(tf.logical_and(t >= low, t <= high)))
