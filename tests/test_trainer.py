@@ -261,6 +261,19 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
             if e['event'] == 'skip'][0]
     self.assertEqual((skip['step'], skip['fault'], skip['tensor']), (2, 'input', 'input features'))
 
+  def test_nan_batches_one_in_ten_are_the_data_s_fault_not_the_model_s(self):
+    # With the defaults: skipped as input faults, good checkpoints all along, bad input named.
+    model_dir = self.get_temp_dir()
+    t = make_trainer(model_dir=model_dir, steps_per_loop=10, checkpoint_every=20,
+                     healthy_window=5)
+    summary = t.fit(make_data(num_batches=60, poison=range(5, 60, 10)), num_steps=60)
+    self.assertEqual((summary['status'], summary['skipped_steps']), ('completed', 6))
+    marks = [(e['step'], e['good']) for e in events.read_events(os.path.join(
+        model_dir, 'events.jsonl')) if e['event'] == 'checkpoint']
+    self.assertEqual(marks, [(20, True), (40, True), (60, True)])
+    self.assertEqual((summary['diagnosis']['cause'], summary['diagnosis']['confidence']),
+                     ('bad_input', 'high'))
+
   def test_nan_input_names_the_gradient_when_the_loss_stays_finite(self):
     # The NaN stops at ZeroNaN: the loss is finite, dense_0's kernel gradient is NaN.
     model_dir = self.get_temp_dir()
