@@ -162,3 +162,16 @@ class RankingTest(tf.test.TestCase):
     events = [skip(k, 'input', 'features') for k in (5, 17, 40)]
     d = doctor.diagnose(events, {'status': 'completed', 'skipped_steps': 3})
     self.assertEqual((d['cause'], d['confidence']), ('bad_input', 'high'))
+
+  def test_non_finite_outputs_from_checked_inputs_are_the_forward_arithmetic(self):
+    # A -inf attention mask over an empty sequence: a few batches' outputs NaN, their inputs
+    # finite. With the inputs checked (the default stack) that is no bad input.
+    outputs = 'loss (model outputs already non-finite)'
+    events = [{'event': 'start', 'step': 0, 'num_steps': 200}] + [
+        skip(k, tensor=outputs) for k in (30, 77, 140)]
+    d = doctor.diagnose(events, {'status': 'completed', 'skipped_steps': 3,
+                                 'inputs_checked': True})
+    self.assertEqual(d['cause'], 'softmax_overflow')
+    self.assertNotEqual(d['confidence'], 'high')
+    self.assertEqual(doctor.diagnose(events, {'status': 'completed', 'skipped_steps': 3})['cause'],
+                     'bad_input')  # Unchecked inputs: the batches stay the likeliest source.

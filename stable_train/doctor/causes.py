@@ -84,7 +84,7 @@ def _input_rules(s: Symptoms, out: _Scores) -> None:
   if s.outlier_batches or s.vetoes:
     out.add('bad_input', 4, f'{len(s.outlier_batches) or s.vetoes} batches skipped as outliers '
                             "(loss or gradient norm far above the run's own)")
-  if s.sporadic() and s.outputs_non_finite() and not s.rechecks:
+  if s.sporadic() and s.outputs_non_finite() and not s.rechecks and not s.inputs_checked:
     out.add('bad_input', 3, f'{len(s.faults)} scattered steps whose model outputs were already '
                             'non-finite, the run healthy between them: bad batches are the '
                             'likeliest source (add ValidateInputs() to check the inputs)')
@@ -93,7 +93,8 @@ def _input_rules(s: Symptoms, out: _Scores) -> None:
   first = min(s.faults, key=lambda f: f['step']) if s.faults else None
   loss_growth, norm_growth, _ = s.growth()
   if (first is not None and 'model outputs already non-finite' in (first.get('tensor') or '')
-      and not s.fp16 and _healthy_steps(s) >= 8 and loss_growth < 3 and norm_growth < 3):
+      and not s.fp16 and _healthy_steps(s) >= 8 and loss_growth < 3 and norm_growth < 3
+      and not s.inputs_checked):
     out.add('bad_input', 3, f"the model's outputs turned non-finite at step {first['step']} "
                             'from the weights that gave finite ones a step before, neither the '
                             'loss nor the gradient norm growing: the batch changed, not the '
@@ -128,6 +129,14 @@ def _arithmetic_rules(s: Symptoms, out: _Scores) -> None:
   if op in EXP_OPS:
     out.add('softmax_overflow', 8, f'forensics: the first NaN/Inf came out of a {op} op '
                                    f'({_op(s)})', decisive=True)
+  outputs = s.outputs_non_finite()
+  if s.inputs_checked and not op and outputs >= max(1, 0.5 * len(s.faults)) and not s.fp16:
+    out.add('softmax_overflow', 2, f'{outputs} step(s) whose model outputs were non-finite from '
+                                   'inputs that passed the finiteness check: the forward pass '
+                                   '(a softmax over a fully masked row, -inf everywhere; an exp '
+                                   'that overflows); add Forensics() to name the op')
+    out.add('division_or_log', 1.5, 'non-finite outputs from finite inputs can be a division or '
+                                    'a log in the forward pass')
   acts = s.activations()
   top = number(acts[-1].get('max_abs')) if acts else math.nan
   if not math.isfinite(top) and s.output_max is not None:

@@ -48,6 +48,7 @@ class Symptoms:
   rollbacks: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
   checks: List[str] = dataclasses.field(default_factory=list)  # divergence_check verdicts.
   collapsed: bool = False  # A divergence_check found the outputs the same for every example.
+  inputs_checked: bool = False  # The stack checked every input tensor's finiteness.
   outlier_batches: List[int] = dataclasses.field(default_factory=list)
   warnings: List[str] = dataclasses.field(default_factory=list)  # `warning` events' causes.
   # The first `warning` of a loss/output mismatch (its kind, message, fix and gin), or None.
@@ -119,6 +120,7 @@ class Symptoms:
         s.history = {k: e.get(k) or [] for k in ('steps', 'loss', 'grad_norm', 'learning_rate',
                                                  'loss_scale', 'applied')}
     s.forensics = forensics[0] if forensics else None
+    s.inputs_checked = bool(summary.get('inputs_checked'))
     s.fp16 = 'loss_scale' in summary or any(
         v != 1.0 for v in finite_values((s.history or {}).get('loss_scale', [])))
     start = summary.get('divergence') or summary.get('init_check') or {}

