@@ -1,7 +1,7 @@
 """Tests for stable_train.core.batch_check: training data the model cannot take (not batched,
 string features, labels its loss cannot read against its outputs) is refused before the first
-step with one line naming the elements, through `Trainer.fit`, with nothing written; valid data
-passes, and a loss of the caller's own reads labels freely."""
+step with one line naming the elements, through `Trainer.fit` and a guarded Keras `fit`, with
+nothing written; valid data passes, and a loss of the caller's own reads labels freely."""
 
 import os
 
@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
+import stable_train
 from stable_train.core import batch_check
 from stable_train import errors
 from stable_train.trainer import trainer as trainer_lib
@@ -108,6 +109,78 @@ class TrainerRefusesTest(tf.test.TestCase):
     t = OwnLoss(model=_mlp(1), optimizer='adam', loss='mse', model_dir=None)
     self.assertIsNone(batch_check.trainer_loss(t))
     batch_check.for_trainer(t, _batched(ROWS, ROWS[:, :3]).element_spec).check(t.model, None)
+
+
+class GuardedFitRefusesTest(tf.test.TestCase):
+
+  def test_each_bad_dataset_is_one_line_before_anything_is_written(self):
+    for name, (outputs, loss, dataset, words) in BAD.items():
+      model_dir = os.path.join(self.get_temp_dir(), name)
+      model = _mlp(outputs)
+      model.compile(optimizer='adam', loss=loss)
+      guard = stable_train.guard_fit(model)
+      with self.assertRaises(errors.ConfigError) as ctx:
+        model.fit(dataset(), epochs=1, verbose=0, callbacks=[guard.callback(model_dir=model_dir)])
+      text = str(ctx.exception)
+      self.assertStartsWith(text, 'the data (elements ', name)
+      self.assertIn(words, text, name)
+      self.assertNotIn('\n', text)
+      self.assertEqual(int(guard.state.global_step.numpy()), 0)
+      self.assertFalse(os.path.exists(model_dir) and os.listdir(model_dir), name)
+
+  def test_valid_data_passes_and_a_compute_loss_override_reads_labels_freely(self):
+    one_hot = np.eye(3, dtype=np.float32)[CLASSES]
+    inputs = keras.Input((4,))
+    two = keras.Model(inputs, [keras.layers.Dense(3)(inputs), keras.layers.Dense(1)(inputs)])
+    two.compile(optimizer='adam', loss=['sparse_categorical_crossentropy', 'mse'])
+
+    class OwnLoss(keras.Model):
+      def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        return tf.reduce_mean((y_pred - tf.reduce_mean(y, -1, True)) ** 2)
+
+    own = OwnLoss(inputs, keras.layers.Dense(1)(inputs))
+    own.compile(optimizer='adam', loss='mse')
+    for model, loss, dataset in (
+        (_mlp(3), 'sparse_categorical_crossentropy', _batched(ROWS, CLASSES)),
+        (_mlp(3), 'sparse_categorical_crossentropy', _batched(ROWS, CLASSES[:, None])),
+        (_mlp(3), 'categorical_crossentropy', _batched(ROWS, one_hot)),
+        (two, None, _batched(ROWS, (CLASSES, ROWS[:, :1]))),
+        (own, None, _batched(ROWS, ROWS[:, :3]))):
+      if loss is not None:
+        model.compile(optimizer='adam', loss=loss)
+      with batch_check.FitDataCheck(model).around_build(dataset.element_spec):
+        pass
+
+
+@pytest.mark.slow
+class ValidDataTrainsTest(tf.test.TestCase):
+  """Sparse (B,) and (B, 1), one-hot and dict-output data train through both front doors."""
+
+  def test_both_front_doors_train_on_valid_data(self):
+    one_hot = np.eye(3, dtype=np.float32)[CLASSES]
+    for loss, dataset, outputs in (
+        ('sparse_categorical_crossentropy', _batched(ROWS, CLASSES), 3),
+        ('sparse_categorical_crossentropy', _batched(ROWS, CLASSES[:, None]), 3),
+        ('categorical_crossentropy', _batched(ROWS, one_hot), 3),
+        ('mse', _batched(ROWS, ROWS[:, :1]), 'dict')):
+      make = (lambda: _mlp(outputs)) if outputs != 'dict' else _dict_model
+      t = trainer_lib.Trainer(model=make(), optimizer='adam', model_dir=None, verbose=False,
+                              loss=loss if outputs != 'dict' else _value_loss)
+      self.assertEqual(t.fit(dataset.repeat(), num_steps=2)['applied_steps'], 2)
+      model = make()
+      model.compile(optimizer='adam', loss=loss if outputs != 'dict' else {'value': loss})
+      guard = stable_train.guard_fit(model)
+      model.fit(dataset.take(2), epochs=1, verbose=0, callbacks=[guard.callback()])
+      self.assertEqual(int(guard.state.applied_steps.numpy()), 2)
+
+
+def _dict_model():
+  inputs = keras.Input((4,))
+  return keras.Model(inputs, {'value': keras.layers.Dense(1, name='value')(inputs)})
+
+
+def _value_loss(labels, outputs):
+  return tf.reduce_mean(keras.losses.mean_squared_error(labels, outputs['value']))
 
 
 if __name__ == '__main__':

@@ -140,6 +140,52 @@ def trainer_loss(trainer) -> Optional[Any]:
   return trainer.loss_fn if trainer.uses_own_loss() else None
 
 
+class FitDataCheck:
+  """The check of a compiled Keras model's data in `fit` (and `evaluate`), run where Keras first
+  looks at it (`compat.keras_fit_data_hook`): before its symbolic build, the train function and
+  any callback. A model Keras has not built yet has its outputs checked at the first trace
+  (`after_build`), once Keras has built it from the data."""
+
+  def __init__(self, model):
+    self._model = model
+    self._pending: Optional[BatchCheck] = None  # Inputs checked, outputs not yet (not built).
+    self._checked = set()  # (data, loss) checked whole: fit's next epoch's evaluate, say.
+
+  @contextlib.contextmanager
+  def around_build(self, element_spec) -> Iterator[None]:
+    """Checks the batches of `element_spec` (None: a single batch, not checked) around Keras's
+    symbolic build from them."""
+    m = self._model
+    key = (repr(element_spec), id(m.loss))
+    if element_spec is None or key in self._checked:
+      self._pending = None  # A single batch (train_on_batch) is Keras's own to check.
+      yield
+      return
+    check = BatchCheck(element_spec, split=_split_compiled, subject='the data')
+    check.inputs(m)
+    with check.building():
+      yield
+    self._pending = check
+    if m.built and all(layer.built for layer in m.layers):
+      self.after_build()
+      self._checked.add(key)
+
+  def building(self):
+    """Around the build at the first trace: `BatchCheck.building` of the data checked last."""
+    return self._pending.building() if self._pending else contextlib.nullcontext()
+
+  def after_build(self) -> None:
+    """The outputs check left from `around_build` (the model is built now), if any."""
+    check, self._pending = self._pending, None
+    if check is not None:
+      check.outputs(self._model, labels_lib.compiled_loss(self._model))
+
+
+def _split_compiled(element):
+  x, y, _ = keras.utils.unpack_x_y_sample_weight(element)
+  return x, y
+
+
 def _input_pairs(model, features) -> List[tuple]:
   """(feature spec, the model's input) pairs where the model declares its inputs and the
   features match them one to one; else []."""

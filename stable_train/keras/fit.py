@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import compat
+from stable_train.core import batch_check
 from stable_train.core import keras_parts
 from stable_train.core import labels as labels_lib
 from stable_train.core import loop as loop_lib
@@ -94,6 +95,9 @@ class KerasGuard:
                                       if isinstance(previous, KerasGuard)
                                       else model.make_train_function)
     trainer_setup.claim(self.policies)
+    # Data the model cannot take is refused where Keras first looks at it, before anything runs.
+    self.data_check = batch_check.FitDataCheck(model)
+    compat.keras_fit_data_hook(model, self.data_check.around_build)
     # On this instance only: the class, its config and its saved files stay Keras's own.
     model.train_step = self.train_step
     model.make_train_function = self.make_train_function
@@ -217,8 +221,9 @@ class KerasGuard:
     """The model's `train_step`: the guarded step; returns fit's logs (the model's metrics,
     which count applied steps only, and `LOG_FIELDS`). Traced, per replica."""
     if self._built_for != self._key():  # The first trace without a strategy (one thread).
-      with tf.init_scope():
+      with tf.init_scope(), self.data_check.building():
         self.prepare(data)
+    self.data_check.after_build()  # A model built from the data in this trace.
     # Python, at trace time.
     self.input_paths = reports_lib.input_paths(*keras_parts.split_batch(data))
     if self.first_batch_sample is not None:
