@@ -114,7 +114,8 @@ class KerasGuard:
   def make_train_function(self, force: bool = False):
     """Keras's `make_train_function`, after the guard's set-up where Keras has built the model
     and the optimizer already (under a strategy; else at the first trace, `train_step`); the
-    function it makes raises an in-graph check_numerics failure as a `NumericsError`."""
+    function it makes raises an in-graph check_numerics failure as a `NumericsError`, and has
+    the running callback record any TensorFlow error as an abort (`_numerics_errors`)."""
     self.prepare()
     made = self.keras_make_train_function(force=force)
     if self.model.train_function not in (None, self._train_function):
@@ -299,15 +300,17 @@ class KerasGuard:
 
 def _numerics_errors(guard: KerasGuard, keras_function, iterator):
   """Runs Keras's train function; CheckNumerics(mode='raise') failing in-graph ends the fit with
-  a `NumericsError` naming the tensor, as in the Trainer, recorded by the running callback."""
+  a `NumericsError` naming the tensor, as in the Trainer; it and any other TensorFlow error at
+  run time are recorded by the running callback (an abort, summary.json), then raised."""
   try:
     return keras_function(iterator)
-  except tf.errors.InvalidArgumentError as e:
-    error = loop_lib.numerics_error(e, int(guard.state.global_step.numpy()) + 1)
+  except tf.errors.OpError as e:
+    error = (loop_lib.numerics_error(e, int(guard.state.global_step.numpy()) + 1)
+             if isinstance(e, tf.errors.InvalidArgumentError) else None)
+    if guard.host is not None:
+      guard.host.fail(error or e)
     if error is None:
       raise
-    if guard.host is not None:
-      guard.host.fail(error)
     raise error from None
 
 
