@@ -174,6 +174,53 @@ def check_keras_model_internals() -> None:
     raise InternalMoved('keras_loss_metric_variables', 'no Mean per loss in Trainer._compile_loss')
 
 
+def keras_fit_data_hook(model, around: Callable[[Any], Any]) -> None:
+  """Makes every `fit` and `evaluate` of this Keras model instance run Keras's first look at its
+  data (`Trainer._maybe_symbolic_build`, before the train function is made and any callback runs)
+  inside the context `around(element_spec)`: the spec of one replica's batches, None for a
+  single batch (`train_on_batch`). Keras's own method of the class runs inside it (a second hook
+  replaces the first)."""
+  build = getattr(type(model), '_maybe_symbolic_build', None)
+  if build is None:
+    raise InternalMoved('keras_fit_data_hook', 'Trainer._maybe_symbolic_build')
+
+  def hook(iterator=None, data_batch=None):
+    with around(None if iterator is None else _epoch_spec(iterator)):
+      return build(model, iterator=iterator, data_batch=data_batch)
+
+  model._maybe_symbolic_build = hook  # pylint: disable=protected-access
+
+
+def _epoch_spec(iterator):
+  """The element spec of one replica's batches of a Keras `TFEpochIterator`."""
+  batches = getattr(iterator, '_get_iterator', None)
+  if batches is None:
+    raise InternalMoved('keras_fit_data_hook', 'TFEpochIterator._get_iterator')
+  # Under a strategy each batch spec is a PerReplicaSpec of the replicas' equal specs.
+  return tf.nest.map_structure(lambda spec: getattr(spec, '_value_specs', (spec,))[0],
+                               batches().element_spec)
+
+
+def check_keras_fit_internals() -> None:
+  """Raises InternalMoved unless `keras_fit_data_hook` sees the batches of a `fit`, also under a
+  strategy (two replicas: the CPU split in two, as the suite does; else one)."""
+  devices = [d.name for d in tf.config.list_logical_devices('CPU')][:2]
+  for strategy in (tf.distribute.get_strategy(), tf.distribute.MirroredStrategy(
+      devices, cross_device_ops=tf.distribute.ReductionToOneDevice())):
+    with strategy.scope():
+      model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+      model.compile(optimizer='sgd', loss='mse')
+    seen = []
+    keras_fit_data_hook(model, lambda spec: seen.append(spec) or contextlib.nullcontext())
+    data = tf.data.Dataset.from_tensor_slices((tf.zeros([8, 3]), tf.zeros([8, 1]))).batch(4)
+    model.fit(data, epochs=1, verbose=0)
+    wanted = (tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32))
+    if len(seen) != 1 or not all(isinstance(s, tf.TensorSpec) and s.is_compatible_with(w)
+                                 for s, w in zip(tf.nest.flatten(seen[0]), wanted)):
+      raise InternalMoved('keras_fit_data_hook', f'fit under {type(strategy).__name__} showed '
+                          f'{seen!r}, not the batches\' spec')
+
+
 # -- random states -------------------------------------------------------------------------------
 def tf_global_generator() -> tf.random.Generator:
   """TensorFlow's global generator; created from the global seed when one is set (TF would seed
@@ -267,4 +314,5 @@ FEATURE_CHECKS = {
     'random': check_random_internals,
     'checkpoint': check_checkpoint_internals,
     'keras_model': check_keras_model_internals,
+    'keras_fit': check_keras_fit_internals,
 }

@@ -373,6 +373,50 @@ class CliTest(tf.test.TestCase):
     self.assertEqual(sorted(os.listdir(model_dir)), ['operative_config.gin', 'run.lock'])
 
   @pytest.mark.slow
+  def test_training_data_the_model_cannot_take_and_a_tensorflow_error_in_a_subprocess(self):
+    """Labels that would broadcast: exit 2 and one line before anything trains; token ids
+    outside the model's vocabulary: TensorFlow fails in the first step, exit 1 and one line,
+    summary.json says so."""
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='3')
+
+    def run(name, *params):
+      model_dir = os.path.join(self.get_temp_dir(), name)
+      proc = subprocess.run(
+          [sys.executable, os.path.join(REPO, 'scripts', 'train.py'), f'--gin_file={QUICKSTART}',
+           f'--model_dir={model_dir}'] + [f'--gin_param={p}' for p in SMALL + list(params)],
+          capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+      lines = [l for l in proc.stderr.splitlines() if l.startswith('stable_train: ')]
+      self.assertLen(lines, 1, proc.stderr[-3000:])
+      self.assertNotIn('Traceback', proc.stderr)
+      return proc.returncode, lines[0], model_dir
+
+    code, line, model_dir = run('targets', 'mlp.outputs = 3')
+    self.assertEqual(code, 2, line)
+    self.assertEqual(line, (
+        'stable_train: configuration error: the training dataset (elements float32[32, 32], '
+        'float32[32, 1]) does not fit the model: labels of shape (32, 1) and model outputs of '
+        'shape (None, 3) would broadcast under MeanSquaredError (each label compared with all 3 '
+        "outputs); give the labels the outputs' shape (None, 3), or the model 1 output; check "
+        'train.dataset_fn / fit(dataset).'))
+    self.assertEqual(sorted(os.listdir(model_dir)), ['operative_config.gin', 'run.lock'])
+
+    code, line, model_dir = run(
+        'tokens', 'train.dataset_fn = @synthetic_sequences', 'synthetic_sequences.vocab_size = 640',
+        'Trainer.model = @transformer()',
+        'Trainer.loss = @keras.losses.SparseCategoricalCrossentropy()')
+    self.assertEqual(code, 1, line)
+    self.assertStartsWith(line, 'stable_train: TensorFlow error: ')
+    self.assertIn('is not in [0, 64)', line)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual((summary['status'], summary['global_step']), ('aborted', 0))
+    self.assertStartsWith(summary['reason'], 'TensorFlow InvalidArgumentError after step 0: ')
+    aborts = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+              if e['event'] == 'abort']
+    self.assertEqual([(e['trigger'], e['reason']) for e in aborts],
+                     [('runtime_error', summary['reason'])])
+
+  @pytest.mark.slow
   def test_a_changed_precision_or_policy_set_on_resume_is_named(self):
     model_dir = self.get_temp_dir()
     common = [f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}'] + [

@@ -371,6 +371,45 @@ def test_interval_commits_are_done_by_the_next_loop_end_and_a_failed_one_stops_t
   assert not [n for n in os.listdir(directory) if n.startswith('ckpt-3')]
 
 
+def embedding_data(bad_batch=2, input_dim=10):
+  """Batches of 8 token-id pairs for an Embedding of `input_dim` ids; batch `bad_batch` (0-based)
+  holds an id out of range, which the CPU gather refuses with an InvalidArgumentError."""
+  ids = np.random.RandomState(0).randint(0, input_dim, size=(40, 2)).astype(np.int32)
+  ids[bad_batch * 8 + 3, 1] = input_dim + 2
+  return tf.data.Dataset.from_tensor_slices((ids, np.ones((40, 1), np.float32))).batch(8)
+
+
+def embedding_model(input_dim=10):
+  keras.utils.set_random_seed(0)
+  return keras.Sequential([keras.Input((2,), dtype='int32'), keras.layers.Embedding(input_dim, 4),
+                           keras.layers.Flatten(), keras.layers.Dense(1)])
+
+
+def test_a_tensorflow_error_in_training_is_an_abort_with_a_summary_then_raised(tmp_path):
+  """An Embedding id out of range at step 3: the error propagates; summary.json and the abort
+  event name it (trigger runtime_error); the committed checkpoints stand, none added."""
+  model_dir = str(tmp_path / 'run')
+  t = trainer_lib.Trainer(model=embedding_model(), optimizer='adam', loss='mse', verbose=False,
+                          policies=[policies.SkipNonFinite()], model_dir=model_dir,
+                          checkpoint_every=1)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r'= 12 is not in \[0, 10\)'):
+    t.fit(embedding_data(), num_steps=5)
+  with open(os.path.join(model_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  assert (summary['status'], summary['global_step'], summary['applied_steps']) == ('aborted', 2, 2)
+  assert summary['reason'].startswith('TensorFlow InvalidArgumentError after step 2: indices[')
+  assert summary['reason'].endswith('= 12 is not in [0, 10)')
+  # The newest committed one (step 2's may still be in flight: committed right after).
+  assert summary['last_good_checkpoint']['step'] in (1, 2)
+  log = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+  assert [(e['step'], e['trigger'], e['reason']) for e in log if e['event'] == 'abort'] == [
+      (2, 'runtime_error', summary['reason'])]
+  with open(os.path.join(model_dir, 'checkpoints', checkpointing.MANIFEST)) as f:
+    assert [e['step'] for e in json.load(f)['checkpoints']] == [1, 2]
+  with open(os.path.join(model_dir, 'run.lock')) as f:
+    assert f.read() == ''  # Released.
+
+
 def test_old_style_decide_fails_naming_the_contract():
   class Old(interfaces.Policy):
     def decide(self, reports, context):

@@ -337,7 +337,7 @@ class EvalDataCheckTest(tf.test.TestCase):
     t = trainer_lib.Trainer(model=models.mlp(input_dim=4, hidden=(4,), outputs=3),
                             optimizer='adam', loss='mse', model_dir=None, verbose=False)
     with self.assertRaisesRegex(errors.ConfigError, r'^the eval dataset \(elements .*\) does not '
-                                r'fit the model: Trainer: labels of shape \(None, 1\) and model '
+                                r'fit the model: labels of shape \(None, 1\) and model '
                                 r'outputs of shape \(None, 3\) would broadcast under mse .*'
                                 r'check train.eval_dataset_fn'):
       t.fit(tf.data.Dataset.from_tensor_slices((x, targets)).batch(8), num_steps=2,

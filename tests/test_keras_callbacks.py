@@ -22,6 +22,7 @@ from stable_train.runfiles import events
 from stable_train.trainer import trainer as trainer_lib
 from stable_train.zoo import data
 from stable_train.zoo import models
+import test_controller  # pylint: disable=g-bad-import-order
 import test_keras_fit  # pylint: disable=g-bad-import-order
 import pytest
 
@@ -308,6 +309,28 @@ class EndedByAnErrorTest(tf.test.TestCase):
     model.fit(x[:2 * BATCH], y[:2 * BATCH], batch_size=BATCH, verbose=0, callbacks=[callback])
     self.assertEqual(callback.last_summary['status'], 'completed')
     self.assertEqual(int(model.optimizer.iterations.numpy()), 5)
+
+  def test_a_tensorflow_error_is_an_abort_with_a_summary_then_raised(self):
+    """An Embedding id out of range at step 3 ends the fit as it ends the Trainer's run."""
+    model = test_controller.embedding_model()
+    model.compile(optimizer='adam', loss='mse')
+    guard = keras_fit.guard_fit(model, policies=[policies.SkipNonFinite()])
+    model_dir = self.get_temp_dir()
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r'= 12 is not in \[0, 10\)'):
+      model.fit(test_controller.embedding_data(), verbose=0,
+                callbacks=[guard.callback(model_dir=model_dir, checkpoint_every=1)])
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual((summary['status'], summary['global_step']), ('aborted', 2))
+    self.assertRegex(summary['reason'], r'^TensorFlow InvalidArgumentError after step 2: indices\['
+                     r'.*= 12 is not in \[0, 10\)$')
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    self.assertEqual([(r['trigger'], r['reason']) for r in records if r['event'] == 'abort'],
+                     [('runtime_error', summary['reason'])])
+    with open(os.path.join(model_dir, 'checkpoints', 'manifest.json')) as f:
+      self.assertEqual([e['step'] for e in json.load(f)['checkpoints']], [1, 2])
+    with open(os.path.join(model_dir, 'run.lock')) as f:
+      self.assertEqual(f.read(), '')  # Released cleanly.
 
   @pytest.mark.slow
   def test_a_fit_an_exception_ends_leaves_the_model_dir_free_after_the_next(self):

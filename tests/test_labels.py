@@ -57,23 +57,44 @@ class InferenceTest(tf.test.TestCase):
       self.assertEqual(labels.sparse_classes(_spec(None), _spec(None, 3, dtype=tf.float32),
                                              t.loss_fn), 3, binding)
 
-  def test_labels_that_would_broadcast_under_an_elementwise_loss_are_refused(self):
-    outputs = _spec(None, 3, dtype=tf.float32)
-    for label_spec, loss in ((_spec(None, 1, dtype=tf.float32), keras.losses.MeanSquaredError()),
-                             (_spec(None, dtype=tf.float32), keras.losses.mean_absolute_error),
-                             (_spec(None, 1, dtype=tf.float32), keras.losses.BinaryCrossentropy())):
-      with self.assertRaises(errors.ConfigError) as ctx:
-        labels.check_broadcast(label_spec, outputs, loss)
-      self.assertRegex(str(ctx.exception), r'^Trainer: labels of shape \(None(, 1)?,?\) and model '
-                       r'outputs of shape \(None, 3\) would broadcast under \w+ ')
-      self.assertNotIn('\n', str(ctx.exception))
+  def test_labels_a_known_loss_cannot_read_against_the_output_are_named(self):
+    f32 = lambda *shape: _spec(*shape, dtype=tf.float32)
+    mse = keras.losses.MeanSquaredError()
+    for label_spec, output_spec, loss, words in (
+        (f32(None, 1), f32(None, 3), mse, 'labels of shape (None, 1) and model outputs of shape '
+         '(None, 3) would broadcast under MeanSquaredError (each label compared with all 3 '
+         "outputs); give the labels the outputs' shape (None, 3), or the model 1 output"),
+        (f32(None), f32(None, 3), keras.losses.mean_absolute_error,
+         'would broadcast under mean_absolute_error (each label compared with all 3 outputs)'),
+        (f32(None, 1), f32(None, 3), keras.losses.BinaryCrossentropy(),
+         'would broadcast under BinaryCrossentropy'),
+        (f32(None, 3), f32(None, 1), 'mse', 'labels of shape (None, 3) and model outputs of shape '
+         '(None, 1) would broadcast under mse (each output compared with all 3 labels); give the '
+         "labels the outputs' shape (None, 1), or the model 3 outputs"),
+        (f32(None, 2), f32(None, 3), keras.losses.CategoricalCrossentropy(),
+         'under CategoricalCrossentropy, which reads one label per output'),
+        (_spec(None, 2), f32(None, 3), SPARSE, 'under SparseCategoricalCrossentropy, which reads '
+         'one class index per output row; give labels of shape (None,) or (None, 1)'),
+        (f32(None, 3), f32(None, 3), SPARSE, 'one-hot labels: use categorical_crossentropy'),
+        (_spec(None, dtype=tf.string), f32(None, 3), SPARSE, 'has string labels')):
+      problem = labels.shape_problem(label_spec, output_spec, loss)
+      self.assertIsNotNone(problem, (label_spec, output_spec, loss))
+      self.assertIn(words, '; '.join(problem))
     for label_spec, output_spec, loss in (
-        (_spec(None, 3, dtype=tf.float32), outputs, keras.losses.MeanSquaredError()),
-        (_spec(None, 1, dtype=tf.float32), _spec(None, 1, dtype=tf.float32),
-         keras.losses.MeanSquaredError()),
-        (_spec(None), outputs, SPARSE),  # Class indices: no broadcast.
-        (_spec(None, 1, dtype=tf.float32), outputs, lambda y, p: tf.reduce_mean(y - p))):
-      labels.check_broadcast(label_spec, output_spec, loss)  # A custom loss may mean it.
+        (f32(None, 3), f32(None, 3), mse),
+        (f32(None, 1), f32(None, 1), mse),
+        (f32(None), f32(None, 1), mse),  # Keras squeezes the last axis of 1.
+        (f32(None, 1), f32(None), mse),
+        (f32(8, 3), f32(16, 3), mse),  # Batch axes are not compared (a model built by a call).
+        (f32(None, 3), f32(None, None), keras.losses.CategoricalCrossentropy()),
+        (_spec(None), f32(None, 3), SPARSE),  # Class indices: no broadcast.
+        (_spec(None, 1), f32(None, 3), SPARSE),
+        (_spec(None, 16), f32(None, 16, 64), SPARSE),  # A sequence's tokens.
+        (f32(None, 1), f32(None, 3), lambda y, p: tf.reduce_mean(y - p)),  # A loss of its own.
+        (_spec(None, 2), _spec(None, 3), mse),  # An integer output: not a prediction it knows.
+        ((f32(None, 1), f32(None, 1)), f32(None, 3), mse)):  # Several label tensors.
+      self.assertIsNone(labels.shape_problem(label_spec, output_spec, loss),
+                        (label_spec, output_spec, loss))
 
   def test_in_range_and_safe_are_exact(self):
     y = tf.constant([0, 3, 2])
@@ -197,9 +218,10 @@ class DefaultStackTest(tf.test.TestCase):
     with self.assertRaises(errors.ConfigError) as ctx:
       t.fit(targets, num_steps=3)
     self.assertEqual(str(ctx.exception), (
-        'Trainer: labels of shape (None, 1) and model outputs of shape (None, 3) would broadcast '
+        'the training dataset (elements float32[None, 8], float32[None, 1]) does not fit the '
+        'model: labels of shape (None, 1) and model outputs of shape (None, 3) would broadcast '
         'under MeanSquaredError (each label compared with all 3 outputs); give the labels the '
-        "outputs' shape (None, 3), or the model 1 output."))
+        "outputs' shape (None, 3), or the model 1 output; check train.dataset_fn / fit(dataset)."))
     self.assertEqual(int(t.global_step.numpy()), 0)
 
   def test_a_loss_given_by_name_is_named_as_given(self):

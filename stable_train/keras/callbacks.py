@@ -181,12 +181,12 @@ class GuardCallback(keras.callbacks.Callback):
         reason=f'{self.refused} checkpoints in a row refused: variable '
                f'{bad[0] if bad else "?"} is non-finite'))
 
-  def fail(self, error: errors.NumericsError) -> None:
-    """Records a fit that `error` ends (CheckNumerics(mode='raise')) as the Trainer does: the
-    reports read so far, the abort, summary.json; releases the model_dir. The caller raises."""
+  def fail(self, error: Exception) -> None:
+    """Records a fit that `error` ends (CheckNumerics(mode='raise'), or a TensorFlow error at run
+    time) as the Trainer does: the reports read so far, the abort (`Dispatcher.abort_on_error`),
+    summary.json; releases the model_dir. The caller raises."""
     self._read_new()
-    self._end(self.dispatch.abort(str(error), 'check_numerics', self.current_step()),
-              raise_abort=False)
+    self._end(self.dispatch.abort_on_error(error, self.current_step()), raise_abort=False)
 
   def _end(self, ended: outcome_lib.Outcome, raise_abort: bool = True) -> None:
     """Writes summary.json (and `done` on a normal end), releases the model_dir; raises an

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import compat
+from stable_train.core import batch_check
 from stable_train.core import keras_parts
 from stable_train.core import labels as labels_lib
 from stable_train.core import loop as loop_lib
@@ -94,6 +95,9 @@ class KerasGuard:
                                       if isinstance(previous, KerasGuard)
                                       else model.make_train_function)
     trainer_setup.claim(self.policies)
+    # Data the model cannot take is refused where Keras first looks at it, before anything runs.
+    self.data_check = batch_check.FitDataCheck(model)
+    compat.keras_fit_data_hook(model, self.data_check.around_build)
     # On this instance only: the class, its config and its saved files stay Keras's own.
     model.train_step = self.train_step
     model.make_train_function = self.make_train_function
@@ -110,7 +114,8 @@ class KerasGuard:
   def make_train_function(self, force: bool = False):
     """Keras's `make_train_function`, after the guard's set-up where Keras has built the model
     and the optimizer already (under a strategy; else at the first trace, `train_step`); the
-    function it makes raises an in-graph check_numerics failure as a `NumericsError`."""
+    function it makes raises an in-graph check_numerics failure as a `NumericsError`, and has
+    the running callback record any TensorFlow error as an abort (`_numerics_errors`)."""
     self.prepare()
     made = self.keras_make_train_function(force=force)
     if self.model.train_function not in (None, self._train_function):
@@ -217,8 +222,9 @@ class KerasGuard:
     """The model's `train_step`: the guarded step; returns fit's logs (the model's metrics,
     which count applied steps only, and `LOG_FIELDS`). Traced, per replica."""
     if self._built_for != self._key():  # The first trace without a strategy (one thread).
-      with tf.init_scope():
+      with tf.init_scope(), self.data_check.building():
         self.prepare(data)
+    self.data_check.after_build()  # A model built from the data in this trace.
     # Python, at trace time.
     self.input_paths = reports_lib.input_paths(*keras_parts.split_batch(data))
     if self.first_batch_sample is not None:
@@ -294,15 +300,17 @@ class KerasGuard:
 
 def _numerics_errors(guard: KerasGuard, keras_function, iterator):
   """Runs Keras's train function; CheckNumerics(mode='raise') failing in-graph ends the fit with
-  a `NumericsError` naming the tensor, as in the Trainer, recorded by the running callback."""
+  a `NumericsError` naming the tensor, as in the Trainer; it and any other TensorFlow error at
+  run time are recorded by the running callback (an abort, summary.json), then raised."""
   try:
     return keras_function(iterator)
-  except tf.errors.InvalidArgumentError as e:
-    error = loop_lib.numerics_error(e, int(guard.state.global_step.numpy()) + 1)
+  except tf.errors.OpError as e:
+    error = (loop_lib.numerics_error(e, int(guard.state.global_step.numpy()) + 1)
+             if isinstance(e, tf.errors.InvalidArgumentError) else None)
+    if guard.host is not None:
+      guard.host.fail(error or e)
     if error is None:
       raise
-    if guard.host is not None:
-      guard.host.fail(error)
     raise error from None
 
 

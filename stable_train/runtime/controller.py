@@ -105,11 +105,11 @@ class Controller:
           ended = resumed or self._train(num_steps, summary, actions)
           self.checkpoints.complete_writes()  # A failed write stops the run as a save would.
           return self._finish(ended, summary, evaluate, cadence)
-        except (errors.NumericsError, errors.CheckpointError) as e:
-          # CheckNumerics(mode='raise'), or a checkpoint that could not be written: recorded
-          # (committed checkpoints stay as they were), then raised.
-          trigger = 'check_numerics' if isinstance(e, errors.NumericsError) else 'checkpoint_failed'
-          ended = self.dispatch.abort(str(e), trigger, self.global_step())
+        except (errors.NumericsError, errors.CheckpointError, tf.errors.OpError) as e:
+          # CheckNumerics(mode='raise'), a checkpoint that could not be written, or TensorFlow
+          # failing at run time (an index out of range, memory): recorded as an abort (committed
+          # checkpoints stay as they were; none is written from this state), then raised.
+          ended = self.dispatch.abort_on_error(e, self.global_step())
           with contextlib.suppress(OSError):  # The disk that refused it may refuse this too.
             self._write_summary(ended, summary, evaluate)
           raise

@@ -16,6 +16,7 @@ import numpy as np
 
 from stable_train.core import interfaces
 from stable_train.core import outcome as outcome_lib
+from stable_train import errors
 from stable_train.runtime import history as history_lib
 from stable_train.runtime import loss_check
 
@@ -198,6 +199,18 @@ class Dispatcher:
     self._run.emit('diverged' if status == outcome_lib.Status.DIVERGED else 'abort', step,
                    reason=reason, trigger=trigger, last_good_checkpoint=last_good)
     return outcome_lib.aborted(reason, trigger, status, extra={'last_good_checkpoint': last_good})
+
+  def abort_on_error(self, error: Exception, step: int) -> outcome_lib.Outcome:
+    """Records a run that `error`, raised out of its loop after global step `step`, ends (the
+    caller raises it on; no checkpoint is written from that state): CheckNumerics(mode='raise')
+    (trigger 'check_numerics'), a checkpoint that could not be written ('checkpoint_failed'), or
+    TensorFlow failing at run time, an op's error ('runtime_error': its class and line)."""
+    if isinstance(error, errors.NumericsError):
+      return self.abort(str(error), 'check_numerics', step)
+    if isinstance(error, errors.CheckpointError):
+      return self.abort(str(error), 'checkpoint_failed', step)
+    return self.abort(f'TensorFlow {type(error).__name__} after step {step}: '
+                      f'{errors.one_line(error)}', 'runtime_error', step)
 
   def _execute(self, decision: Decision) -> Optional[str]:
     """Carries out a resolved non-abort decision through the policy named in it; returns an abort

@@ -6,12 +6,14 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 import tensorflow as tf
 
+from stable_train.core import batch_check
 from stable_train.core import labels as labels_lib
 from stable_train.core import numerics
 from stable_train import errors
 from stable_train.runtime import distribute
 
 _ALL = 2**62  # "every batch": the traced loop stops when the data ends.
+EVAL_DATA = '; check train.eval_dataset_fn / fit(eval_dataset=...)'  # Ends its refusals.
 _CALL_SECONDS = 0.25  # An interruptible evaluation's calls grow until they take about this.
 
 
@@ -183,23 +185,31 @@ class Evaluator:
     return tuple(v.numpy() for v in sums)
 
   def check(self, dataset: tf.data.Dataset) -> None:
-    """Evaluates one batch of `dataset`, before training: eval data that cannot work (empty, or
-    elements the model cannot take, labels that would broadcast against its outputs) is a
-    one-line ConfigError naming it now, not at the first evaluation after training and
-    checkpoints. Changes nothing (an evaluation)."""
+    """Checks `dataset` as the training data is checked (`batch_check`: batches, features and
+    labels the model and its loss take), then evaluates one batch of it, before training: eval
+    data that cannot work (empty, or elements the model cannot take) is a one-line ConfigError
+    naming it now, not at the first evaluation after training and checkpoints. Changes nothing
+    (an evaluation)."""
+    t = self._trainer
+    try:  # The training data's check first (labels that would broadcast: a finite, wrong loss).
+      check = batch_check.for_trainer(t, dataset.element_spec, subject='the eval dataset',
+                                      where=EVAL_DATA)
+    except (ValueError, TypeError) as e:  # Elements `split_batch` cannot split.
+      raise _unfit(dataset, e) from None
+    if check is not None:
+      check.check(t.model, batch_check.trainer_loss(t))
     try:
-      # Labels checked as the training data's are (they would give a finite, wrong loss).
-      labels_lib.trainer_classes(self._trainer, dataset.element_spec)
       sums = self._sums(dataset, 1, None)
     except (ValueError, TypeError, tf.errors.OpError) as e:
-      elements = ', '.join(f'{s.dtype.name}{list(s.shape)}' if hasattr(s, 'dtype') else
-                           type(s).__name__ for s in tf.nest.flatten(dataset.element_spec))
-      raise errors.ConfigError(
-          f'the eval dataset (elements {elements}) does not fit the model: '
-          f'{errors.one_line(e)[:300]}; check train.eval_dataset_fn / fit(eval_dataset=...).'
-      ) from None
+      raise _unfit(dataset, e) from None
     if int(sums[1]) + int(sums[2]) == 0:  # A first batch left out for a bad row is no error.
       raise _empty()
+
+
+def _unfit(dataset, error) -> errors.ConfigError:
+  return errors.ConfigError(
+      f'the eval dataset (elements {batch_check.describe(dataset.element_spec)}) does not fit the '
+      f'model: {errors.one_line(error)[:300]}{EVAL_DATA}.')
 
 
 def _empty() -> errors.ConfigError:

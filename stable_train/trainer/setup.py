@@ -1,6 +1,7 @@
 """What a Trainer is built from: the validated model parts, the policy stack, the metrics, the
 process-wide random states, and the length of an epoch."""
 
+import contextlib
 import logging
 import weakref
 from typing import List, Optional, Sequence, Tuple
@@ -9,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from stable_train import compat
+from stable_train.core import batch_check
 from stable_train.core import interfaces
 from stable_train.core import keras_parts
 from stable_train.core import labels as labels_lib
@@ -25,6 +27,8 @@ log = logging.getLogger('stable_train')
 
 EMPTY_DATASET = ('the dataset is empty (not one batch): check train.dataset_fn, its files, and a '
                  'batch_size larger than the data with drop_remainder=True.')
+
+TRAIN_DATA = '; check train.dataset_fn / fit(dataset)'  # Ends a refusal of the training data.
 
 # The policies some Trainer has claimed: a policy's variables are one run's state.
 _OWNED_POLICIES = weakref.WeakSet()
@@ -195,12 +199,19 @@ def build(trainer, dataset) -> Tuple[List[tf.Variable], List[str]]:
   """Builds the model (from the dataset's first batch) and the optimizer's slots, checks them,
   builds the policies and binds a fault plan; returns the trainable variables and their paths."""
   t = trainer
+  # Data the model cannot take is refused before anything is written (`batch_check`).
+  check = batch_check.for_trainer(t, dataset.element_spec, subject='the training dataset',
+                                  where=TRAIN_DATA)
+  if check is not None:
+    check.inputs(t.model)
   if isinstance(t.model, keras.Model) and not t.model.built:
     first = next(iter(dataset.take(1)), None)
     if first is None:
       raise errors.ConfigError(EMPTY_DATASET)
-    with t.strategy.scope():
+    with t.strategy.scope(), check.building() if check else contextlib.nullcontext():
       t.model(t.split_batch(first)[0], training=False)
+  if check is not None:
+    check.check(t.model, batch_check.trainer_loss(t))
   variables = list(t.model.trainable_variables)
   if not variables:
     raise errors.ConfigError('Trainer: the model has no trainable variables to train.')
