@@ -36,6 +36,14 @@ def run_main(*argv):
 
 class DiagnoseTest(tf.test.TestCase):
 
+  def test_a_stop_with_no_numeric_symptom_is_not_called_clean(self):
+    d = doctor.diagnose([{'event': 'abort', 'step': 3, 'trigger': 'runtime_error',
+                          'reason': 'TensorFlow InvalidArgumentError after step 2: ...'}],
+                        {'status': 'aborted'})
+    self.assertIsNone(d['cause'])
+    self.assertEqual((d['label'], d['confidence']),
+                     ('no numeric cause found; see the stop reason', 'low'))
+
   def test_a_healthy_run_has_no_cause(self):
     d = doctor.diagnose([{'event': 'start', 'step': 0, 'num_steps': 100},
                          {'event': 'done', 'step': 100}],

@@ -90,9 +90,11 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   ranked = sorted(scores, key=lambda c: -scores[c][0])
   top, runner = ranked[0], ranked[1]
   best, second = scores[top][0], scores[runner][0]
-  if best <= 0:
-    return {'cause': None, 'label': 'no trouble found', 'confidence': 'high' if not (
-        s.faults or s.triggers) else 'low', 'evidence': [], 'remedy': None,
+  if best <= 0:  # A stop with no numeric symptom (a TensorFlow error, say) is no clean run.
+    stopped = summary.get('status') in ('aborted', 'diverged')
+    return {'cause': None, 'label': 'no numeric cause found; see the stop reason' if stopped else
+            'no trouble found', 'confidence': 'high' if not (
+                s.faults or s.triggers or stopped) else 'low', 'evidence': [], 'remedy': None,
             'applied': None, 'trouble_began': s.trouble_began, 'alternatives': []}
   # High only on decisive evidence (an op located, batches that failed an input check, ...): a
   # verdict from the history's shape alone is at most medium.
