@@ -80,6 +80,16 @@ def test_task_error():
   assert runner.task_error('regression', np.array([[2.0], [0.0]]), y) == 0.5
 
 
+def test_did_it_train_measure():
+  assert runner.constant_error('classes', [(None, np.array([0, 1, 1, 2]))]) == 0.5
+  assert runner.constant_error('regression', [(None, np.array([[1.0], [3.0]]))]) == 1.0
+  # (inference, training mode) errors before and after; the best constant's error.
+  assert runner.trained((1.0, 1.0), (0.3, 0.9), 0.5)
+  assert runner.trained((1.0, 1.0), (0.9, 0.3), 0.5)  # BatchNorm statistics not settled yet.
+  assert not runner.trained((1.0, 1.0), (0.45, 0.45), 0.5)  # No better than a constant.
+  assert not runner.trained((1.0, 1.0), (float('nan'), 0.1), 0.5)
+
+
 @pytest.mark.slow
 def test_healthy_applications_model_through_guard_fit_has_no_alarm():
   result = runner.run(registry.find('h_efficientnet_b0_adam'), 'fit', 0)

@@ -87,6 +87,9 @@ def sick_tables(results: Sequence[Dict]) -> str:
   out.append(_listing('Wrong at high confidence', [
       r for r in runs if not r['right'] and r['confidence'] == 'high']))
   out.append(_listing('Wrong answers', [r for r in runs if not r['right']]))
+  out.append(_listing('Sick runs with no trouble in their records (nothing skipped, rolled back '
+                      'or stopped: the doctor is not asked)', [
+                          r for r in runs if not r['troubled']]))
   out.append(_listing('`completed` but did not train (healthy runs included)', [
       r for r in results if r['status'] == 'completed' and not r['trained']]))
   return '\n'.join(out)

@@ -6,7 +6,8 @@
 clean batches (4 batches drawn before training) after the run against the same model untrained:
 for classes, binary and pair tasks the error rate (argmax, or the 0.5 / 0 threshold), for
 regression the mean squared error. A run trained when its final error is finite and at most
-`TRAINED_RATIO` x the untrained model's, in inference mode or in training mode (`trained`).
+`TRAINED_RATIO` x the lower of the untrained model's and the best constant prediction's (the
+labels' variance, the commonest class), in inference mode or in training mode (`trained`).
 """
 
 import gc
@@ -67,12 +68,25 @@ def evaluate(model, batches, kind: str, training: bool = False) -> float:
   return float(np.mean(values))
 
 
-def trained(before, after) -> bool:
-  """Whether the task error fell to `TRAINED_RATIO` x its untrained value, in inference or in
-  training mode (a BatchNorm net a hundred steps old still has its moving statistics near
-  their start: it has trained, but only training mode shows it); inference outputs finite."""
+def constant_error(kind: str, batches) -> float:
+  """The task error of the best constant prediction on `batches`: the labels' variance for
+  regression, the error of always answering the commonest class otherwise."""
+  labels = np.concatenate([np.asarray(y, np.float64).reshape(len(y), -1) for _, y in batches])
+  if kind == 'regression':
+    return float(np.mean((labels - labels.mean(axis=0)) ** 2))
+  if kind != 'classes':
+    labels = labels > 0.5
+  _, counts = np.unique(labels, return_counts=True)
+  return float(1.0 - counts.max() / counts.sum())
+
+
+def trained(before, after, constant) -> bool:
+  """Whether the task error fell to `TRAINED_RATIO` x the lower of its untrained value and the
+  best constant prediction's, in inference or in training mode (a BatchNorm net a hundred steps
+  old still has its moving statistics near their start: it has trained, but only training mode
+  shows it); inference outputs finite."""
   return bool(np.isfinite(after[0]) and any(
-      np.isfinite(a) and a <= TRAINED_RATIO * b for b, a in zip(before, after)))
+      np.isfinite(a) and a <= TRAINED_RATIO * min(b, constant) for b, a in zip(before, after)))
 
 
 def policies_for(stack: str, door: str, jit: bool):
@@ -111,7 +125,8 @@ def _record(case, door, seed, summary, events, diagnosis) -> Dict[str, Any]:
       'precision': case.precision, 'jit': case.jit,
       'status': summary.get('status', 'no summary'), 'reason': summary.get('reason', ''),
       'global_step': summary.get('global_step'), 'skipped': summary.get('skipped_steps'),
-      'rollbacks': kinds.count('rollback'), 'answer': cause,
+      'rollbacks': kinds.count('rollback'), 'troubled': doctor.troubled(summary, events),
+      'answer': cause,
       'confidence': diagnosis['confidence'] if cause else None,
       'evidence': diagnosis.get('evidence', [])[:3],
       'alternatives': diagnosis.get('alternatives', []),
@@ -146,8 +161,10 @@ def run(case, door: str, seed: int, stack: str = 'default') -> Dict[str, Any]:
   result = _record(case, door, seed, summary, events, diagnosis)
   if error:
     result.update(status='crashed', reason=error)
+  constant = constant_error(setup.kind, batches)
   result.update(error_before=before[0], error_after=after[0], train_error_before=before[1],
-                train_error_after=after[1], trained=trained(before, after),
+                train_error_after=after[1], constant_error=constant,
+                trained=trained(before, after, constant),
                 seconds=time.perf_counter() - start)
   del setup
   keras.backend.clear_session()

@@ -41,11 +41,11 @@ def _siamese(seed, features=16):
 @add('div_siamese_sqrt', 'division_or_log', 'siamese', doors=('trainer',), seeds=(0, 1),
      split='tune', steps=150, quick=True, citation='keras-team/keras#9097; keras-team/keras#9575')
 def _(seed):
-  """A siamese encoder with the Euclidean distance written as K.sqrt(K.sum(K.square(x - y)))
-  and a contrastive loss; negative pairs are drawn at random, so a few are one record twice. keras-team/keras#9097 ("NaN loss
-  when using euclidean distance for siamese network (due to K.sqrt)": NaN "when two inputs are
-  the same"); keras-team/keras#9575 (the example's K.maximum(..., epsilon) is there because the
-  derivative at 0 is infinite)."""
+  """A siamese encoder with the Euclidean distance written as K.sqrt(K.sum(K.square(x - y))) and a
+  contrastive loss; negative pairs are drawn at random, so a few are one record twice.
+  keras-team/keras#9097 ("NaN loss when using euclidean distance for siamese network (due to
+  K.sqrt)": NaN "when two inputs are the same"); keras-team/keras#9575 (the example's K.maximum(...,
+  epsilon) is there because the derivative at 0 is infinite)."""
   x, same = _pairs(seed)
   return cases.Setup(_siamese(seed), keras.optimizers.Adam(1e-3), field.contrastive_loss,
                      data.stream(x, same, batch=32, seed=seed), 'pairs')
@@ -82,11 +82,11 @@ def _(seed):
               '(https://thinbug.com/q/48951109); fast.ai forums "Cross entropy error: '
               '-log(1-1): INF" (https://forums.fast.ai/t/cross-entropy-error-log-1-1-inf/1441)')
 def _(seed):
-  """A sigmoid MLP with -(y log p + (1 - y) log(1 - p)) written by hand, on separable data with
-  a few wrong labels: once the model is sure, p rounds to 1.0 for a mislabelled 0 and log(1 - p)
-  is log(0). The Q&A: NaN "after a few iterations" with this loss; the forum: a confident guess
-  of 1.0 when the target is 0 gives -log(1 - 1) = INF."""
-  x, y = data.binary(seed, flip=0.05, scale=3.0)
+  """A sigmoid MLP with -(y log p + (1 - y) log(1 - p)) written by hand, on features in raw units
+  (x10) with a few wrong labels: the model is sure at once, p rounds to 1.0 for a mislabelled 0 and
+  log(1 - p) is log(0). The Q&A: NaN "after a few iterations" with this loss; the forum: a confident
+  guess of 1.0 when the target is 0 gives -log(1 - 1) = INF."""
+  x, y = data.binary(seed, flip=0.05, scale=10.0)
   return cases.Setup(archs.mlp(seed, activation='sigmoid'), keras.optimizers.Adam(1e-2),
                      field.handwritten_bce, data.stream(x, y, batch=32, seed=seed),
                      'binary_prob')
@@ -104,7 +104,7 @@ def _(seed):
                      field.relu_probability_ce, data.digits_stream(seed), 'classes')
 
 
-@add('div_relative_error_lstm', 'division_or_log', 'lstm', doors=('trainer',), split='tune',
+@add('div_relative_error_lstm', 'division_or_log', 'lstm', doors=('trainer', 'fit'), split='tune',
      steps=100, citation='"Python deep learning NaN loss reasons", example "Dividing by zero" '
                          '(https://pythonkb.com/python-deep-learning-nan-loss-reasons)')
 def _(seed):
@@ -134,14 +134,14 @@ def _(seed):
                      data.stream(x, y, batch=32, seed=seed), 'classes')
 
 
-@add('exp_naive_softmax_mlp', 'softmax_overflow', 'mlp', doors=('trainer',), split='held_out',
+@add('exp_naive_softmax_mlp', 'softmax_overflow', 'mlp', doors=('trainer', 'fit'), split='held_out',
      steps=150, citation='fast.ai forums "Cross entropy error: -log(1-1): INF" '
                          '(https://forums.fast.ai/t/cross-entropy-error-log-1-1-inf/1441)')
 def _(seed):
-  """An MLP whose softmax is written exp(x) / sum(exp(x)), on features in raw units. The forum
-  post's activations before the softmax reach 142 (exp overflows float32 above 88.7); its
+  """An MLP whose softmax is written exp(x) / sum(exp(x)), on features in raw units (x100). The
+  forum post's activations before the softmax reach 142 (exp overflows float32 above 88.7); its
   loss was INF."""
-  x, y = data.classes(seed, scale=20.0)
+  x, y = data.classes(seed, scale=100.0)
   return cases.Setup(archs.mlp(seed, outputs=8, activation=field.naive_softmax),
                      keras.optimizers.Adam(1e-3), SCE(), data.stream(x, y, batch=32, seed=seed),
                      'classes')
@@ -161,12 +161,12 @@ def _(seed):
 @add('exp_attention_pool_conv1d', 'softmax_overflow', 'conv1d', doors=('trainer',),
      split='held_out', steps=150, citation='stevezheng23/reading_comprehension_tf#69')
 def _(seed):
-  """Conv1D features of raw sensor readings pooled with attention weights exp(s) / sum(exp(s)).
-  stevezheng23/reading_comprehension_tf#69 ("update softmax to avoid nan issue" in its
-  attention layers)."""
+  """Conv1D features of raw sensor readings (in the thousands) pooled with attention weights exp(s)
+  / sum(exp(s)). stevezheng23/reading_comprehension_tf#69 ("update softmax to avoid nan issue" in
+  its attention layers)."""
   x, y = data.series(seed)
   keras.utils.set_random_seed(seed)
   model = keras.Sequential([keras.Input((40, 1)), keras.layers.Conv1D(16, 3, activation='relu'),
                             field.ExpAttentionPool(), keras.layers.Dense(1)], name='conv1d')
   return cases.Setup(model, keras.optimizers.Adam(1e-3), 'mse',
-                     data.stream(x * 100.0, y * 100.0, batch=32, seed=seed), 'regression')
+                     data.stream(x * 1000.0, y * 1000.0, batch=32, seed=seed), 'regression')

@@ -24,7 +24,7 @@ def _spoil(x, rows, value, seed):
   return x
 
 
-@add('input_csv_nan_cells_mlp', 'bad_input', 'mlp', doors=('trainer',), seeds=(0, 1, 2),
+@add('input_csv_nan_cells_mlp', 'bad_input', 'mlp', doors=('trainer', 'fit'), seeds=(0, 1, 2),
      split='tune', steps=150, quick=True,
      citation='Nixtla/neuralforecast#186; circleAhn/TESLA-tf#1')
 def _(seed):
@@ -42,9 +42,8 @@ def _(seed):
 @add('input_nan_images_mobilenet_v3', 'bad_input', 'mobilenet_v3_small', doors=('fit',),
      seeds=(0, 1), split='held_out', steps=80, citation='prs-eth/Marigold#111')
 def _(seed):
-  """MobileNetV3Small on the digits, three images of which are corrupt (NaN). prs-eth/
-  Marigold#111 ("loss=nan occurs during training": "this happens when input batch contains NaN
-  values")."""
+  """MobileNetV3Small on the digits, three images of which are corrupt (NaN). prs-eth/Marigold#111
+  ("loss=nan occurs during training": "this happens when input batch contains NaN values")."""
   return cases.Setup(archs.mobilenet_v3_small(seed), keras.optimizers.Adam(1e-3), SCE(),
                      data.digits_stream(seed, nan_images=(7, 500, 1100)), 'classes',
                      eval_data=data.digits_stream(seed))
@@ -53,9 +52,9 @@ def _(seed):
 @add('input_missing_targets_gru', 'bad_input', 'gru', doors=('trainer',), seeds=(0, 1),
      split='tune', steps=150, citation='Nixtla/neuralforecast#186; WenjieDu/PyPOTS#232')
 def _(seed):
-  """A GRU forecaster whose target column has a few missing values (NaN). Nixtla/
-  neuralforecast#186 ("missing values are passed in the y column. The loss becomes nan");
-  WenjieDu/PyPOTS#232 (data "containing missing data will cause NaN loss")."""
+  """A GRU forecaster whose target column has a few missing values (NaN). Nixtla/neuralforecast#186
+  ("missing values are passed in the y column. The loss becomes nan"); WenjieDu/PyPOTS#232 (data
+  "containing missing data will cause NaN loss")."""
   x, y = data.series(seed)
   return cases.Setup(archs.recurrent(seed, cell='gru'), keras.optimizers.Adam(1e-3), 'mse',
                      data.stream(x, _spoil(y, 4, np.nan, seed), batch=32, seed=seed),
@@ -65,7 +64,8 @@ def _(seed):
 @add('input_sentinel_values_mlp', 'bad_input', 'mlp', doors=('fit',), seeds=(0, 1),
      split='held_out', steps=150,
      citation='matterport/Mask_RCNN#1099; "NaN loss: learning rate or data" '
-              '(https://theneuralbase.com/tensorflow/learn/beginner/nan-loss-learning-rate-or-data/)')
+              '(https://theneuralbase.com/tensorflow/learn/beginner/'
+              'nan-loss-learning-rate-or-data/)')
 def _(seed):
   """A classifier MLP on a table where missing cells were written as a sentinel (1e9) in 8 of
   2048 rows. The page's second root cause: "data contains inf, nan, or extreme outliers that
@@ -131,25 +131,33 @@ def _(seed):
                      data.stream(x, y, batch=32, seed=seed), 'regression')
 
 
-@add('mismatch_logits_as_probabilities', 'loss_output_mismatch', 'transformer', doors=('fit',),
-     split='held_out', steps=150, citation='tensorflow/docs#2102; keras-team/keras#15271')
+@add('mismatch_softmax_mse_transformer', 'loss_output_mismatch', 'transformer', doors=('fit',),
+     split='held_out', steps=150, citation='keras-team/keras#126; keras-team/keras#4784')
 def _(seed):
-  """The transformer's logits trained with SparseCategoricalCrossentropy() (from_logits=False).
-  tensorflow/docs#2102 (without the softmax "the accuracy would be around 0.3, not far away from
-  the random-guess 0.25"); keras-team/keras#15271 (from_logits and the head's activation
-  disagreeing change the loss)."""
+  """The transformer with a softmax head trained with MSE against the class id (a column of
+  labels, as read from a table). keras-team/keras#126 ("MLP example doesn't make progress": a
+  softmax output with mean_squared_error, the loss does not improve); keras-team/keras#4784
+  ("Your model doesn't match your loss function": accuracy not changing across the epochs)."""
   x, y = data.tokens(seed)
-  return cases.Setup(archs.transformer(seed), keras.optimizers.Adam(1e-3), SCE(),
-                     data.stream(x, y, batch=32, seed=seed), 'classes')
+  keras.utils.set_random_seed(seed)
+  base = archs.transformer(seed)
+  ids = keras.Input((16,), dtype='int32')
+  model = keras.Model(ids, keras.layers.Softmax()(base(ids)), name='transformer_softmax')
+  return cases.Setup(model, keras.optimizers.Adam(1e-3), 'mse',
+                     data.stream(x, y[:, None].astype(np.float32), batch=32, seed=seed),
+                     'classes')
 
 
-@add('mismatch_mse_on_class_ids', 'loss_output_mismatch', 'resnet_style', doors=('trainer',),
-     split='tune', steps=100,
-     citation='"Loss Function Mismatch" in "NaN loss after model.fit" '
-              '(https://taourl.com/read-3018156.html); FluxML/Flux.jl#1546')
+@add('mismatch_sigmoid_regression_head', 'loss_output_mismatch', 'resnet_style',
+     doors=('trainer',), split='tune', steps=100,
+     citation='keras-team/keras#2711; keras-team/keras#1597')
 def _(seed):
-  """A ResNet with a softmax head trained with MSE against the class ids (0-9). The page:
-  "applying Mean Squared Error (MSE) to classification tasks may cause instability";
-  FluxML/Flux.jl#1546 (a softmax output with MSE: the loss does not move)."""
-  return cases.Setup(archs.resnet_style(seed, activation='softmax'),
-                     keras.optimizers.Adam(1e-3), 'mse', data.digits_stream(seed), 'classes')
+  """A ResNet regressing the digit's value (0-9) through a sigmoid output: the head cannot
+  leave (0, 1), so the loss stalls. keras-team/keras#2711 ("Loss not changing when training":
+  "you probably used a wrong activation function ... at the last output layer");
+  keras-team/keras#1597 ("acc and val_acc don't change?": the output activation was the fix)."""
+  x, y = data.digits()
+  return cases.Setup(archs.resnet_style(seed, classes=1, activation='sigmoid'),
+                     keras.optimizers.Adam(1e-3), 'mse',
+                     data.stream(x, y[:, None].astype(np.float32), batch=32, seed=seed),
+                     'regression')

@@ -38,13 +38,13 @@ def _(seed):
                      'regression')
 
 
-@add('fp16_raw_magnitudes_mlp', 'precision', 'mlp', doors=('fit',), split='held_out',
+@add('fp16_raw_magnitudes_mlp', 'precision', 'mlp', doors=('fit', 'trainer'), split='held_out',
      steps=100, precision=MIXED, citation='tensorflow/tensorflow#38357; openvla/openvla#30')
 def _(seed):
-  """An MLP under mixed_float16 on tabular features in raw units (tens of thousands). tensorflow/
-  tensorflow#38357 (under mixed_float16 "loss is possible overflow inf in float16");
-  openvla/openvla#30 (float16 "captures a smaller range ... more likely to run into overflow
-  ... that leads to the NaN loss")."""
+  """An MLP under mixed_float16 on tabular features in raw units (tens of thousands).
+  tensorflow/tensorflow#38357 (under mixed_float16 "loss is possible overflow inf in float16");
+  openvla/openvla#30 (float16 "captures a smaller range ... more likely to run into overflow ...
+  that leads to the NaN loss")."""
   x, y = data.tabular(seed)
   return cases.Setup(archs.mlp(seed), keras.optimizers.Adam(1e-3), 'mse',
                      data.stream(x * 3e4, y, batch=32, seed=seed), 'regression')
@@ -71,7 +71,7 @@ def _(seed):
                      data.digits_stream(seed, scale=65535.0), 'classes')
 
 
-@add('transient_flaky_forward_mlp', 'transient', 'mlp', doors=('trainer',), split='tune',
+@add('transient_flaky_forward_mlp', 'transient', 'mlp', doors=('trainer', 'fit'), split='tune',
      steps=150, quick=True, citation='ROCm/TheRock#2662; keras-team/keras#1244')
 def _(seed):
   """A regression MLP with a layer whose kernel misfires once (one NaN at its 60th training
