@@ -1,0 +1,92 @@
+"""The registry's record types: a `Case` (a healthy run or a sick scenario, with its expected
+cause, architecture, front doors, seeds, split and citation) and the `Setup` its builder returns
+(the model, optimizer, loss and data of one run)."""
+
+import dataclasses
+from typing import Any, Callable, List, Optional, Tuple
+
+CAUSES = ('exploding_gradients', 'learning_rate', 'initialisation', 'division_or_log',
+          'softmax_overflow', 'precision', 'bad_input', 'transient', 'loss_output_mismatch')
+DOORS = ('trainer', 'fit')
+SPLITS = ('tune', 'held_out')
+# How a run's outputs are scored by the "did it train" measure (runner.task_error).
+KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
+
+
+@dataclasses.dataclass
+class Setup:
+  """What one run trains: built fresh for each door and seed (inside the run's precision).
+
+  Attributes:
+    model, optimizer, loss: the Keras model, optimizer and loss (a Keras loss or a
+      `(labels, predictions) -> scalar`).
+    data: an endless `tf.data` stream of (features, labels) batches.
+    kind: one of KINDS: how the task error of the "did it train" measure reads the outputs.
+    eval_data: clean batches for that measure (None: the first batches of a fresh `data`).
+  """
+  model: Any
+  optimizer: Any
+  loss: Any
+  data: Any
+  kind: str
+  eval_data: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+  """One registry entry; each (door, seed) of it is one run.
+
+  Attributes:
+    name: unique, a Python identifier.
+    expected: 'healthy' or one of CAUSES.
+    arch: the architecture's name (counted by the registry's tests).
+    build: `seed -> Setup`; its docstring says what the run is and, for a sick scenario, the
+      symptom reported and where (the citation).
+    doors: 'trainer' (the Trainer) and/or 'fit' (`guard_fit` + Keras `fit`).
+    seeds: one run per seed (several where the outcome depends on the data order).
+    split: 'tune' or 'held_out' for a sick scenario (fixed here, visible), '' for a healthy run.
+    citation: the public report(s) the scenario reproduces (repo#issue, or page title + URL).
+    precision: 'float32' or 'mixed_float16'.
+    steps: training steps per run.
+    jit: XLA (Trainer(jit_compile=True) / compile(jit_compile=True)).
+    quick: in the --quick subset (the tests' fast set).
+  """
+  name: str
+  expected: str
+  arch: str
+  build: Callable[[int], Setup]
+  doors: Tuple[str, ...] = ('trainer',)
+  seeds: Tuple[int, ...] = (0,)
+  split: str = ''
+  citation: str = ''
+  precision: str = 'float32'
+  steps: int = 100
+  jit: bool = False
+  quick: bool = False
+
+  @property
+  def applications(self) -> bool:
+    """Whether the architecture is a keras.applications model."""
+    return self.arch in APPLICATIONS
+
+
+APPLICATIONS = ('mobilenet', 'mobilenet_v2', 'mobilenet_v3_small', 'efficientnet_b0')
+
+
+class Registry:
+  """An ordered list of cases with a decorator that registers a builder as a case."""
+
+  def __init__(self):
+    self.cases: List[Case] = []
+
+  def add(self, name: str, expected: str, arch: str, **fields) -> Callable:
+    """Decorator: registers the decorated `seed -> Setup` as `Case(name, expected, arch, ...)`."""
+
+    def register(build):
+      self.cases.append(Case(name=name, expected=expected, arch=arch, build=build, **fields))
+      return build
+
+    return register
+
+  def find(self, name: str) -> Optional[Case]:
+    return next((c for c in self.cases if c.name == name), None)

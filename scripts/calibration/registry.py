@@ -1,0 +1,39 @@
+"""The calibration registry: the healthy matrix and the sick matrix (every cause, in
+`cases.CAUSES` order), and the selection the script's flags make of them."""
+
+from typing import List, Optional, Sequence
+
+from scripts.calibration import cases
+from scripts.calibration import healthy
+from scripts.calibration import sick_arith
+from scripts.calibration import sick_data
+from scripts.calibration import sick_hardware
+from scripts.calibration import sick_training
+
+HEALTHY: List[cases.Case] = list(healthy.HEALTHY.cases)
+SICK: List[cases.Case] = sorted(
+    sick_arith.ARITH.cases + sick_hardware.HARDWARE.cases + sick_training.TRAINING.cases +
+    sick_data.DATA.cases, key=lambda c: cases.CAUSES.index(c.expected))
+ALL: List[cases.Case] = HEALTHY + SICK
+
+
+def find(name: str) -> cases.Case:
+  """The case called `name` (KeyError if none)."""
+  for case in ALL:
+    if case.name == name:
+      return case
+  raise KeyError(f'no calibration case {name!r}; see --list')
+
+
+def select(matrix: str = 'both', only: Optional[Sequence[str]] = None, split: str = 'all',
+           quick: bool = False) -> List[cases.Case]:
+  """The cases of `matrix` ('healthy', 'sick' or 'both'), only those named in `only` (if any),
+  sick ones of `split` ('tune', 'held_out' or 'all'), only the --quick subset if `quick`."""
+  chosen = {'healthy': HEALTHY, 'sick': SICK, 'both': ALL}[matrix]
+  if only:
+    chosen = [find(n) for n in only]
+  if split != 'all':
+    chosen = [c for c in chosen if c.expected == 'healthy' or c.split == split]
+  if quick:
+    chosen = [c for c in chosen if c.quick]
+  return chosen
