@@ -59,6 +59,20 @@ class CollapseProbeTest(tf.test.TestCase):
     model = dense(kernel='zeros', bias=keras.initializers.Constant(-1.0))
     self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))
 
+  def test_outputs_constant_in_inference_mode_only_are_no_collapse(self):
+    # BatchNorm whose moving statistics lag (a huge moving variance): the same output for every
+    # row in inference mode, varied ones on the batch's own statistics. A dead net is constant
+    # in both modes.
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8),
+                              keras.layers.BatchNormalization(), keras.layers.Dense(1)])
+    model.layers[1].moving_variance.assign(tf.fill([8], 1e12))
+    model.layers[2].bias.assign([1.0])
+    self.assertLess(collapse.diagnostics.output_spread(probe_of(model)), collapse.COLLAPSE_SPREAD)
+    self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))
+    model.layers[0].kernel.assign(tf.zeros([4, 8]))  # Now constant in both modes.
+    self.assertIsNotNone(collapse.CollapseProbe().collapsed(probe_of(model)))
+
   def test_a_tolerance_relative_to_the_outputs_scale_not_bit_equality(self):
     model = dense()
     kernel = model.layers[0].weights[0]

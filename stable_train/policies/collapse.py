@@ -11,46 +11,52 @@ from stable_train.policies import diagnostics
 log = logging.getLogger('stable_train')
 
 # A model is collapsed whose outputs on the first batch vary from row to row by at most this
-# fraction of their scale (a dead ReLU net: exactly 0 on any CPU; a healthy net: 1e-2 and more).
-# A tolerance, never bit equality: no verdict hangs on a kernel's last bits...
+# fraction of their scale, in inference and in training mode (a dead ReLU net: exactly 0 on any
+# CPU; a healthy net: 1e-2 and more; a BatchNorm net early in training may be constant in
+# inference mode only, its moving statistics behind). A tolerance, never bit equality: no verdict
+# hangs on a kernel's last bits...
 COLLAPSE_SPREAD = 1e-5
-# ...where an untrained model of the same architecture varied by more than this: outputs the same
-# for every row are no news in a model that started that way (a keras.applications model's
-# BatchNorm statistics at initialisation give every row the same outputs in inference mode).
+# ...where an untrained model of the same architecture varied by more than this fraction of the
+# outputs' scale now: outputs the same for every row are no news in a model that started that way
+# (an untrained keras.applications model's outputs, in inference mode, are the same for every
+# row, or vary only at 1e-18 of a trained head's bias).
 UNTRAINED_SPREAD = 1e-3
 _UNKNOWN = object()
 
 
 class CollapseProbe:
   """Probes the outputs' spread and keeps the untrained reference, measured once per process:
-  a fresh copy of the model (`diagnostics.untrained_spread`), else the initial weights' spread
+  a fresh copy of the model (`diagnostics.untrained_deviation`), else the initial weights'
   (`measure_initial`, at the start check), else unknown (no verdict)."""
 
   def __init__(self):
-    self._initial = None  # The initial weights' spread, when the start check had them.
-    self._fresh = _UNKNOWN  # A fresh copy's spread (None: the model cannot be copied).
+    self._initial = None  # The initial weights' (deviation, scale), when the start check had them.
+    self._fresh = _UNKNOWN  # A fresh copy's (deviation, scale) (None: it cannot be copied).
 
   def measure_initial(self, probe, weights) -> None:
-    """Keeps the spread of the model's outputs with its initial `weights`."""
-    self._initial = diagnostics.output_spread(probe, weights)
+    """Keeps the deviation of the model's outputs with its initial `weights`."""
+    self._initial = diagnostics.output_deviation(probe, weights)
 
-  def untrained(self, probe) -> Optional[float]:
-    """An untrained model's output spread on the first batch, or None where unknown."""
+  def untrained(self, probe) -> Optional[Tuple[float, float]]:
+    """An untrained model's (deviation, scale) on the first batch, or None where unknown."""
     if self._fresh is _UNKNOWN:
-      self._fresh = diagnostics.untrained_spread(probe)
+      self._fresh = diagnostics.untrained_deviation(probe)
     return self._initial if self._fresh is None else self._fresh
 
   def collapsed(self, probe) -> Optional[Tuple[float, float]]:
-    """(the outputs' spread, the untrained model's) when the model collapsed, else None."""
-    spread = diagnostics.output_spread(probe)
-    if spread is None or spread > COLLAPSE_SPREAD:
+    """(the outputs' spread, the untrained model's deviation over the outputs' scale now) when
+    the model collapsed, else None."""
+    found = [diagnostics.output_deviation(probe, training=mode) for mode in (False, True)]
+    if any(f is None or f[0] > COLLAPSE_SPREAD * f[1] for f in found):
       return None
+    deviation, scale = found[0]
     untrained = self.untrained(probe)
-    if untrained is None or not untrained > UNTRAINED_SPREAD:
-      log.debug('outputs the same for every example, as an untrained model\'s (spread %s): no '
-                'collapse', untrained)
+    reference = None if untrained is None else untrained[0] / max(scale, untrained[1], 1e-30)
+    if reference is None or not reference > UNTRAINED_SPREAD:
+      log.debug('outputs the same for every example, as an untrained model\'s (%s): no collapse',
+                reference)
       return None
-    return spread, untrained
+    return (deviation / scale if scale > 0 else 0.0), reference
 
 
 def moved(probe, initial) -> bool:

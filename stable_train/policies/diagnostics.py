@@ -51,13 +51,26 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
 
 def output_spread(probe, weights=None, model=None) -> Optional[float]:
   """How much the model's float outputs on the run's first batch vary from row to row, in
-  inference mode, with `weights` (the trainable weights, in order) or the current ones: the RMS
-  of each output's difference from the first row's, over the outputs' RMS (0 when every row has
-  the same bits: a network that collapsed, or an architecture whose untrained outputs do not yet
-  depend on the input, e.g. BatchNorm's initial statistics in a keras.applications model). None
-  without a first batch of two rows or more, where the features are themselves the same in every
-  row, or where the model cannot take them as they are. `model`: another model to run (a fresh
-  copy, `untrained_spread`)."""
+  inference mode, relative to their scale (`output_deviation`'s ratio; 0 when every row has the
+  same bits: a network that collapsed, or an architecture whose untrained outputs do not yet
+  depend on the input, e.g. BatchNorm's initial statistics in a keras.applications model)."""
+  found = output_deviation(probe, weights, model)
+  if found is None:
+    return None
+  deviation, scale = found
+  return deviation / scale if scale > 0 else 0.0
+
+
+def output_deviation(probe, weights=None, model=None,
+                     training: bool = False) -> Optional[Tuple[float, float]]:
+  """(the RMS of each float output's difference from the first row's, the outputs' RMS) on the
+  run's first batch (at most 32 rows), with `weights` (the trainable weights, in order) or the
+  current ones, in inference mode or `training` mode (no state moves either way). Against the
+  first row, not the mean: a mean of identical rows can round away from them, and 0 must mean the
+  same bits. None without a first batch of two rows or more, where the features are themselves
+  the same in every row, where the model cannot take them as they are, or where an output is not
+  finite (other checks' case). `model`: another model to run (a fresh copy,
+  `untrained_deviation`)."""
   first = probe.first_batch()
   if first is None:
     return None
@@ -67,18 +80,18 @@ def output_spread(probe, weights=None, model=None) -> Optional[float]:
             and len(t.shape) and t.shape[0] > 1]
   try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
     features = _head(probe.split_batch(first)[0])
-    outputs = _outputs(probe.model if model is None else model, features, weights)
+    outputs = _outputs(probe.model if model is None else model, features, weights, training)
     inputs, outputs = rows(features, 'is_numeric'), rows(outputs, 'is_floating')
   except (ValueError, TypeError, tf.errors.OpError):
     return None
-  if not outputs or not inputs or not _row_spread(inputs) > 0.0:
+  if not outputs or not inputs or not _deviation(inputs)[0] > 0.0:
     return None
-  spread = _row_spread(outputs)
-  return spread if math.isfinite(spread) else None  # Non-finite outputs: other checks' case.
+  deviation, scale = _deviation(outputs)
+  return (deviation, scale) if math.isfinite(deviation) and math.isfinite(scale) else None
 
 
-def untrained_spread(probe) -> Optional[float]:
-  """`output_spread` of a fresh copy of the model (`keras.models.clone_model`: the same
+def untrained_deviation(probe, training: bool = False) -> Optional[Tuple[float, float]]:
+  """`output_deviation` of a fresh copy of the model (`keras.models.clone_model`: the same
   architecture with new initial weights): how much an untrained model of this kind varies from
   row to row. None where the model cannot be copied or run (a plain tf.Module, a subclassed
   model without a config)."""
@@ -90,7 +103,7 @@ def untrained_spread(probe) -> Optional[float]:
     if not clone.built:
       features, _ = probe.split_batch(probe.first_batch())
       clone(features, training=False)
-    return output_spread(probe, model=clone)
+    return output_deviation(probe, model=clone, training=training)
   except Exception:  # pylint: disable=broad-except
     return None
 
@@ -117,18 +130,16 @@ def _head(features, rows: int = 32):
       features)
 
 
-def _row_spread(arrays) -> float:
-  """RMS over `arrays` of each value's difference from the first row's, over their RMS (NaN
-  where a value is not finite; 0 for all-zero arrays). Against the first row, not the mean: a
-  mean of identical rows can round away from them, and 0 must mean the same bits."""
+def _deviation(arrays) -> Tuple[float, float]:
+  """(RMS over `arrays` of each value's difference from the first row's, their RMS)."""
   rows = [a.reshape(a.shape[0], -1) for a in arrays]
-  deviation = _rms([r - r[:1] for r in rows])
-  scale = _rms(rows)
-  return deviation / scale if scale > 0 else (0.0 if scale == 0 else math.nan)
+  return _rms([r - r[:1] for r in rows]), _rms(rows)
 
 
-def _outputs(model, features, weights):
-  """The model's outputs on `features` in inference mode, with `weights` or the current ones.
+def _outputs(model, features, weights, training=False):
+  """The model's outputs on `features` in inference mode (or `training` mode: a Keras model's
+  BatchNorm on the batch's statistics, its dropout drawn; nothing kept), with `weights` or the
+  current ones.
 
   A Keras model runs through `stateless_call`, so the probe moves no state: a plain call in
   inference mode still advances an LSTM's seed generator, and that changed the training that
@@ -136,7 +147,7 @@ def _outputs(model, features, weights):
   if hasattr(model, 'stateless_call'):
     weights = [v.value for v in model.trainable_variables] if weights is None else weights
     outputs, _ = model.stateless_call(
-        weights, [v.value for v in model.non_trainable_variables], features, training=False)
+        weights, [v.value for v in model.non_trainable_variables], features, training=training)
   elif weights is None:  # A plain tf.Module: every variable it holds put back after the call
     # (a tf.random.Generator's state is not among `model.variables`).
     held = [v for v in tf.train.TrackableView(model).descendants() if isinstance(v, tf.Variable)]
