@@ -26,6 +26,10 @@ _LAZY = {
     'guard_fit': 'keras.fit', 'KerasGuard': 'keras.fit', 'GuardCallback': 'keras.callbacks',
 }
 
+# Modules that lived at the top of the package before the layers: `from stable_train import
+# events` (and models, data) still works for scripts written then (../shared/bench/perf.py).
+_MOVED_MODULES = {'events': 'runfiles.events', 'models': 'zoo.models', 'data': 'zoo.data'}
+
 __all__ = ['CheckpointError', 'ConfigError', 'NumericsError', 'RunAborted', 'StableTrainError',
            *_LAZY]
 __version__ = '0.1.0'
@@ -36,6 +40,8 @@ def __getattr__(name):
     value = getattr(importlib.import_module(f'stable_train.{_LAZY[name]}'), name)
     globals()[name] = value
     return value
+  if name in _MOVED_MODULES:
+    return importlib.import_module(f'stable_train.{_MOVED_MODULES[name]}')
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 

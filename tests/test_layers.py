@@ -161,3 +161,14 @@ class LayersTest(unittest.TestCase):
 
 if __name__ == '__main__':
   unittest.main()
+
+
+class MovedModulesTest(unittest.TestCase):
+
+  def test_modules_from_before_the_layers_still_import_from_the_top(self):
+    # ../shared/bench/perf.py imports `from stable_train import events, models`.
+    from stable_train import data, events, models  # pylint: disable=g-import-not-at-top
+    from stable_train.runfiles import events as runfiles_events  # pylint: disable=g-import-not-at-top
+    self.assertIs(events, runfiles_events)
+    self.assertEqual((models.__name__, data.__name__),
+                     ('stable_train.zoo.models', 'stable_train.zoo.data'))
