@@ -159,8 +159,8 @@ class AdaptiveClip(interfaces.Policy):
     # Plain running mean/variance during warm-up (weight 1/n), then an EMA (weight 1 - alpha).
     weight = tf.where(count < self.warmup_steps,
                       1.0 / tf.cast(count + 1, tf.float32), tf.constant(1.0 - self.alpha))
-    safe_norm = tf.where(accept, norm, tf.zeros_like(norm))
-    delta = safe_norm - mean
+    # A norm not accepted (inf or NaN included) is computed with, then discarded by the selects.
+    delta = norm - mean
     new_mean = mean + weight * delta
     new_var = (1.0 - weight) * (var + weight * tf.square(delta))
     self.mean.assign(tf.where(accept, new_mean, mean))
