@@ -84,6 +84,25 @@ class AdaptiveClipTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEqual(summary['clipped_steps'], 2)
     self.assertAllClose(summary['threshold'], ref.threshold(), rtol=1e-5)
 
+  def test_values_carried_from_the_transform_update_like_fresh_reads(self):
+    # The guard hands the transform's reads and threshold on to update_state through the report
+    # (one read per step); the state must be the bits a fresh read would give.
+    rng = np.random.RandomState(1)
+    carried, fresh = (clipping.AdaptiveClip(warmup_steps=5) for _ in range(2))
+    for i in range(40):
+      grads = [tf.constant(rng.normal(size=(3, 2)) * (30.0 if i == 25 else 1.0), tf.float32)]
+      applied = tf.constant(i != 10)
+      stats = stats_for(grads)
+      carried.transform_gradients(grads, stats)
+      keys = [k for k in stats if k.startswith('adaptive_clip/')]
+      self.assertLen(keys, 4)
+      carried.update_state({'grad_norm': stats_for(grads)['grad_norm'],
+                            **{k: stats[k] for k in keys}}, applied)
+      fresh.update_state({'grad_norm': stats_for(grads)['grad_norm']}, applied)
+    for a, b in zip(carried.variables, fresh.variables):
+      self.assertEqual(a.numpy().tobytes(), b.numpy().tobytes(), a.name)
+    self.assertEqual(int(carried.clipped_steps.numpy()), 1)
+
   def _warmed_up(self, norm=2.0, n=30):
     p = clipping.AdaptiveClip(z_threshold=4.0, warmup_steps=5)
     for i in range(n):

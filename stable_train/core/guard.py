@@ -43,6 +43,10 @@ class GradientStats(dict):
   set them (ClipByGlobalNorm does) or never read them pays no extra op. After a transform that
   returned a different list, the keys it did not set itself are dropped and measured again on the
   next read.
+
+  A key of the form '<policy name>/<what>' is a value a policy's transform hands on to its own
+  `update_state` (`carried`): `guard` copies it into the report, so the policy reads its
+  variables and computes what it derives from them once per step, not twice.
   """
 
   def __init__(self, grads, **values):
@@ -71,6 +75,10 @@ class GradientStats(dict):
 
   def get(self, key, default=None):
     return self[key] if key in self else default
+
+  def carried(self) -> Dict[str, tf.Tensor]:
+    """The values policies hand on to their `update_state` (keys '<policy name>/<what>')."""
+    return {k: v for k, v in self.items() if '/' in k}
 
   def transform(self, policy, grads):
     """Calls `policy.transform_gradients(grads, self)` and keeps the stats true to its output."""
@@ -143,7 +151,8 @@ def _report(stats, grad_flags, grad_norm, grads_finite, inputs_finite_flags, all
   final_finite = stats['grads_finite']
   if final_finite is not grads_finite:
     grads_finite = tf.logical_and(grads_finite, final_finite)
-  report = {k: stats[k] for k in ('loss', 'loss_finite', 'inputs_finite', 'outputs_finite')}
+  report = stats.carried()
+  report.update((k, stats[k]) for k in ('loss', 'loss_finite', 'inputs_finite', 'outputs_finite'))
   report.update(grad_norm=grad_norm, clipped_grad_norm=stats['grad_norm'],
                 grads_finite=grads_finite, grad_finite_flags=grad_flags,
                 first_bad_grad=numerics.first_false(grad_flags),

@@ -190,7 +190,9 @@ class Policy(tf.Module):
     sets all three); keys it does not set are measured again by the guard, lazily, when a later
     policy or the report reads them. Returning `grads` itself keeps the stats as they are. The
     report's 'grad_norm' stays the norm before any transform; its 'clipped_grad_norm' is the
-    final `stats['grad_norm']`.
+    final `stats['grad_norm']`. A value set under a key '<policy name>/<what>' is handed on, in
+    the report, to this policy's `update_state` (what the transform read or derived from its
+    variables, so the step does not read and compute it twice).
 
     Args:
       grads: list of aggregated gradients (one per trainable variable, in layer order).
@@ -215,7 +217,8 @@ class Policy(tf.Module):
     """Updates the policy's variables after the apply/skip decision of one step.
 
     Args:
-      report: dict of the step's report tensors (see `StepReports`), in cross-replica context.
+      report: dict of the step's report tensors (see `StepReports`), in cross-replica context,
+        plus the values the transforms handed on ('<policy name>/<what>' keys).
       applied: scalar bool, whether the update was applied.
 
     Returns:

@@ -211,9 +211,10 @@ class SkipNonFinite(interfaces.Policy):
     skipped = tf.cast(tf.logical_and(tf.logical_not(applied), interfaces.step_faulty(report)),
                       tf.int64)
     self.total_skips.assign_add(skipped)
-    self.consecutive_skips.assign(tf.where(applied, tf.zeros_like(self.consecutive_skips),
-                                           self.consecutive_skips + skipped))
-    self.peak_consecutive.assign(tf.maximum(self.peak_consecutive, self.consecutive_skips))
+    # Each variable read once: the new streak is a tensor, not a second read after the assign.
+    consecutive = tf.where(applied, tf.constant(0, tf.int64), self.consecutive_skips + skipped)
+    self.consecutive_skips.assign(consecutive)
+    self.peak_consecutive.assign(tf.maximum(self.peak_consecutive, consecutive))
 
   def decide(self, reports, context):
     consecutive = int(self.peak_consecutive.numpy())

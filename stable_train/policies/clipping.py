@@ -91,19 +91,30 @@ class AdaptiveClip(interfaces.Policy):
 
   def threshold(self) -> tf.Tensor:
     """The clip threshold the next step will use (a pure function of the variables)."""
-    ceiling = tf.minimum(
-        tf.constant(math.inf if self.max_norm is None else self.max_norm, tf.float32),
-        self.norm_ceiling)
-    mean = tf.convert_to_tensor(self.mean)
-    adaptive = mean + self.z_threshold * tf.sqrt(tf.maximum(tf.convert_to_tensor(self.var), 0.0))
-    count = tf.convert_to_tensor(self.count)
+    return self._threshold(*self._statistics())
+
+  def _statistics(self):
+    """(mean, var, count): each variable read once (a read is an op in every step)."""
+    return (tf.convert_to_tensor(self.mean), tf.convert_to_tensor(self.var),
+            tf.convert_to_tensor(self.count))
+
+  def _threshold(self, mean, var, count) -> tf.Tensor:
+    ceiling = tf.convert_to_tensor(self.norm_ceiling)
+    if self.max_norm is not None:
+      ceiling = tf.minimum(tf.constant(self.max_norm, tf.float32), ceiling)
+    adaptive = mean + self.z_threshold * tf.sqrt(tf.maximum(var, 0.0))
     threshold = tf.where(count >= self.warmup_steps, adaptive,
                          tf.where(count > 0, self.warmup_ratio * mean, ceiling))
     return tf.minimum(threshold, ceiling)
 
   def transform_gradients(self, grads, stats):
     norm = stats['grad_norm']
-    threshold = tf.cast(self.threshold(), norm.dtype)  # float64 gradients have a float64 norm.
+    statistics = self._statistics()
+    threshold32 = self._threshold(*statistics)
+    # Handed on to update_state through the report: the same reads, measured once per step.
+    for key, value in zip(('mean', 'var', 'count', 'threshold'), statistics + (threshold32,)):
+      stats[f'{self.name}/{key}'] = value
+    threshold = tf.cast(threshold32, norm.dtype)  # float64 gradients have a float64 norm.
     # A non-finite gradient is left alone (non-finite stays non-finite).
     clip = tf.logical_and(stats['grads_finite'], norm > threshold)
     # Beyond float32's range (norm inf, or above 2**126) the clip takes its rescaled path.
@@ -131,25 +142,29 @@ class AdaptiveClip(interfaces.Policy):
     return grads
 
   def update_state(self, report, applied):
-    # The threshold is recomputed from the same (not yet updated) variables the transform used.
+    # The statistics and threshold the transform used (read once, before this step's update), or
+    # read now from the same, not yet updated, variables when no transform ran this step.
     # `report['grad_norm']` is the norm before clipping, or (while the guard reports the
     # transformed norm) min(norm, threshold): a value at the threshold counts as clipped either
     # way; the small margin absorbs float rounding between the two computations.
+    carried = [report.get(f'{self.name}/{k}') for k in ('mean', 'var', 'count', 'threshold')]
+    if any(v is None for v in carried):
+      statistics = self._statistics()
+      carried = list(statistics) + [self._threshold(*statistics)]
+    mean, var, count, threshold = carried
     norm = tf.cast(report['grad_norm'], tf.float32)
-    threshold = self.threshold()
     finite = tf.logical_and(applied, tf.math.is_finite(norm))
     accept = tf.logical_and(finite, norm < threshold * (1.0 - 1e-6))
     self.clipped_steps.assign_add(tf.cast(tf.logical_and(finite, tf.logical_not(accept)), tf.int64))
-    count = tf.convert_to_tensor(self.count)
     # Plain running mean/variance during warm-up (weight 1/n), then an EMA (weight 1 - alpha).
     weight = tf.where(count < self.warmup_steps,
                       1.0 / tf.cast(count + 1, tf.float32), tf.constant(1.0 - self.alpha))
-    safe_norm = tf.where(accept, norm, tf.zeros_like(norm))
-    delta = safe_norm - self.mean
-    new_mean = self.mean + weight * delta
-    new_var = (1.0 - weight) * (self.var + weight * tf.square(delta))
-    self.mean.assign(tf.where(accept, new_mean, self.mean))
-    self.var.assign(tf.where(accept, new_var, self.var))
+    # A norm not accepted (inf or NaN included) is computed with, then discarded by the selects.
+    delta = norm - mean
+    new_mean = mean + weight * delta
+    new_var = (1.0 - weight) * (var + weight * tf.square(delta))
+    self.mean.assign(tf.where(accept, new_mean, mean))
+    self.var.assign(tf.where(accept, new_var, var))
     self.count.assign_add(tf.cast(accept, tf.int64))
 
   def summary(self):
