@@ -170,3 +170,29 @@ class LastActivationTest(tf.test.TestCase):
 
     self.assertIsNone(loss_match.last_activation(Subclassed()))
     self.assertIsNone(loss_match.last_activation(tf.Module()))
+
+
+class UnreachableLabelsTest(tf.test.TestCase):
+  """A bounded last activation under a regression loss whose labels lie outside its range."""
+
+  def _kind(self, loss, labels, activation, columns=1):
+    found = loss_match.find_unreachable_labels(loss, np.asarray(labels, np.float32), activation,
+                                               columns)
+    return None if found is None else found.kind
+
+  def test_labels_out_of_the_activation_s_range(self):
+    digits = np.arange(10.0)  # A digit's value regressed through a sigmoid: never above 1.
+    self.assertEqual(self._kind('mse', digits, 'sigmoid'), loss_match.BOUNDED_OUTPUTS)
+    self.assertEqual(self._kind(keras.losses.MeanAbsoluteError(), digits, 'tanh'),
+                     loss_match.BOUNDED_OUTPUTS)
+    found = loss_match.find_unreachable_labels('mse', np.array([0.2, 0.7]), 'softmax', 1)
+    self.assertIn('one unit, 1 for every input', found.message)  # Always 1: 0.2 out of reach.
+
+  def test_no_finding_where_the_labels_fit_or_the_loss_is_no_regression(self):
+    self.assertIsNone(self._kind('mse', [0.0, 0.3, 1.0], 'sigmoid'))
+    self.assertIsNone(self._kind('mse', [-0.9, 0.5], 'tanh'))
+    self.assertIsNone(self._kind('mse', np.arange(10.0), None))  # A linear head.
+    self.assertIsNone(self._kind('mse', np.arange(10.0), 'linear'))
+    self.assertIsNone(self._kind(SCCE(), np.arange(10.0), 'softmax', 10))  # Class ids.
+    self.assertIsNone(self._kind(lambda y, p: y - p, np.arange(10.0), 'sigmoid'))
+    self.assertIsNone(self._kind('mse', [0.0, np.nan], 'sigmoid'))

@@ -13,7 +13,13 @@ from stable_train.core import losses
 PROBABILITIES_TO_LOGITS = 'probabilities_to_logits_loss'
 LOGITS_TO_PROBABILITIES = 'logits_to_probability_loss'
 SIGMOID_TO_CATEGORICAL = 'sigmoid_to_categorical_loss'
-KINDS = (PROBABILITIES_TO_LOGITS, LOGITS_TO_PROBABILITIES, SIGMOID_TO_CATEGORICAL)
+BOUNDED_OUTPUTS = 'bounded_outputs_under_a_regression_loss'
+KINDS = (PROBABILITIES_TO_LOGITS, LOGITS_TO_PROBABILITIES, SIGMOID_TO_CATEGORICAL,
+         BOUNDED_OUTPUTS)
+# The range each bounded activation's outputs lie in (a softmax over one unit: 1 for every input).
+_BOUNDS = {'sigmoid': (0.0, 1.0), 'softmax': (0.0, 1.0), 'tanh': (-1.0, 1.0)}
+_REGRESSION = ('mean_squared_error', 'mean_absolute_error', 'huber', 'log_cosh',
+               'mean_absolute_percentage_error', 'mean_squared_logarithmic_error')
 
 # Keras's cross-entropy functions (and the two of core.losses, which take logits) by family.
 _FAMILIES = {
@@ -228,6 +234,49 @@ def _sigmoid_to_categorical(terms: LossTerms, outputs: np.ndarray) -> Mismatch:
       f"the model's outputs are independent sigmoids (each in [0, 1], rows summing to "
       f'{sums.min():.3g} to {sums.max():.3g}) but the categorical loss {terms.shown} {effect}',
       fix, gin)
+
+
+def regression_loss(loss) -> Optional[str]:
+  """The name of a Keras regression loss (`loss` an object, a function or a name, e.g.
+  'mse'), or None for any other."""
+  if isinstance(loss, str):
+    try:
+      loss = keras.losses.get(loss)
+    except ValueError:
+      return None
+  fn = getattr(loss, 'fn', loss) if isinstance(loss, keras.losses.Loss) else loss
+  name = getattr(fn, '__name__', '')
+  return name if name in _REGRESSION else None
+
+
+def find_unreachable_labels(loss, labels, activation: Optional[str],
+                            columns: int) -> Optional[Mismatch]:
+  """A regression loss whose labels lie clearly outside what the last activation can output
+  (a sigmoid or softmax in [0, 1], a tanh in [-1, 1], a softmax over one unit always 1): the
+  outputs can never reach them, and the loss stalls. None when they can, or it cannot be told."""
+  name = regression_loss(loss)
+  if name is None or activation not in _BOUNDS or labels is None:
+    return None
+  labels = np.asarray(labels, np.float64)
+  if labels.size == 0 or not np.all(np.isfinite(labels)):
+    return None
+  low, high = _BOUNDS[activation]
+  if activation == 'softmax' and columns == 1:
+    low = high = 1.0
+  margin = 0.1 * max(high - low, 1.0)
+  below, above = float(labels.min()), float(labels.max())
+  if below >= low - margin and above <= high + margin:
+    return None
+  what = ('a softmax over one unit, 1 for every input' if low == high else
+          f'a {activation}, always in [{low:g}, {high:g}]')
+  return Mismatch(
+      BOUNDED_OUTPUTS,
+      f"the model's last activation is {what}, but the labels of the loss {name} run from "
+      f'{below:.3g} to {above:.3g}: the outputs can never reach them, and the loss stalls',
+      "drop the last layer's activation (a linear output for a regression), or scale the "
+      'labels into its range; for class ids, a softmax over the classes with '
+      'keras.losses.SparseCategoricalCrossentropy()',
+      "# no binding: the last layer's activation is in the model's code (activation=None)")
 
 
 def describe(found: Mismatch) -> str:

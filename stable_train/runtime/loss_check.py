@@ -4,6 +4,9 @@ by the dispatcher both front doors drive: a `warning` event and a log line, neve
 import logging
 from typing import Optional
 
+import numpy as np
+import tensorflow as tf
+
 from stable_train.core import loss_match
 from stable_train.doctor import symptoms
 from stable_train.policies import diagnostics
@@ -16,7 +19,8 @@ CAUSE = symptoms.MISMATCH  # The `warning` event's cause: the doctor's cause key
 class LossOutputCheck:
   """Runs the model on the run's first batch once, after the first loop of steps, and warns when
   its loss does not fit its outputs (probabilities into a from_logits=True cross-entropy, logits
-  into a from_logits=False one, sigmoids into a categorical one).
+  into a from_logits=False one, sigmoids into a categorical one, a bounded activation under a
+  regression loss whose labels it cannot reach).
 
   Host side, once per dispatcher (a Trainer's runs, a guarded Keras `fit`): one inference-mode
   pass over at most 32 rows (`stateless_call`: no variable changes), nothing per step. It reads
@@ -41,8 +45,11 @@ class LossOutputCheck:
       return None
     try:  # A warning's check never ends a run: a model or loss it cannot read says nothing.
       outputs = diagnostics.first_outputs(probe)
-      found = None if not outputs or len(outputs) != 1 else loss_match.find_mismatch(
-          probe.loss, outputs[0], loss_match.last_activation(probe.model))
+      activation = loss_match.last_activation(probe.model)
+      found = None if not outputs or len(outputs) != 1 else (
+          loss_match.find_mismatch(probe.loss, outputs[0], activation)
+          or loss_match.find_unreachable_labels(probe.loss, _labels(probe), activation,
+                                                outputs[0].shape[-1]))
     except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])
@@ -53,3 +60,9 @@ class LossOutputCheck:
     log.warning('step %d: %s', step, loss_match.describe(found))
     run.emit('warning', step, cause=CAUSE, **found.fields())
     return found
+
+
+def _labels(probe):
+  """The first batch's one label tensor (numpy), or None."""
+  labels = tf.nest.flatten(probe.split_batch(probe.first_batch())[1])
+  return np.asarray(labels[0]) if len(labels) == 1 else None
