@@ -175,3 +175,13 @@ class RankingTest(tf.test.TestCase):
     self.assertNotEqual(d['confidence'], 'high')
     self.assertEqual(doctor.diagnose(events, {'status': 'completed', 'skipped_steps': 3})['cause'],
                      'bad_input')  # Unchecked inputs: the batches stay the likeliest source.
+    once = doctor.diagnose(events[:2], {'status': 'completed', 'skipped_steps': 1,
+                                        'inputs_checked': True})
+    self.assertEqual(once['cause'], 'transient')  # Once, never again: a one-off.
+
+  def test_a_fault_at_the_first_step_is_no_learning_rate(self):
+    events = [{'event': 'start', 'step': 0, 'num_steps': 100}] + [
+        skip(k, 'gradient', 'gradient of net/d/kernel') for k in range(1, 12)]
+    d = doctor.diagnose(events, {'status': 'aborted'})
+    self.assertNotEqual(d['cause'], 'learning_rate')
+    self.assertNotIn('learning_rate', [a['cause'] for a in d['alternatives']])

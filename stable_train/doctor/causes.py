@@ -114,10 +114,15 @@ def _transient_rules(s: Symptoms, out: _Scores) -> None:
     out.add('transient', 6, f'{transient} faulty step(s) re-run on the same batch and state were '
                             'finite: not reproducible', decisive=True)
   loss_growth, norm_growth, _ = s.growth()
-  if (s.isolated() and s.outputs_non_finite() == 0 and not s.fault_kinds().get('input')
-      and not s.rechecks and not s.input_bad() and norm_growth < 10 and loss_growth < 10):
+  quiet = (s.isolated() and not s.fault_kinds().get('input') and not s.rechecks
+           and not s.input_bad() and norm_growth < 10 and loss_growth < 10)
+  if quiet and s.outputs_non_finite() == 0:
     out.add('transient', 3, f'{len(s.faults)} isolated non-finite step(s) with finite model '
                             'outputs, the run healthy before and after')
+  elif quiet and s.inputs_checked and len(s.faults) == 1:  # A one-off in the forward pass; a
+    # recurring one is the arithmetic some batches meet (a fully masked row).
+    out.add('transient', 2.5, 'one non-finite step from inputs that passed the finiteness check, '
+                              'the run healthy before and after')
 
 
 def _arithmetic_rules(s: Symptoms, out: _Scores) -> None:
@@ -210,6 +215,8 @@ def _rate_rules(s: Symptoms, out: _Scores) -> None:
     out.add('learning_rate', 2, f'before the trouble the loss grew {loss_growth:.3g}x and the '
                                 f'gradient norm {norm_growth:.3g}x together')
   began = s.trouble_began
+  if s.faults and began is not None and began == s.first_step:
+    return  # Non-finite before any update: no learning rate has acted yet.
   if (diverged or (s.faults and not s.sporadic())) and began is not None and began <= max(
       50, 0.05 * s.num_steps) and not s.input_bad() and 'untrainable_start' not in s.triggers:
     out.add('learning_rate', 1, f'the trouble began early (step {began})')

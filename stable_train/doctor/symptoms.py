@@ -49,6 +49,7 @@ class Symptoms:
   checks: List[str] = dataclasses.field(default_factory=list)  # divergence_check verdicts.
   collapsed: bool = False  # A divergence_check found the outputs the same for every example.
   inputs_checked: bool = False  # The stack checked every input tensor's finiteness.
+  first_step: Optional[int] = None  # The run's first step (its start event's step + 1).
   outlier_batches: List[int] = dataclasses.field(default_factory=list)
   warnings: List[str] = dataclasses.field(default_factory=list)  # `warning` events' causes.
   # The first `warning` of a loss/output mismatch (its kind, message, fix and gin), or None.
@@ -91,6 +92,7 @@ class Symptoms:
       kind = e.get('event')
       if kind in ('start', 'resume') and e.get('num_steps'):
         s.num_steps = int(e['num_steps'])
+        s.first_step = int(e.get('step') or 0) + 1 if s.first_step is None else s.first_step
       elif kind == 'skip':
         fault = e.get('fault')
         if fault == 'overflow':
