@@ -50,6 +50,10 @@ def parse(argv=None) -> argparse.Namespace:
   parser.add_argument('--stack', choices=('default', 'diagnostic'), default='default')
   parser.add_argument('--json', default='', help='write the results to this file')
   parser.add_argument('--list', action='store_true', help='list the registry and exit')
+  parser.add_argument('--keep', default='', help='keep each run directory under this folder')
+  parser.add_argument('--rediagnose', default='',
+                      help="a --json file of runs made with --keep: diagnose their directories "
+                           'again (no training) and print the tables')
   parser.add_argument('--verbose', action='store_true', help='print each run\'s evidence')
   return parser.parse_args(argv)
 
@@ -69,6 +73,14 @@ def main(argv=None) -> int:
   logging.getLogger('stable_train').setLevel(logging.ERROR)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.get_logger().setLevel('ERROR')
+  if args.rediagnose:
+    with open(args.rediagnose) as f:
+      results = [runner.rediagnose(r) for r in json.load(f)]
+    for r in results:
+      print(report.line(r))
+    print(report.healthy_tables(results))
+    print(report.sick_tables(results))
+    return 0
   chosen = registry.select(args.matrix, [n for n in args.only.split(',') if n], args.split,
                            args.quick)
   doors = None if args.door == 'both' else (args.door,)
@@ -77,7 +89,7 @@ def main(argv=None) -> int:
   print(report.HEADER, flush=True)
   for case in chosen:
     for door, seed in runner.runs_of(case, doors):
-      result = runner.run(case, door, seed, args.stack)
+      result = runner.run(case, door, seed, args.stack, keep=args.keep or None)
       results.append(result)
       print(report.line(result), flush=True)
       if args.verbose:

@@ -10,10 +10,13 @@ regression the mean squared error. A run trained when its final error is finite 
 labels' variance, the commonest class), in inference mode or in training mode (`trained`).
 """
 
+import contextlib
 import gc
+import os
+import shutil
 import tempfile
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import keras
 import numpy as np
@@ -134,8 +137,10 @@ def _record(case, door, seed, summary, events, diagnosis) -> Dict[str, Any]:
   }
 
 
-def run(case, door: str, seed: int, stack: str = 'default') -> Dict[str, Any]:
-  """Trains one (case, door, seed) run in a temporary run directory and diagnoses it offline.
+def run(case, door: str, seed: int, stack: str = 'default',
+        keep: Optional[str] = None) -> Dict[str, Any]:
+  """Trains one (case, door, seed) run in a temporary run directory (or one kept under `keep`,
+  for `rediagnose`) and diagnoses it offline.
 
   Returns:
     A flat dict (JSON-ready): the case's name, door, seed, split, expected cause, status and
@@ -144,7 +149,12 @@ def run(case, door: str, seed: int, stack: str = 'default') -> Dict[str, Any]:
   """
   start = time.perf_counter()
   error = None
-  with tempfile.TemporaryDirectory(prefix=f'calib_{case.name}_') as model_dir:
+  if keep:
+    kept = os.path.join(keep, f'{case.name}.{door}.{seed}')
+    shutil.rmtree(kept, ignore_errors=True)
+    os.makedirs(kept)
+  with (contextlib.nullcontext(kept) if keep else
+        tempfile.TemporaryDirectory(prefix=f'calib_{case.name}_')) as model_dir:
     with precision_lib.using(case.precision):
       setup = case.build(seed)
       batches = [(x.numpy(), y.numpy()) for x, y in
@@ -159,6 +169,7 @@ def run(case, door: str, seed: int, stack: str = 'default') -> Dict[str, Any]:
     events, summary, records, names = doctor.load(model_dir)
     diagnosis = doctor.diagnose(events, summary, records, names=names)
   result = _record(case, door, seed, summary, events, diagnosis)
+  result['model_dir'] = kept if keep else None
   if error:
     result.update(status='crashed', reason=error)
   constant = constant_error(setup.kind, batches)
@@ -180,3 +191,17 @@ def _errors(model, batches, kind):
 def runs_of(case, doors=None):
   """The (door, seed) pairs of a case, its doors limited to `doors` (None: all)."""
   return [(d, s) for d in case.doors if doors is None or d in doors for s in case.seeds]
+
+
+def rediagnose(result: Dict[str, Any]) -> Dict[str, Any]:
+  """`result` with the doctor's answer read again from its kept run directory (the doctor of the
+  code in front of you, on the records of the run as it was trained)."""
+  events, summary, records, names = doctor.load(result['model_dir'])
+  diagnosis = doctor.diagnose(events, summary, records, names=names)
+  cause = diagnosis['cause']
+  return dict(result, answer=cause, confidence=diagnosis['confidence'] if cause else None,
+              evidence=diagnosis.get('evidence', [])[:3],
+              alternatives=diagnosis.get('alternatives', []),
+              troubled=doctor.troubled(summary, events),
+              right=(cause is None) if result['expected'] == 'healthy' else
+              cause == result['expected'])
