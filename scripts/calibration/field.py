@@ -149,14 +149,9 @@ class FlakyOnce(keras.layers.Layer):
     return tf.where(bad, tf.constant(float('nan'), x.dtype), x)
 
 
-class FlakyGradientOnce(keras.layers.Layer):
+class FlakyGradientOnce(FlakyOnce):
   """The identity forward; its backward pass returns NaN once, at the `at`-th training call (a
   backward kernel that misfires once: finite loss, one NaN gradient)."""
-
-  def __init__(self, at, **kwargs):
-    super().__init__(**kwargs)
-    self.at = at
-    self.counter = _Counter()
 
   def call(self, x, training=False):
     if not training:
