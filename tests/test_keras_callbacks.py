@@ -362,8 +362,9 @@ class ForensicsTest(tf.test.TestCase):
   @pytest.mark.slow
   def test_the_offending_batch_and_the_state_before_it_are_recorded(self):
     model = _model(activation='linear')  # The NaN feature reaches the loss on every CPU (no ReLU).
-    guard = keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + [
-        forensics.Forensics()])
+    stack = trainer_lib.default_policies()
+    stack[0] = policies.CheckNumerics(check_inputs=False)  # The NaN reaches the model.
+    guard = keras_fit.guard_fit(model, policies=stack + [forensics.Forensics()])
     model_dir = self.get_temp_dir()
     x, y = _arrays(num_batches=6)
     x[3 * BATCH + 2, 1] = np.nan  # Step 4.
