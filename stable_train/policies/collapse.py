@@ -46,10 +46,12 @@ class CollapseProbe:
   def collapsed(self, probe) -> Optional[Tuple[float, float]]:
     """(the outputs' spread, the untrained model's deviation over the outputs' scale now) when
     the model collapsed, else None."""
-    found = [diagnostics.output_deviation(probe, training=mode) for mode in (False, True)]
-    if any(f is None or f[0] > COLLAPSE_SPREAD * f[1] for f in found):
-      return None
-    deviation, scale = found[0]
+    for training in (False, True):  # The training-mode pass only when inference mode is constant.
+      found = diagnostics.output_deviation(probe, training=training)
+      if found is None or found[0] > COLLAPSE_SPREAD * found[1]:
+        return None
+      if not training:
+        deviation, scale = found
     untrained = self.untrained(probe)
     reference = None if untrained is None else untrained[0] / max(scale, untrained[1], 1e-30)
     if reference is None or not reference > UNTRAINED_SPREAD:
