@@ -73,6 +73,24 @@ class FindMismatchTest(tf.test.TestCase):
         ([SCCE()], z, None)):  # One loss per output.
       self.assertIsNone(_kind(loss, outputs, activation), (loss, activation))
 
+  def test_a_categorical_loss_over_one_column_is_a_mismatch_whatever_the_outputs(self):
+    z = _logits(classes=1)
+    cce = keras.losses.CategoricalCrossentropy
+    for loss, outputs, activation in (('categorical_crossentropy', _sigmoid(z), 'sigmoid'),
+                                      (cce(), _sigmoid(z), None),
+                                      (cce(from_logits=True), z, 'linear')):
+      found = loss_match.find_mismatch(loss, outputs, activation)
+      self.assertEqual(found.kind, loss_match.SIGMOID_TO_CATEGORICAL, (loss, activation))
+      self.assertIn('0 whatever the model outputs', found.message)
+      self.assertIn('BinaryCrossentropy', found.fix)
+    # The loss is indeed 0, its gradient 0: the finding is no guess.
+    y = tf.ones([4, 1])
+    p = tf.Variable(_sigmoid(z[:4]))
+    with tf.GradientTape() as tape:
+      loss = keras.losses.categorical_crossentropy(y, p)
+    self.assertAllClose(loss, tf.zeros([4]))
+    self.assertAllClose(tape.gradient(loss, p), tf.zeros([4, 1]))
+
   def test_unsure_outputs_give_no_finding(self):
     z = _logits()
     self.assertIsNone(_kind(SCCE(), z * 1e-4))  # Tiny logits: within the margin of [0, 1].

@@ -164,6 +164,8 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[M
   shape = _shape(outputs)
   columns = outputs.shape[-1]
   categorical = terms.family != 'binary'
+  if terms.family == 'categorical' and columns == 1:
+    return _one_column(terms, activation)
   if shape is None or (categorical and columns < 2):
     return None
   in_unit = shape in ('unit', 'distribution')
@@ -234,6 +236,19 @@ def _sigmoid_to_categorical(terms: LossTerms, outputs: np.ndarray) -> Mismatch:
       f"the model's outputs are independent sigmoids (each in [0, 1], rows summing to "
       f'{sums.min():.3g} to {sums.max():.3g}) but the categorical loss {terms.shown} {effect}',
       fix, gin)
+
+
+def _one_column(terms: LossTerms, activation: Optional[str]) -> Mismatch:
+  """A categorical cross-entropy over one output column: one class, always right, so the loss is
+  0 and its gradient 0 whatever the model outputs (a sigmoid head for two classes)."""
+  return Mismatch(
+      SIGMOID_TO_CATEGORICAL,
+      f"the model has one output ({activation or 'unknown activation'}) but the loss "
+      f'{terms.shown} reads each row as a distribution over its classes: over one column it is '
+      '0 whatever the model outputs, and nothing trains',
+      'keras.losses.BinaryCrossentropy() for a 0/1 label (a sigmoid output), or one output per '
+      'class with a softmax and keras.losses.CategoricalCrossentropy()',
+      _loss_gin('BinaryCrossentropy', False))
 
 
 def regression_loss(loss) -> Optional[str]:

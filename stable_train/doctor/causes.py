@@ -26,6 +26,9 @@ DIV_LOG_OPS = ('Log', 'Log1p', 'Xlogy', 'Xlog1py', 'Xdivy', 'RealDiv', 'Div', 'D
 FLOAT16_MAX = 65504.0
 EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
 OUTPUT_RATIO = 100.0  # Outputs this many times the labels' scale: the initial weights.
+# A finite gradient norm this many times the run's median one: a cliff (exploding gradients). A
+# rate too high raises the norm with the loss by tens to thousands; a cliff is far beyond.
+CLIFF = 1e4
 
 
 class _Scores:
@@ -211,7 +214,7 @@ def _rate_rules(s: Symptoms, out: _Scores) -> None:
     out.add('learning_rate', 4, "the model's outputs became the same for every example where "
                                 "an untrained model's were not: its units died, typically of a "
                                 'learning rate too high')
-  if loss_growth >= 10 and norm_growth >= 3:
+  if loss_growth >= 10 and norm_growth >= 3 and s.cliff()[0] < CLIFF:  # A cliff explains it.
     out.add('learning_rate', 2, f'before the trouble the loss grew {loss_growth:.3g}x and the '
                                 f'gradient norm {norm_growth:.3g}x together')
   began = s.trouble_began
@@ -250,6 +253,11 @@ def _gradient_rules(s: Symptoms, out: _Scores) -> None:
   elif jump >= 10 and loss_growth < 3:
     out.add('exploding_gradients', 2, f'the gradient norm jumped {jump:.3g}x in one step while '
                                       'the loss did not')
+  cliff, at = s.cliff()
+  if cliff >= CLIFF and s.op_type() is None:
+    out.add('exploding_gradients', 6, f'the gradient norm reached {cliff:.3g}x its median in one '
+                                      f'step (step {at}): a cliff, where the backward pass '
+                                      'multiplies through a recurrence or a deep path')
   if 'grad_norm_spike' in s.triggers:
     out.add('exploding_gradients', 1, 'a gradient-norm spike triggered a rollback')
 

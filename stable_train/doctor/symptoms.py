@@ -188,6 +188,20 @@ class Symptoms:
     jumps = finite[1:] / np.maximum(finite[:-1], 1e-30) if finite.size > 1 else np.ones(1)
     return out[0], out[1], float(jumps.max())
 
+  def cliff(self) -> Tuple[float, Optional[int]]:
+    """(the largest finite gradient norm of the history over the history's median one, the step
+    of that norm): a cliff is a norm orders of magnitude above the run's own in one step. (1.0,
+    None) with fewer than 4 finite norms."""
+    h = self.history or {}
+    norm = numbers(h.get('grad_norm'))
+    finite = np.isfinite(norm)
+    if finite.sum() < 4:
+      return 1.0, None
+    top = int(np.argmax(np.where(finite, norm, -np.inf)))
+    steps = h.get('steps') or []
+    step = int(steps[top]) if top < len(steps) else None
+    return float(norm[top] / max(np.median(norm[finite]), 1e-30)), step
+
   def lr_rise(self) -> float:
     """The learning rate at trouble over its median before (> 1: it went up, e.g. a warm-up)."""
     lr = finite_values((self.history or {}).get('learning_rate', []))
