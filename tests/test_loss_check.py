@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import errors
 from stable_train.doctor import doctor
 from stable_train.keras import fit as keras_fit
 from stable_train.policies import divergence
@@ -166,3 +167,65 @@ class LossOutputCheckTest(tf.test.TestCase):
       self.assertIsNone(loss_check.LossOutputCheck().after_loop(run, 3))
       self.assertEqual(run.emitted, [])
     self.assertIsNone(loss_check.LossOutputCheck().after_loop(types.SimpleNamespace(), 3))
+
+  def test_a_loss_that_never_came_down_after_a_finding_is_no_completed_run(self):
+    model = _model('softmax')
+    probe = _probe(model, loss=_loss(True), policies=[divergence.DivergenceCheck()])
+    rng = np.random.RandomState(0)
+    flat = lambda n: 1.1 + 0.05 * rng.normal(size=n)  # Noisy, never lower.
+    check = loss_check.LossOutputCheck()
+    check.after_loop(_Run(probe), 10, flat(10))
+    self.assertIsNone(check.at_end())  # Too few steps to judge.
+    for step in range(20, 70, 10):
+      check.after_loop(_Run(probe), step, np.append(flat(9), np.nan))  # NaN: not read.
+    reason = check.at_end()
+    self.assertIn('the loss did not come down in 55 steps', reason)
+    self.assertIn('fix: drop the softmax', reason)
+    # A loss that halves: it trained despite the mismatch.
+    check = loss_check.LossOutputCheck()
+    check.after_loop(_Run(probe), 10, flat(10))
+    for step in range(20, 110, 10):
+      check.after_loop(_Run(probe), step, flat(10) * 0.97**step)
+    self.assertIsNone(check.at_end())
+    # No finding: nothing to judge, whatever the loss did.
+    check = loss_check.LossOutputCheck()
+    check.after_loop(_Run(_probe(_model(None), loss=_loss(True), policies=[
+        divergence.DivergenceCheck()])), 10, flat(10))
+    for step in range(20, 110, 10):
+      check.after_loop(None, step, flat(10))
+    self.assertIsNone(check.at_end())
+
+
+class OneColumnCategoricalTest(tf.test.TestCase):
+  """One sigmoid unit under categorical cross-entropy (its loss is 0, its gradient 0): named at
+  the start, trained to the end, and the run ends 'diverged', not 'completed', through both
+  doors."""
+
+  def _fit(self, door):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, activation='relu'),
+                              keras.layers.Dense(1, activation='sigmoid')])
+    x, y = _data()
+    data = tf.data.Dataset.from_tensor_slices(
+        (x, (y[:, None] > 0).astype(np.float32))).repeat().batch(BATCH)
+    model_dir = os.path.join(self.get_temp_dir(), door)
+    if door == 'trainer':
+      trainer_lib.Trainer(model=model, optimizer=keras.optimizers.Adam(1e-2),
+                          loss='categorical_crossentropy', model_dir=model_dir, steps_per_loop=10,
+                          verbose=False).fit(data, num_steps=80)
+    else:
+      model.compile(optimizer=keras.optimizers.Adam(1e-2), loss='categorical_crossentropy')
+      with self.assertRaisesRegex(errors.RunAborted, 'the loss did not come down'):
+        model.fit(data, steps_per_epoch=80, epochs=1, verbose=0,
+                  callbacks=[keras_fit.guard_fit(model).callback(model_dir=model_dir)])
+    return _records(model_dir), model_dir
+
+  def test_both_doors(self):
+    for door in ('trainer', 'fit'):
+      (warnings, summary), model_dir = self._fit(door)
+      self.assertEqual([w['kind'] for w in warnings], ['sigmoid_to_categorical_loss'], door)
+      self.assertEqual((summary['status'], summary['global_step']), ('diverged', 80), door)
+      self.assertIn('the loss did not come down', summary['reason'])
+      events, summary, forensics, names = doctor.load(model_dir)
+      d = doctor.diagnose(events, summary, forensics, names=names)
+      self.assertEqual((d['cause'], d['confidence']), ('loss_output_mismatch', 'high'), door)

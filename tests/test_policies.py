@@ -1,5 +1,7 @@
 """Tests for stable_train.policies.basic: argument validation and in-graph state of the core policies."""
 
+import dataclasses
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -24,6 +26,9 @@ class ValidationTest(tf.test.TestCase):
         (lambda: policies.SkipNonFinite(max_consecutive=-2), 'max_consecutive=-2'),
         (lambda: policies.SkipNonFinite(max_consecutive=1.5), 'max_consecutive=1.5'),
         (lambda: policies.CheckNumerics(mode='loud'), "mode='loud'"),
+        (lambda: policies.SkipNonFinite(max_share=0.0), 'max_share=0.0'),
+        (lambda: policies.SkipNonFinite(max_share=1.5), 'max_share=1.5'),
+        (lambda: policies.SkipNonFinite(share_window=0), 'share_window=0'),
     ]
     for make, text in cases:
       with self.assertRaises(errors.ConfigError) as ctx:
@@ -95,6 +100,46 @@ class SkipNonFiniteTest(tf.test.TestCase):
     q = policies.SkipNonFinite(max_consecutive=2)
     self._run(q, [False, False, True])
     self.assertIsNone(q.decide(_reports([False, False, True]), None))
+
+
+  def _decide_loops(self, policy, loops, step0=1):
+    """Feeds `policy` loops of `applied` flags as the host would (decide only on a loop with a
+    fault); returns the first decision and the step it came at, or (None, None)."""
+    for applied in loops:
+      self._run(policy, applied)
+      if not all(applied):
+        decision = policy.decide(_reports(applied, step0), None)
+        if decision is not None:
+          return decision, step0 + len(applied) - 1
+      step0 += len(applied)
+    return None, None
+
+  def test_scattered_skips_over_half_the_window_escalate(self):
+    # Every other step non-finite, never two in a row: the streak never grows, the share does.
+    p = policies.SkipNonFinite(max_consecutive=10, max_share=0.5, share_window=20)
+    decision, step = self._decide_loops(p, [[k % 3 == 0 for k in range(10)]] * 6)
+    self.assertEqual((decision.action, decision.trigger), (interfaces.ESCALATE, 'skip_share'))
+    self.assertEqual(step, 20)  # Judged once a window has run.
+    self.assertIn('of the last 20 steps', decision.reason)
+    self.assertIn('gradient of dense/kernel', decision.reason)
+
+  def test_a_share_within_the_limit_or_switched_off_does_not(self):
+    loops = [[k % 3 != 0 for k in range(10)]] * 10  # One step in three: 33 %.
+    self.assertEqual(self._decide_loops(
+        policies.SkipNonFinite(max_share=0.5, share_window=30), loops), (None, None))
+    loops = [[k % 3 == 0 for k in range(10)]] * 10  # Two in three: 67 %.
+    self.assertEqual(self._decide_loops(
+        policies.SkipNonFinite(max_share=None, share_window=30), loops), (None, None))
+
+  def test_only_the_model_s_faults_count_not_bad_batches(self):
+    p = policies.SkipNonFinite(max_share=0.3, share_window=10)
+    applied = [k % 2 == 0 for k in range(10)]
+    for step0 in (1, 11, 21):
+      self._run(p, applied)
+      reports = _reports(applied, step0)
+      reports = dataclasses.replace(reports, inputs_finite=np.array(applied),
+                                    grads_finite=np.ones(10, bool))  # The batches' fault.
+      self.assertIsNone(p.decide(reports, None))
 
 
 class CheckNumericsTest(tf.test.TestCase):

@@ -274,6 +274,7 @@ def _mismatch_rules(s: Symptoms, out: _Scores) -> None:
   if not s.faults:
     out.add(MISMATCH, 3, 'no step was non-finite: a finite loss that the mismatch keeps from '
                          'training, not an overflow')
-  stopped = [t for t in s.triggers if t in ('divergence', 'stalled', 'untrainable_start')]
+  stopped = [t for t in s.triggers
+             if t in ('divergence', 'stalled', 'untrainable_start', 'no_progress')]
   if stopped and not s.faults:
     out.add(MISMATCH, 3, f'the loss did not come down ({stopped[0]}) with that loss')

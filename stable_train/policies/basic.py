@@ -5,7 +5,7 @@ one class in one file plus its gin line.
 """
 
 import logging
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import gin
 import tensorflow as tf
@@ -184,16 +184,28 @@ class SkipNonFinite(interfaces.Policy):
   # later streak is compared by the max, so the stale value can never trigger one.
   decides_on_clean_loops = False
 
-  def __init__(self, *, max_consecutive: int = 10, name: str = 'skip_non_finite'):
+  def __init__(self, *, max_consecutive: int = 10, max_share: Optional[float] = 0.5,
+               share_window: int = 50, name: str = 'skip_non_finite'):
     """Initialises the policy.
 
     Args:
       max_consecutive: how many consecutive skips are tolerated; one more escalates (the run aborts,
         or a recovery policy such as Rollback takes over). A non-negative integer.
+      max_share: the share of the last `share_window` steps that may be skipped for a fault of
+        the model (a batch that failed an input check is the data's, not counted); more escalates
+        like a streak: a run that skips half its batches, scattered, does not train on them, and
+        must not end 'completed'. None: no limit. In (0, 1].
+      share_window: the steps the share is taken over (judged once that many steps have run).
       name: policy name.
     """
     super().__init__(name=name)
     self.max_consecutive = errors.check_int('SkipNonFinite', 'max_consecutive', max_consecutive)
+    if max_share is not None and not (isinstance(max_share, (int, float)) and 0 < max_share <= 1):
+      raise errors.ConfigError(f'SkipNonFinite: max_share={max_share!r} must be in (0, 1] or '
+                               'None.')
+    self.max_share = None if max_share is None else float(max_share)
+    self.share_window = errors.check_int('SkipNonFinite', 'share_window', share_window, minimum=1)
+    self._fault_steps: List[int] = []  # Host side: the recent model-fault skips' steps.
     self.total_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name='total_skips')
     self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False,
                                          name='consecutive_skips')
@@ -232,7 +244,32 @@ class SkipNonFinite(interfaces.Policy):
           step=int(reports.step[last]),
           reason=(f'{consecutive} consecutive {what} (limit {self.max_consecutive}), last '
                   f'offending tensor: {reports.offending_tensor(skipped[-1])}'))
-    return None
+    return self._share_decision(reports)
+
+
+  def _share_decision(self, reports) -> Optional[interfaces.Decision]:
+    """ESCALATE when the model-fault skips of the last `share_window` steps exceed `max_share`
+    of them. Only a loop with a fault is decided on, and only its faults are added: a clean loop
+    adds nothing. The steps are kept on the host (a resumed run counts afresh; a rollback's
+    earlier step drops the later ones)."""
+    if self.max_share is None:
+      return None
+    last = reports.num_steps - 1
+    step = int(reports.step[last])
+    faulty = [int(reports.step[i]) for i in range(reports.num_steps)
+              if not reports.applied[i] and reports.fault(i) in ('loss', 'gradient')]
+    window = step - self.share_window
+    self._fault_steps = [k for k in self._fault_steps + faulty if window < k <= step]
+    count = len(self._fault_steps)
+    if step < self.share_window or count <= self.max_share * self.share_window:
+      return None
+    bad = [i for i in range(reports.num_steps) if reports.fault(i) in ('loss', 'gradient')]
+    self._fault_steps = []
+    return interfaces.Decision(
+        action=interfaces.ESCALATE, trigger='skip_share', step=step,
+        reason=(f'{count} of the last {self.share_window} steps were non-finite and skipped '
+                f'(limit {self.max_share:.0%}): the run does not train on those batches; last '
+                f'offending tensor: {reports.offending_tensor(bad[-1] if bad else last)}'))
 
 
 @gin.register(module='stable_train')

@@ -107,7 +107,7 @@ class Dispatcher:
     first trouble of an episode (a skip, a rollback, an end) is recorded with the steps before
     it (a `history` event, for the doctor)."""
     self.history.add(reports)
-    self.loss_check.after_loop(self._run, int(reports.step[-1]))
+    self.loss_check.after_loop(self._run, int(reports.step[-1]), reports.loss)
     acts, decision = self.decide(reports)
     ended, decision = self._carry_out(reports, acts, decision)
     self.acted = bool(acts) or decision.action != interfaces.CONTINUE
@@ -168,13 +168,18 @@ class Dispatcher:
   def at_end(self, step: int) -> Optional[outcome_lib.Outcome]:
     """The last word of the policies that have one (`interfaces.EndCheck`) on a run about to end
     normally: the first decision found ends it with that decision's status (a run whose model
-    collapsed after the last probe is 'diverged', never 'completed'), or None."""
+    collapsed after the last probe is 'diverged', never 'completed'), then the loss/output
+    check's (a mismatch named at the start and a loss that never came down: 'diverged'), or
+    None."""
     for p in self._policies:
       if not isinstance(p, interfaces.EndCheck):
         continue
       d = p.check_at_end(self._run)
       if d is not None:
         return self.abort(d.reason, d.trigger or p.name, step, status=d.status)
+    untrained = self.loss_check.at_end()
+    if untrained is not None:  # Named at the start, and the loss never came down.
+      return self.abort(untrained, 'no_progress', step, status=outcome_lib.Status.DIVERGED.value)
     return None
 
   def already_stopped(self) -> Optional[outcome_lib.Outcome]:

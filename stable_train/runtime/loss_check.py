@@ -2,6 +2,7 @@
 by the dispatcher both front doors drive: a `warning` event and a log line, never a stop."""
 
 import logging
+import math
 from typing import Optional
 
 import numpy as np
@@ -14,6 +15,14 @@ from stable_train.policies import diagnostics
 log = logging.getLogger('stable_train')
 
 CAUSE = symptoms.MISMATCH  # The `warning` event's cause: the doctor's cause key.
+# After a finding, a run "did not train" when the moving average of its loss (weight
+# RECENT_WEIGHT per step) ends at NO_PROGRESS x the mean of its first START_STEPS losses or
+# above, after at least MIN_STEPS steps. A run that trains despite the mismatch (a softmax into
+# a from_logits=True loss trains, slowly) halves its loss well before.
+START_STEPS = 10
+RECENT_WEIGHT = 0.1
+NO_PROGRESS = 0.9
+MIN_STEPS = 50
 
 
 class LossOutputCheck:
@@ -32,13 +41,55 @@ class LossOutputCheck:
   def __init__(self):
     self.done = False
     self.found: Optional[loss_match.Mismatch] = None
+    self._start: list = []  # The first START_STEPS finite losses, after a finding.
+    self._recent = math.nan  # Their moving average since (weight RECENT_WEIGHT).
+    self._seen = 0  # Finite losses read since the finding.
 
-  def after_loop(self, run, step: int) -> Optional[loss_match.Mismatch]:
-    """The check, after the run's first loop (later calls return at once): a finding is a
-    `warning` event (cause 'loss_output_mismatch', kind, message, fix, gin) and a log line."""
+  def after_loop(self, run, step: int, losses=()) -> Optional[loss_match.Mismatch]:
+    """The check, after the run's first loop (later calls only follow the loss): a finding is a
+    `warning` event (cause 'loss_output_mismatch', kind, message, fix, gin) and a log line.
+
+    Args:
+      run: the run handle (its probe, its emit).
+      step: the loop's last global step.
+      losses: the loop's losses, one per step: after a finding, whether the loss comes down
+        (`at_end`).
+    """
     if self.done:
+      self._follow(losses)
       return None
     self.done = True
+    found = self._check(run, step)
+    if found is not None:
+      self._follow(losses)
+    return found
+
+  def _follow(self, losses) -> None:
+    if self.found is None:
+      return
+    for loss in np.asarray(losses, np.float64).reshape(-1):
+      if not math.isfinite(loss):
+        continue
+      self._seen += 1
+      if len(self._start) < START_STEPS:
+        self._start.append(loss)
+      self._recent = loss if math.isnan(self._recent) else (
+          RECENT_WEIGHT * loss + (1 - RECENT_WEIGHT) * self._recent)
+
+  def at_end(self) -> Optional[str]:
+    """At the end of a run about to end 'completed': why it did not train, when a mismatch was
+    named at the start and the loss never came down (its moving average still above
+    NO_PROGRESS x its first steps' mean after at least MIN_STEPS steps), else None. The run went
+    on to its end (a warning never stops it); its status must not say it trained."""
+    if self.found is None or self._seen < MIN_STEPS:
+      return None
+    start = float(np.mean(self._start))
+    if not self._recent >= NO_PROGRESS * start:
+      return None
+    return (f'the loss did not come down in {self._seen} steps ({self._recent:.4g} against '
+            f'{start:.4g} at the start): {self.found.message}; fix: {self.found.fix}')
+
+  def _check(self, run, step: int) -> Optional[loss_match.Mismatch]:
     probe = getattr(run, 'probe', None)  # A dispatcher's test fake may have none.
     if (probe is None or probe.loss is None
         or not any(p.uses_first_batch for p in probe.policies)):
