@@ -300,3 +300,37 @@ class DivergenceRunTest(tf.test.TestCase):
     _, summary, _ = fit(None, keras.optimizers.Adam(1e-3), steps=200)
     self.assertEqual(summary['status'], 'completed')
     self.assertLess(summary['divergence']['smoothed_loss'], summary['divergence']['start'])
+
+
+class ClassifierStartTest(tf.test.TestCase):
+  """A classifier's broken start read from its cross-entropy against a uniform guess's, log(K):
+  logits far off scale that do not come down stop the run; a sound start is left alone."""
+
+  def _fit(self, scale, lr):
+    keras.utils.set_random_seed(0)
+    model = models.mlp(input_dim=FEATURES, hidden=(32,), outputs=4)
+    for v in model.trainable_variables:
+      v.assign(v * scale)
+    t = trainer_lib.Trainer(
+        model=model, optimizer=keras.optimizers.SGD(lr),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        policies=[divergence.DivergenceCheck(rise_patience=20, collapse_every=None)],
+        model_dir=None, steps_per_loop=10, verbose=False)
+    summary = t.fit(data.synthetic_classification(num_features=FEATURES, num_classes=4,
+                                                  num_examples=256, batch_size=32), num_steps=60)
+    return summary
+
+  def test_logits_far_off_scale_that_stay_there_stop_with_the_initialiser_remedy(self):
+    summary = self._fit(scale=30.0, lr=1e-6)
+    self.assertGreater(summary['divergence']['start'], 5 * np.log(4))
+    self.assertEqual(summary['status'], 'diverged')
+    self.assertIn("far above a uniform guess's log(classes)", summary['reason'])
+    self.assertIn('HeNormal', summary['reason'])
+
+  def test_a_sound_start_or_one_that_comes_down_is_left_alone(self):
+    summary = self._fit(scale=1.0, lr=1e-6)  # About log(4) at the start: nothing to say.
+    self.assertLess(summary['divergence']['start'], 2 * np.log(4))
+    self.assertEqual(summary['status'], 'completed')
+    summary = self._fit(scale=30.0, lr=0.05)  # Far off scale, but it trains: it goes on.
+    self.assertEqual(summary['status'], 'completed')
+    self.assertLess(summary['divergence']['smoothed_loss'], 0.5 * summary['divergence']['start'])

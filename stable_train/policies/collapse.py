@@ -61,6 +61,21 @@ class CollapseProbe:
     return (deviation / scale if scale > 0 else 0.0), reference
 
 
+  def report(self, run, step: int, details) -> bool:
+    """Probes the run's model (`collapsed`); a collapse is a `divergence_check` event (rule
+    'collapsed', the spreads, the smoothed and best loss of `details`) and a log line. Whether
+    it collapsed."""
+    spreads = self.collapsed(run.probe)
+    if spreads is None:
+      return False
+    run.emit('divergence_check', step, rule='collapsed', verdict='model',
+             output_spread=spreads[0], untrained_spread=spreads[1],
+             smoothed_loss=details['smoothed'], best=details['best'])
+    log.warning("step %d: the model's outputs on the first batch are the same for every example "
+                "(spread %.3g, an untrained model's %.3g): the network collapsed", step, *spreads)
+    return True
+
+
 def moved(probe, initial) -> bool:
   """Whether a trainable weight differs from its `initial` value: outputs the same for every row
   that the initial weights gave (x * sqrt(0), say) are no collapse."""

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train.core import interfaces
+from stable_train.core import loss_match
 from stable_train import errors
 
 log = logging.getLogger('stable_train')
@@ -106,6 +107,29 @@ def untrained_deviation(probe, training: bool = False) -> Optional[Tuple[float, 
     return output_deviation(probe, model=clone, training=training)
   except Exception:  # pylint: disable=broad-except
     return None
+
+
+def chance_excess(probe, start_loss: float) -> Optional[float]:
+  """The untrained model's loss `start_loss` over a uniform guess's, log(K) for a Keras
+  cross-entropy over K classes (K = 2 for a binary one): about 1 for sound initial weights, far
+  above for logits far off scale (a classifier's analogue of outputs far above the labels). None
+  for any other loss (`loss_match.loss_terms`), several outputs or one categorical column."""
+  terms = None if probe.loss is None else loss_match.loss_terms(probe.loss)
+  if terms is None or not math.isfinite(start_loss):
+    return None
+  outputs = first_outputs(probe)
+  if not outputs or len(outputs) != 1 or outputs[0].ndim == 0:
+    return None
+  classes = 2 if terms.family == 'binary' else int(outputs[0].shape[-1])
+  return start_loss / math.log(classes) if classes >= 2 else None
+
+
+def bad_start(chance: bool, start: float, ratio: float) -> str:
+  """What was wrong at a broken start: a cross-entropy `start` far above a uniform guess's
+  (`chance`, see `chance_excess`), or outputs `ratio` x the labels' scale."""
+  if chance:
+    return f"the loss is {start:.4g}, far above a uniform guess's log(classes)"
+  return f"the model's outputs are {ratio:.3g}x the labels"
 
 
 def first_outputs(probe) -> Optional[List[np.ndarray]]:

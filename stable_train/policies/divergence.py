@@ -37,6 +37,9 @@ OUTLIER_CAP = 4.0  # A loss enters the average as at most this multiple of it.
 RISE_FACTOR = 2.0  # A rising streak fires once the smoothed loss doubled along it...
 RISE_FLOOR = 0.1  # ...and is at least this fraction of the starting level.
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
+# A classifier's broken start: a cross-entropy this many times a uniform guess's (`init_bad` then
+# _CHANCE, else 1.0); an untrained EfficientNetB0's is 3.3x, a GRU's with N(0, 3) kernels 8.9x.
+CHANCE_EXCESS, _CHANCE = 5.0, 2.0
 INITIAL_COPY_LIMIT = 2**24  # Weights (16M) up to which the start check keeps the initial ones.
 COLLAPSE_LOSS = 0.1  # The collapse probe runs while the smoothed loss is above this x the start.
 
@@ -195,13 +198,12 @@ class DivergenceCheck(interfaces.Policy):
                                                'output_rms', 'label_rms')}
     if (state['init_bad'] > 0 and state['count'] >= self.rise_patience
         and state['smoothed'] > KEEP_FRACTION * state['start']):
-      scale = state['output_rms'] / max(state['label_rms'], 1.0)
       return interfaces.Decision(
           action=interfaces.ABORT, trigger='untrainable_start', step=step,
           status=interfaces.DIVERGED, details=dict(fields, rule='untrainable_start'),
           reason=(f'the loss has not come down in {self.rise_patience} steps (smoothed '
-                  f"{state['smoothed']:.4g}, start {state['start']:.4g}) from a start whose "
-                  f'outputs are {scale:.3g}x the labels: the initial weights are too large; '
+                  f"{state['smoothed']:.4g}, start {state['start']:.4g}) from a start where "
+                  f'{_bad_start(state)}: the initial weights are too large; '
                   f'{diagnostics.INIT_REMEDY}'))
     if state['verdict'] == _COLLAPSED:
       return _collapsed(step, state)
@@ -239,11 +241,14 @@ class DivergenceCheck(interfaces.Policy):
       else:
         ratio = scales[0] / max(scales[1], 1.0)
         scales = [x if math.isfinite(x) else _HUGE for x in scales]
-      bad = math.isfinite(ratio) and ratio > self.output_ratio
+      excess = diagnostics.chance_excess(run.probe, float(state[_I['start']]))
+      bad = (_CHANCE if excess is not None and excess > CHANCE_EXCESS else
+             float(math.isfinite(ratio) and ratio > self.output_ratio))
       state[[_I[k] for k in _SCALES + ('init_bad',)]] = [*scales, bad]
       if bad:
-        log.warning('step %d: the model\'s outputs are %.3gx the labels; the run stops unless its '
-                    'loss comes down within %d steps', decision.step, ratio, self.rise_patience)
+        log.warning('step %d: %s; the run stops unless its loss comes down within %d steps',
+                    decision.step, _bad_start(dict(zip(_FIELDS, state.tolist()))),
+                    self.rise_patience)
       # It comes before the probe: probe too, once the loop trained (a first loop that killed
       # the net, or weights a fit resumed dead, e.g. BackupAndRestore's backup of such a run).
       if self.collapse_every is not None and initial is not None:
@@ -287,6 +292,11 @@ class DivergenceCheck(interfaces.Policy):
                            'output_max': value('output_max')}}
 
 
+def _bad_start(state) -> str:
+  return diagnostics.bad_start(state['init_bad'] == _CHANCE, state['start'],
+                               state['output_rms'] / max(state['label_rms'], 1.0))
+
+
 def _collapsed(step, state) -> interfaces.Decision:
   fields = {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference',
                                              'output_rms', 'label_rms')}
@@ -298,17 +308,10 @@ def _collapsed(step, state) -> interfaces.Decision:
 
 
 def _probe_collapse(prober, state, step, details, run) -> None:
-  """Marks the model collapsed (`verdict`) when `prober` (a `collapse.CollapseProbe`) finds it
-  so."""
-  spreads = prober.collapsed(run.probe)
-  if spreads is None:
-    return
-  state[_I['verdict']] = _COLLAPSED
-  run.emit('divergence_check', step, rule='collapsed', verdict='model',
-           output_spread=spreads[0], untrained_spread=spreads[1],
-           smoothed_loss=details['smoothed'], best=details['best'])
-  log.warning("step %d: the model's outputs on the first batch are the same for every example "
-              "(spread %.3g, an untrained model's %.3g): the network collapsed", step, *spreads)
+  """Marks the model collapsed (`verdict`) when `prober` (a `collapse.CollapseProbe`) finds it so
+  (and reports it)."""
+  if prober.report(run, step, details):
+    state[_I['verdict']] = _COLLAPSED
 
 
 def _reference_check(state, decision, run) -> None:
@@ -332,8 +335,6 @@ def _diverged(step, fields, rule, reason) -> interfaces.Decision:
   return interfaces.Decision(
       action=interfaces.ESCALATE, trigger='divergence', step=step, status=interfaces.DIVERGED,
       details=dict(fields, rule=rule), reason=reason)
-
-
 
 
 def _shown(name: str, value: float):
