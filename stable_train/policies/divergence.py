@@ -82,7 +82,7 @@ class DivergenceCheck(interfaces.Policy):
   uses_first_batch = True  # The start check and the reference re-run.
 
   def __init__(self, *, factor: float = 10.0, patience: int = 20, rise_patience: int = 50,
-               smoothing: float = 0.9, warmup: int = 10, output_ratio=100.0,
+               smoothing: float = 0.9, warmup: int = 10, output_ratio=30.0,
                collapse_every: Optional[int] = 50, name: str = 'divergence'):
     """Initialises the check.
 
@@ -93,8 +93,8 @@ class DivergenceCheck(interfaces.Policy):
         broken start gets to come down (>= 2).
       smoothing: the EMA's decay, in (0, 1): each loss weighs 1 - smoothing.
       warmup: losses averaged into the starting level before the best is tracked (>= 1).
-      output_ratio: the start check's ratio of the outputs' RMS to the labels' (> 1), or None
-        to skip that check.
+      output_ratio: the start check's ratio of the outputs' RMS to the labels' (> 1; healthy
+        runs start at 1.5 or less, broken inits at 15 and more), or None to skip that check.
       collapse_every: steps between collapse probes (>= 1), or None for none.
       name: policy name.
     """
