@@ -289,7 +289,7 @@ class DivergenceRunTest(tf.test.TestCase):
           optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.MeanSquaredError(),
           policies=trainer_lib.default_policies()[:3] + [
               divergence.DivergenceCheck(collapse_every=every)],
-          model_dir=None, steps_per_loop=10, verbose=False)
+          model_dir=model_dir, steps_per_loop=10, verbose=False)
       summary = t.fit(dataset.repeat(), num_steps=160)
       self.assertEqual(summary['status'], 'completed')
       weights.append([v.numpy() for v in t.model.variables])
@@ -306,7 +306,7 @@ class ClassifierStartTest(tf.test.TestCase):
   """A classifier's broken start read from its cross-entropy against a uniform guess's, log(K):
   logits far off scale that do not come down stop the run; a sound start is left alone."""
 
-  def _fit(self, scale, lr):
+  def _fit(self, scale, lr, model_dir=None):
     keras.utils.set_random_seed(0)
     model = models.mlp(input_dim=FEATURES, hidden=(32,), outputs=4)
     for v in model.trainable_variables:
@@ -315,7 +315,7 @@ class ClassifierStartTest(tf.test.TestCase):
         model=model, optimizer=keras.optimizers.SGD(lr),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         policies=[divergence.DivergenceCheck(rise_patience=20, collapse_every=None)],
-        model_dir=None, steps_per_loop=10, verbose=False)
+        model_dir=model_dir, steps_per_loop=10, verbose=False)
     summary = t.fit(data.synthetic_classification(num_features=FEATURES, num_classes=4,
                                                   num_examples=256, batch_size=32), num_steps=60)
     return summary
@@ -331,6 +331,13 @@ class ClassifierStartTest(tf.test.TestCase):
     summary = self._fit(scale=1.0, lr=1e-6)  # About log(4) at the start: nothing to say.
     self.assertLess(summary['divergence']['start'], 2 * np.log(4))
     self.assertEqual(summary['status'], 'completed')
-    summary = self._fit(scale=30.0, lr=0.05)  # Far off scale, but it trains: it goes on.
+    model_dir = os.path.join(self.get_temp_dir(), 'recovers')
+    summary = self._fit(scale=30.0, lr=0.05, model_dir=model_dir)  # Off scale, but it trains.
     self.assertEqual(summary['status'], 'completed')
     self.assertLess(summary['divergence']['smoothed_loss'], 0.5 * summary['divergence']['start'])
+    # The broken start is named all the same (a warning the doctor reads), once.
+    warnings = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+                if e['event'] == 'warning']
+    self.assertEqual([w['cause'] for w in warnings], ['initialisation'])
+    self.assertIn("far above a uniform guess's", warnings[0]['message'])
+    self.assertEqual(summary['diagnosis']['cause'], 'initialisation')

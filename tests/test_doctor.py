@@ -84,8 +84,12 @@ class DiagnoseTest(tf.test.TestCase):
     # A fix with no gin binding (the model's activation): the code alone.
     warning.update(gin='# no binding: the activation is in the model', fix='a softmax')
     self.assertEqual(doctor.diagnose([warning], {'status': 'completed'})['remedy'], 'a softmax')
-    # Another warning (InitialisationCheck's) is no trouble by itself.
+    # A broken start's warning (DivergenceCheck's, InitialisationCheck's) is trouble too, even in
+    # a run that recovered; a warning of another cause is not, by itself.
     warning.update(cause='initialisation')
+    self.assertEqual(doctor.diagnose([warning], {'status': 'completed'})['cause'],
+                     'initialisation')
+    warning.update(cause='something_else')
     self.assertIsNone(doctor.diagnose([warning], {'status': 'completed'})['cause'])
 
 

@@ -25,7 +25,8 @@ DIV_LOG_OPS = ('Log', 'Log1p', 'Xlogy', 'Xlog1py', 'Xdivy', 'RealDiv', 'Div', 'D
                'ReciprocalGrad', 'InvGrad', 'Digamma', 'Lgamma', 'Atanh', 'Acos', 'Asin')
 FLOAT16_MAX = 65504.0
 EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
-OUTPUT_RATIO = 100.0  # Outputs this many times the labels' scale: the initial weights.
+OUTPUT_RATIO = 30.0  # Outputs this many times the labels' scale: the initial weights (as
+# DivergenceCheck's start check).
 # A finite gradient norm this many times the run's median one: a cliff (exploding gradients). A
 # rate too high raises the norm with the loss by tens to thousands; a cliff is far beyond.
 CLIFF = 1e4
@@ -193,7 +194,8 @@ def _start_rules(s: Symptoms, out: _Scores) -> None:
       out.add('initialisation', 4, f"the model's outputs at the start were "
                                    f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
   if 'initialisation' in s.warnings and not inputs_large:
-    out.add('initialisation', 3, 'InitialisationCheck: huge outputs at step 0')
+    out.add('initialisation', 3, 'a warning at the start: outputs or a loss far off scale '
+                                 '(DivergenceCheck, InitialisationCheck)')
 
 
 def _rate_rules(s: Symptoms, out: _Scores) -> None:

@@ -26,7 +26,8 @@ CAUSES = causes_lib.CAUSES
 def troubled(summary: Dict[str, Any], events: Sequence[Dict[str, Any]]) -> bool:
   """Whether the run skipped (beyond fp16 overflows), rolled back, diverged or aborted, met
   bad batches (an outlier skip, a divergence check that blamed the data), or started with a
-  loss that does not fit the model's outputs (a `warning` of a loss/output mismatch)."""
+  loss that does not fit the model's outputs or a broken start (a `warning` of a loss/output
+  mismatch or of the initialisation)."""
   if summary.get('status') in ('aborted', 'diverged'):
     return True
   if summary.get('rollbacks'):
@@ -34,7 +35,8 @@ def troubled(summary: Dict[str, Any], events: Sequence[Dict[str, Any]]) -> bool:
   if (summary.get('skipped_steps') or 0) > (summary.get('overflow_skips') or 0):
     return True
   return any(e.get('event') in ('divergence_check', 'outliers', 'rollback') or (
-      e.get('event') == 'warning' and e.get('cause') == symptoms_lib.MISMATCH) for e in events)
+      e.get('event') == 'warning' and e.get('cause') in (symptoms_lib.MISMATCH, 'initialisation'))
+      for e in events)
 
 
 def _forensics_reports(events: Sequence[Dict[str, Any]], model_dir: Optional[str]):

@@ -132,6 +132,14 @@ def bad_start(chance: bool, start: float, ratio: float) -> str:
   return f"the model's outputs are {ratio:.3g}x the labels"
 
 
+def warn_bad_start(run, step: int, what: str, patience: int) -> None:
+  """A broken start (`what`, see `bad_start`), named once: a `warning` event (cause
+  'initialisation', the doctor's) and a log line, whether or not the run then recovers."""
+  message = f'{what}; the run stops unless its loss comes down within {patience} steps'
+  log.warning('step %d: %s', step, message)
+  run.emit('warning', step, cause='initialisation', message=message, fix=INIT_REMEDY)
+
+
 def first_outputs(probe) -> Optional[List[np.ndarray]]:
   """The model's float outputs (numpy, in their dtype) on the first rows of the run's first
   batch, in inference mode with the current weights (no variable changes); None without a first
