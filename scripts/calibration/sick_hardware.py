@@ -88,7 +88,7 @@ def _(seed):
 
 
 @add('transient_flaky_backward_resnet', 'transient', 'resnet_style', doors=('fit',),
-     split='held_out', steps=100, citation='google-research/l2p#24')
+     split='held_out', steps=150, citation='google-research/l2p#24')
 def _(seed):
   """A ResNet whose backward pass misfires once (a NaN gradient at its 50th training call, the
   loss finite). google-research/l2p#24 ("Loss become NaN. Results mismatch between different
