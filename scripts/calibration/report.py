@@ -67,6 +67,8 @@ def sick_tables(results: Sequence[Dict]) -> str:
   runs = [r for r in results if r['expected'] != 'healthy']
   if not runs:
     return ''
+  refused = [r for r in runs if r['status'] == 'refused']
+  runs = [r for r in runs if r['status'] != 'refused']  # Refused: no doctor's answer to score.
   out = [f'\n### Sick matrix: {len(runs)} runs, '
          f'{sum(r["seconds"] for r in runs) / 60:.1f} min\n',
          '| part | runs | first answer right | % | wrong at high confidence |',
@@ -90,6 +92,8 @@ def sick_tables(results: Sequence[Dict]) -> str:
   out.append(_listing('Sick runs with no trouble in their records (nothing skipped, rolled back '
                       'or stopped: the doctor is not asked)', [
                           r for r in runs if not r['troubled']]))
+  out.append(_listing('Refused before the first step (a one-line ConfigError, not scored '
+                      'above)', refused))
   out.append(_listing('`completed` but did not train (healthy runs included)', [
       r for r in results if r['status'] == 'completed' and not r['trained']]))
   return '\n'.join(out)

@@ -115,6 +115,8 @@ def _train_fit(case, setup, model_dir, policies) -> None:
   try:
     model.fit(setup.data, epochs=1, steps_per_epoch=case.steps, verbose=0,
               callbacks=[guard.callback(model_dir=model_dir, **CADENCE)])
+  except errors.ConfigError:
+    raise  # Refused before the first step: a result of its own (`run`).
   except errors.StableTrainError:
     pass  # RunAborted / NumericsError: summary.json has the status.
 
@@ -148,7 +150,7 @@ def run(case, door: str, seed: int, stack: str = 'default',
     runners-up, 'right', the untrained and final task errors, 'trained', and seconds.
   """
   start = time.perf_counter()
-  error = None
+  error = refused = None
   if keep:
     kept = os.path.join(keep, f'{case.name}.{door}.{seed}')
     shutil.rmtree(kept, ignore_errors=True)
@@ -163,6 +165,8 @@ def run(case, door: str, seed: int, stack: str = 'default',
       train = _train_trainer if door == 'trainer' else _train_fit
       try:
         train(case, setup, model_dir, policies_for(stack, door, case.jit))
+      except errors.ConfigError as e:  # Refused before the first step, the cause in one line.
+        refused = str(e).splitlines()[0][:300]
       except Exception as e:  # pylint: disable=broad-except  (a crash is a result too)
         error = f'{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ""}'
       after = _errors(setup.model, batches, setup.kind)
@@ -172,6 +176,8 @@ def run(case, door: str, seed: int, stack: str = 'default',
   result['model_dir'] = kept if keep else None
   if error:
     result.update(status='crashed', reason=error)
+  if refused:  # No doctor's answer to score: counted apart (report.sick_tables).
+    result.update(status='refused', reason=refused, right=False)
   constant = constant_error(setup.kind, batches)
   result.update(error_before=before[0], error_after=after[0], train_error_before=before[1],
                 train_error_after=after[1], constant_error=constant,
