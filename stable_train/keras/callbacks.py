@@ -3,9 +3,9 @@
 After each execution of fit's train function the callback reads the guard's reports of its steps
 (one transfer) and does what the Trainer's host loop does with a loop of them, with the same
 pieces: the loop recorder (skip events, TensorBoard scalars), the dispatcher (every policy's
-`decide`, then `execute` through the run handle: a skip-streak limit, Rollback with its learning-rate
-backoff, Forensics of the offending batch), and a checkpoint of the last good state every
-`checkpoint_every` steps, kept in memory (one device) and, given a `model_dir`, as committed
+`decide`, then `execute` through the run handle: a skip-streak limit, Rollback with its
+learning-rate backoff, Forensics of the offending batch), and a checkpoint of the last good state
+every `checkpoint_every` steps, kept in memory (one device) and, given a `model_dir`, as committed
 checkpoints with the manifest, written only while every variable is finite: the Trainer's
 `host.RunHost`, driven from fit's hooks over a `keras_run.FitModel`. An abort raises
 `errors.RunAborted` out of `fit`, so that a `BackupAndRestore` keeps its backup.

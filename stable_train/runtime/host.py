@@ -240,10 +240,12 @@ class RunHost:
         warn=self.emit, snapshot=snapshot, writer=writer, snapshot_writer=snapshot_writer,
         before_commit=self._committed, **kwargs)
 
-  def save(self, reason: str = 'interval', **write) -> Optional[checkpointing.Entry]:
+  def save(self, reason: str = 'interval',
+           write: Optional[Callable[[int], Dict[str, Any]]] = None
+           ) -> Optional[checkpointing.Entry]:
     """Keeps a checkpoint of the state now if every variable is finite (good if `healthy`);
-    otherwise refuses and records why. `write`: the keeper's save options (background,
-    eval_due). Returns the entry, or None."""
+    otherwise refuses and records why. `write`: step -> the keeper's save options (background,
+    eval_due), asked only when the checkpoint is written. Returns the entry, or None."""
     keeper = self.keeper
     if keeper is None:
       return None
@@ -259,7 +261,8 @@ class RunHost:
     self.refused = 0
     self.complete_writes()  # The write in flight reads its own reason before this one is set.
     self._reason = reason
-    self.last_saved = keeper.save(step, good=self.healthy(), **write)
+    options = write(step) if write is not None else {}
+    self.last_saved = keeper.save(step, good=self.healthy(), **options)
     return self.last_saved
 
   def _committed(self, entry: checkpointing.Entry) -> None:

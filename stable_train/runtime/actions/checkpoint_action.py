@@ -107,8 +107,9 @@ class RunCheckpoints:
     """
     if self.keeper is None:
       return None
-    return self._host.save(reason, background=self._background and reason == 'interval',
-                           eval_due=self.eval_due(self._host.step()))
+    background = self._background and reason == 'interval'
+    return self._host.save(reason, lambda step: dict(background=background,
+                                                     eval_due=self.eval_due(step)))
 
   @contextlib.contextmanager
   def writes_in_background(self) -> Iterator[None]:
