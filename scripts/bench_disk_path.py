@@ -35,7 +35,7 @@ PIECES = [  # (label, module file, function names): cumulative time of the match
     ('summary bookkeeping per loop', 'summary.py', ('record',)),
     ('summary.json at the end', 'summary.py', ('build', 'write')),
     ('checkpoint save on the loop thread', 'checkpoint_action.py', ('save',)),
-    ('waiting for the background write', 'checkpoint_action.py', ('complete_writes',)),
+    ('waiting for the background write', 'host.py', ('complete_writes',)),
     ('reading the loop outputs', 'controller.py', ('_read_reports',)),
     ('fit, all of it', 'controller.py', ('fit',)),
 ]

@@ -3,10 +3,11 @@
 After each execution of fit's train function the callback reads the guard's reports of its steps
 (one transfer) and does what the Trainer's host loop does with a loop of them, with the same
 pieces: the loop recorder (skip events, TensorBoard scalars), the dispatcher (every policy's
-`decide`, then `execute` through `KerasRun`: a skip-streak limit, Rollback with its learning-rate
-backoff, Forensics of the offending batch), and a checkpoint of the last good state every
-`checkpoint_every` steps, kept in memory (one device) and, given a `model_dir`, as committed
-checkpoints with the manifest, written only while every variable is finite. An abort raises
+`decide`, then `execute` through the run handle: a skip-streak limit, Rollback with its
+learning-rate backoff, Forensics of the offending batch), and a checkpoint of the last good state
+every `checkpoint_every` steps, kept in memory (one device) and, given a `model_dir`, as committed
+checkpoints with the manifest, written only while every variable is finite: the Trainer's
+`host.RunHost`, driven from fit's hooks over a `keras_run.FitModel`. An abort raises
 `errors.RunAborted` out of `fit`, so that a `BackupAndRestore` keeps its backup.
 """
 
@@ -17,7 +18,6 @@ from typing import Any, Dict, Optional
 
 import keras
 
-from stable_train.core import interfaces
 from stable_train.core import outcome as outcome_lib
 from stable_train.doctor import doctor
 from stable_train import errors
@@ -27,6 +27,7 @@ from stable_train.runfiles import events as events_lib
 from stable_train.runfiles import runlock
 from stable_train.runtime import dispatch
 from stable_train.runtime import distribute
+from stable_train.runtime import host as host_lib
 from stable_train.runtime import options as options_lib
 from stable_train.runtime import recorder as recorder_lib
 from stable_train.runtime import summary as summary_lib
@@ -62,15 +63,19 @@ class GuardCallback(keras.callbacks.Callback):
     _check_policies(guard.policies)
     self.guard = guard
     self.model_dir = errors.check_dir('GuardCallback', 'model_dir', model_dir)
-    self.output_dir = None
-    self.keeper = None  # Built once the model and optimizer are (the first save or restore).
-    self.run = keras_run.KerasRun(self)
+    self.host = host_lib.RunHost(
+        keras_run.FitModel(self), self.options,
+        variables=lambda: host_lib.float_variables(guard.model, guard.model.optimizer))
+    # Opened once the model and optimizer are built (the first save or restore).
+    self.host.open_when_needed(lambda: keras_run.open_keeper(self.host, guard, self.model_dir))
     self.last_summary: Dict[str, Any] = {}
-    self.refused = 0
-    self._epoch = 0
-    self._opened = False
+    self.fit_epoch = 0  # fit's epoch now, 0-based.
     self._lock = None
-    self._audit = keras_run.VariableAudit(guard.model)
+
+  run = property(lambda self: self.host.run, doc='The run handle the policies act through.')
+  keeper = property(lambda self: self.host.keeper, doc='The keeper of the rollback targets.')
+  output_dir = property(lambda self: self.host.output_dir,
+                        doc='Where this process writes the fit\'s run files (None: nowhere).')
 
   # -- fit's hooks -----------------------------------------------------------------------------
   def on_train_begin(self, logs=None):
@@ -78,35 +83,35 @@ class GuardCallback(keras.callbacks.Callback):
     _check_fit(g, self.model)
     if g.host is not None:  # The last fit was ended by an exception (an interrupt, say).
       g.host.release()
-    self.output_dir = self.model_dir if distribute.is_chief(g.strategy) else None
-    out = self.output_dir
+    host = self.host
+    out = host.output_dir = self.model_dir if distribute.is_chief(g.strategy) else None
     self._lock = runlock.RunLock(out).acquire() if out else None
-    self.events = events_lib.EventLog(os.path.join(out, 'events.jsonl') if out else None)
-    self.scalars = events_lib.Scalars(os.path.join(out, 'tensorboard') if out else None)
+    host.events = events_lib.EventLog(os.path.join(out, 'events.jsonl') if out else None)
+    host.scalars = events_lib.Scalars(os.path.join(out, 'tensorboard') if out else None)
     for p in g.policies:  # E.g. EarlyStopping needs the Trainer's evaluations: refused here.
       p.check_fit(metric_names=[], has_eval=False)
-    self._seen = self.current_step()
+    self._seen = host.step()
     self._skipped = int(g.state.skipped_steps.numpy())
     self._skipped_logged, self._unread, self._ended = None, 0, False
     self._last_save = self._seen
-    self.dispatch = dispatch.Dispatcher(policies=g.policies, run=self.run, context=self._context,
-                                        mark_fault=self._mark_fault)
+    self.dispatch = dispatch.Dispatcher(policies=g.policies, run=host.run, context=host.context,
+                                        mark_fault=host.mark_fault)
     self.recorder = recorder_lib.LoopRecorder(
-        emit=self.emit, scalars=self.scalars, summary_every=self.options.summary_every, log_every=2**62,
-        verbose=False)
+        emit=host.emit, scalars=host.scalars, summary_every=self.options.summary_every,
+        log_every=2**62, verbose=False)
     view = types.SimpleNamespace(policies=g.policies, output_dir=out, last_summary={},
                                  **{k: getattr(g.state, k) for k in (
                                      'global_step', 'applied_steps', 'skipped_steps',
                                      'input_faults', 'overflow_steps')})
     self.summary = summary_lib.RunSummary(view, start_step=self._seen)
-    self.emit('start', self._seen)
+    host.emit('start', self._seen)
     if (self._seen == 0 and any(p.wants_start_checkpoint for p in g.policies)
         and _built_for_a_checkpoint(g)):
       self.save('start')  # A rollback target before the first update, as the Trainer keeps.
     g.host = self
 
   def on_epoch_begin(self, epoch, logs=None):
-    self._epoch = epoch
+    self.fit_epoch = epoch
 
   def on_train_batch_end(self, batch, logs=None):
     # fit's logs are on the host already (Keras converts them for every batch hook): a skip shows
@@ -154,7 +159,7 @@ class GuardCallback(keras.callbacks.Callback):
     if self._ended:  # The last read ended the run.
       return
     stopped = self.guard.model.stop_training  # Keras's EarlyStopping, say.
-    ended = None if stopped else self.dispatch.at_end(self.current_step())
+    ended = None if stopped else self.dispatch.at_end(self.host.step())
     self._end(ended or outcome_lib.Outcome(
         outcome_lib.Status.STOPPED_EARLY if stopped else outcome_lib.Status.COMPLETED,
         reason='a Keras callback stopped training' if stopped else ''))
@@ -165,38 +170,31 @@ class GuardCallback(keras.callbacks.Callback):
     self.summary.record(reports)
     if not reports.clean():
       self._skipped = int(self.guard.state.skipped_steps.numpy())
-      faulty = reports.step[~(reports.applied | reports.overflow)]
-      if faulty.size:
-        self._mark_fault(int(faulty[-1]))
+      self.host.record_fault(reports)
     self.recorder.record(reports, self._skipped)
 
   def _interval_checkpoint(self) -> Optional[outcome_lib.Outcome]:
     """Saves; refusals in a row are a fault the dispatcher carries out."""
     self.save('interval')
-    if self.refused < self.options.max_refused_checkpoints:
-      return None
-    bad = self._audit.non_finite()
-    return self.dispatch.carry_out(interfaces.Decision(
-        action=interfaces.ESCALATE, trigger='checkpoint_refused', step=self.current_step(),
-        reason=f'{self.refused} checkpoints in a row refused: variable '
-               f'{bad[0] if bad else "?"} is non-finite'))
+    fault = self.host.refusal_fault(self.host.step())
+    return None if fault is None else self.dispatch.carry_out(fault)
 
   def fail(self, error: Exception) -> None:
     """Records a fit that `error` ends (CheckNumerics(mode='raise'), or a TensorFlow error at run
     time) as the Trainer does: the reports read so far, the abort (`Dispatcher.abort_on_error`),
     summary.json; releases the model_dir. The caller raises."""
     self._read_new()
-    self._end(self.dispatch.abort_on_error(error, self.current_step()), raise_abort=False)
+    self._end(self.dispatch.abort_on_error(error, self.host.step()), raise_abort=False)
 
   def _end(self, ended: outcome_lib.Outcome, raise_abort: bool = True) -> None:
     """Writes summary.json (and `done` on a normal end), releases the model_dir; raises an
     abort (`errors.RunAborted`) if `raise_abort`."""
     self._ended = True
     if ended.finished:
-      self.emit('done', self.current_step(), status=ended.status.value,
+      self.host.emit('done', self.host.step(), status=ended.status.value,
                 reason=ended.reason or 'fit ended')
     summary = self.summary.build(ended)
-    doctor.attach(summary, self.output_dir, self.guard.optimizer, self.emit)
+    doctor.attach(summary, self.output_dir, self.guard.optimizer, self.host.emit)
     self.summary.write(summary)
     self.last_summary = summary
     self.release()
@@ -207,82 +205,24 @@ class GuardCallback(keras.callbacks.Callback):
   def release(self) -> None:
     """Closes the scalars and releases the model_dir (also after a fit an exception ended)."""
     self.guard.host = None
-    self.scalars.close()
+    self.host.scalars.close()
     if self._lock is not None:
       self._lock.release()
       self._lock = None
 
   # -- checkpoints -----------------------------------------------------------------------------
-  def checkpoints(self):
-    """The keeper of this fit's rollback targets (`keras_run.open_keeper`), opened once."""
-    if not self._opened:
-      self.keeper = keras_run.open_keeper(
-          self.guard, self.model_dir, max_to_keep=self.options.max_checkpoints,
-          keep_good=self.options.keep_good_checkpoints, warn=self.emit)
-      self._opened = True
-    return self.keeper
-
   def save(self, reason: str) -> Optional[checkpointing.Entry]:
-    """Keeps a checkpoint of the state now if every variable is finite (good if healthy);
-    otherwise refuses and records why. Returns the entry, or None."""
-    keeper = self.checkpoints()
-    step = self.current_step()
-    self._last_save = step
-    if keeper is None:
-      return None
-    if not self._audit.all_finite():
-      self.refused += 1
-      bad = self._audit.non_finite()
-      self.emit('checkpoint_refused', step, reason='non-finite variable', variables=bad[:10],
-                in_a_row=self.refused)
-      return None
-    self.refused = 0
-    g = self.guard
-    healthy = (step - int(g.state.last_fault_step.numpy()) > self.options.healthy_window
-               and all(p.is_healthy() for p in g.policies))
-    entry = keeper.save(step, good=healthy)
-    if entry is not None:
-      self.emit('checkpoint', step, checkpoint=entry.path, good=entry.good, reason=reason)
-    return entry
+    """`RunHost.save` (a checkpoint of the state now, refused while a variable is not finite);
+    the interval cadence counts from here, refused or not."""
+    self._last_save = self.host.step()
+    return self.host.save(reason)
 
-  def restore(self, candidates) -> Optional[checkpointing.Entry]:
-    """Restores the newest restorable of `candidates`; the data goes on where it stands (fit
-    owns the iterator), so the data offset takes up the steps undone."""
-    keeper = self.checkpoints()
-    if keeper is None:
-      return None
-    state = self.guard.state
-    position = self.run.data_position
-    entry = keeper.restore_latest(list(candidates))
-    if entry is not None:
-      state.data_offset.assign(position - int(state.global_step.numpy()))
-      self.guard.forget_reports()
-      self.refused = 0
-      self._seen = self._last_save = self.current_step()
-      self._skipped = int(state.skipped_steps.numpy())
-    return entry
-
-  # -- what the pieces share -------------------------------------------------------------------
-  def current_step(self) -> int:
-    """The guard's global step now."""
-    return int(self.guard.state.global_step.numpy())
-
-  def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
-    """Writes an event (with fit's 1-based epoch) to events.jsonl when there is a model_dir."""
-    fields.setdefault('epoch', self._epoch + 1)
-    return self.events.emit(event, self.current_step() if step is None else step, **fields)
-
-  def _context(self) -> interfaces.PolicyContext:
-    keeper = self.checkpoints()
-    return interfaces.PolicyContext(
-        step=self.current_step(), data_position=self.run.data_position, lr_scale=self.run.lr_scale,
-        variables_finite=self._audit.all_finite,
-        checkpoints=lambda: keeper.committed() if keeper is not None else [],
-        last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
-
-  def _mark_fault(self, step: int) -> None:
-    mark = self.guard.state.last_fault_step
-    mark.assign(max(step, int(mark.numpy())))
+  def restored(self) -> None:
+    """After a restore (`keras_run.FitModel.restored`): the reports and the cadence start again
+    from the restored step."""
+    self.guard.forget_reports()
+    self._seen = self._last_save = self.host.step()
+    self._skipped = int(self.guard.state.skipped_steps.numpy())
 
 
 def _check_fit(g, m) -> None:

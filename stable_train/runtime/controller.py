@@ -14,7 +14,6 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from stable_train.core import interfaces
 from stable_train.core import loop as loop_lib
 from stable_train.core import outcome as outcome_lib
 from stable_train.core import reports as reports_lib
@@ -31,6 +30,7 @@ from stable_train.runtime import dispatch
 from stable_train.runtime import distribute
 from stable_train.runtime import evaluation
 from stable_train.runtime import handle
+from stable_train.runtime import host as host_lib
 from stable_train.runtime import inputs
 from stable_train.runtime import recorder as recorder_lib
 from stable_train.runtime import signals
@@ -50,11 +50,15 @@ class Controller:
     self.input = inputs.InputPosition(
         strategy=t.strategy, global_step=t.global_step, data_offset=t.data_offset,
         distributed=distribute.uses_distributed_input(t.strategy))
-    self.checkpoints = checkpoint_action.RunCheckpoints(t, self.input, self.checkpoint_objects)
-    self.run = handle.LiveRun(self)
-    self.dispatch = dispatch.Dispatcher(policies=t.policies, run=self.run, context=self.context,
-                                        mark_fault=self._mark_fault)
-    self.scalars = events_lib.Scalars(None)
+    self.host = host_lib.RunHost(TrainerModel(self), t.options, variables=t.all_variables,
+                                 events=t.events)
+    self.host.output_dir = t.output_dir
+    self.checkpoints = checkpoint_action.RunCheckpoints(t, self.host, self.input,
+                                                        self.checkpoint_objects)
+    self.run = self.host.run
+    self.dispatch = dispatch.Dispatcher(policies=t.policies, run=self.run,
+                                        context=self.host.context,
+                                        mark_fault=self.host.mark_fault)
     self.eval_scalars = events_lib.Scalars(None)
     self.step: Optional[step_lib.GuardedStep] = None  # Built at the first fit.
     self.loop: Optional[loop_lib.TrainLoop] = None
@@ -87,7 +91,7 @@ class Controller:
         num_steps = start + max(epochs[0] * epochs[1] - self.input.position(), 0)
       self._open_records(restored, num_steps, held, eval_dataset is not None)
       summary = summary_lib.RunSummary(t, start_step=start, epochs=epochs, epoch_of=self.epoch_of)
-      cadence = checkpoint_action.CheckpointAction(self.checkpoints, t, self.dispatch, start)
+      cadence = checkpoint_action.CheckpointAction(self.host, t, self.dispatch, start)
       with signals.SIGNALS.training() as training, self.checkpoints.writes_in_background():
         signal = signal_action.SignalAction(training, t)
         evaluate = None if eval_dataset is None else eval_action.EvalAction(
@@ -103,7 +107,7 @@ class Controller:
           actions = [a for a in (signal, evaluate, cadence) if a is not None]
           resumed = evaluate.resume(restored) if evaluate is not None else None
           ended = resumed or self._train(num_steps, summary, actions)
-          self.checkpoints.complete_writes()  # A failed write stops the run as a save would.
+          self.host.complete_writes()  # A failed write stops the run as a save would.
           return self._finish(ended, summary, evaluate, cadence)
         except (errors.NumericsError, errors.CheckpointError, tf.errors.OpError) as e:
           # CheckNumerics(mode='raise'), a checkpoint that could not be written, or TensorFlow
@@ -121,7 +125,7 @@ class Controller:
     while step < num_steps:
       outputs = self.loop.run(self.input.iterator,
                               min(self.trainer.options.steps_per_loop, num_steps - step))
-      self.checkpoints.complete_writes()  # The last checkpoint's write overlapped this loop.
+      self.host.complete_writes()  # The last checkpoint's write overlapped this loop.
       reports = self._read_reports(outputs)
       if reports.num_steps == 0:  # `fit(dataset.take(0))` builds everything, trains nothing.
         return self._data_end(num_steps, empty=step == start and self.input.position() == 0)
@@ -131,12 +135,12 @@ class Controller:
       step = self.global_step() if self.dispatch.acted else int(reports.step[-1])
       for action in actions:
         if ended is None and action.due(step):
-          self.scalars.flush()  # On disk before a checkpoint this action writes can commit.
+          self.host.scalars.flush()  # On disk before a checkpoint this action writes can commit.
           ended = action.run(step)
           step = self.global_step()
       if ended is None and bool(outputs['data_ended'].numpy()):
         ended = self._data_end(num_steps)
-      self.scalars.flush_due()
+      self.host.scalars.flush_due()
       if ended is not None:
         return ended
     return outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
@@ -146,9 +150,7 @@ class Controller:
     the Trainer's `on_loop_end`, and (when rehearsing failure) the injected faults."""
     t = self.trainer
     summary.record(reports)
-    fault = reports.last_model_fault()
-    if fault is not None:  # No checkpoint of the next `healthy_window` steps is good.
-      t.last_fault_step.assign(fault)
+    self.host.record_fault(reports)  # No checkpoint of the next `healthy_window` steps is good.
     with t.events.batched():  # The loop's skip events, in one append.
       self.recorder.record(reports, skipped_total)
     t.on_loop_end(reports)
@@ -164,20 +166,21 @@ class Controller:
       ended = evaluate.final(step) or ended
     if ended.finished and not cadence.saved_at(step):
       t.save_checkpoint(reason='end')
-    if ended.finished and self.checkpoints.refused:
+    if ended.finished and self.host.refused:
       ended = self.dispatch.abort(
-          self.checkpoints.refused_reason('the final checkpoint was refused'),
+          self.host.refused_reason('the final checkpoint was refused'),
           'checkpoint_refused', step)
     if ended.finished:
-      t.emit('done', step, status=ended.status.value, reason=ended.reason or (
+      self.host.emit('done', step, status=ended.status.value, reason=ended.reason or (
           'num_epochs reached' if self._epochs is not None else 'num_steps reached'))
     return self._write_summary(ended, summary, evaluate)
 
   def _write_summary(self, ended, summary, evaluate) -> Dict[str, Any]:
     values = summary.build(ended, last_eval=evaluate.last if evaluate is not None else None,
                            metrics=self._metric_window() if self.trainer.metrics else None)
-    doctor.attach(values, self.trainer.output_dir, self.trainer.optimizer, self.emit)  # Troubled.
-    self.scalars.close()
+    doctor.attach(values, self.trainer.output_dir, self.trainer.optimizer,
+                  self.host.emit)  # Troubled.
+    self.host.scalars.close()
     self.eval_scalars.close()
     summary.write(values)
     return values
@@ -214,7 +217,7 @@ class Controller:
     """The run's TensorBoard writers, its first events and the loop recorder."""
     t = self.trainer
     out = t.output_dir
-    self.scalars = events_lib.Scalars(f'{out}/tensorboard' if out else None)
+    self.host.scalars = events_lib.Scalars(f'{out}/tensorboard' if out else None)
     # A separate TensorBoard run beside the training one, so the two curves overlay.
     self.eval_scalars = events_lib.Scalars(f'{out}/tensorboard/eval' if out and evaluating
                                            else None)
@@ -222,14 +225,14 @@ class Controller:
     length = (dict(num_epochs=self._epochs[0], steps_per_epoch=self._epochs[1])
               if self._epochs is not None else {})
     if restored is not None:
-      self.emit('resume', step, checkpoint=restored.path, num_steps=num_steps, **length)
+      self.host.emit('resume', step, checkpoint=restored.path, num_steps=num_steps, **length)
     else:
-      self.emit('start', step, num_steps=num_steps, **length)
+      self.host.emit('start', step, num_steps=num_steps, **length)
     stale = held.taken_over if held is not None else None
     if stale:
-      self.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
+      self.host.emit('lock_taken_over', step, pid=stale.get('pid'), host=stale.get('host'))
     self.recorder = recorder_lib.LoopRecorder(
-        emit=self.emit, scalars=self.scalars, summary_every=t.options.summary_every,
+        emit=self.host.emit, scalars=self.host.scalars, summary_every=t.options.summary_every,
         log_every=t.options.log_every, metrics=t.metric_results if t.metrics else None,
         reset_metrics=t.reset_metrics, num_steps=num_steps, verbose=t.verbose,
         epoch_of=self.epoch_of, num_epochs=self._epochs[0] if self._epochs else None)
@@ -237,23 +240,6 @@ class Controller:
   # -- what the pieces share ----------------------------------------------------------------------
   def global_step(self) -> int:
     return int(self.trainer.global_step.numpy())
-
-  def context(self) -> interfaces.PolicyContext:
-    """The read-only view the policies decide from."""
-    t, keeper = self.trainer, self.checkpoints.keeper
-    return interfaces.PolicyContext(
-        step=self.global_step(), data_position=self.input.position(),
-        lr_scale=float(t.lr_scale.numpy()), variables_finite=t.variables_finite,
-        checkpoints=lambda: keeper.committed() if keeper is not None else [],
-        last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
-
-  def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
-    """Writes an event (with the epoch under num_epochs) and passes it to `on_event`."""
-    step = self.global_step() if step is None else step
-    epoch = self.epoch_of(step)
-    if epoch is not None:
-      fields.setdefault('epoch', epoch)
-    return self.trainer.events.emit(event, step, **fields)
 
   def epoch_of(self, step: int) -> Optional[int]:
     """Under `fit(num_epochs=)`, the 1-based epoch of the batch step `step` consumed; else None."""
@@ -281,13 +267,66 @@ class Controller:
                                       forward_state=t.forward_state(),
                                       random_states=self.random_states)
 
-  def _mark_fault(self, step: int) -> None:
-    mark = self.trainer.last_fault_step
-    mark.assign(max(step, int(mark.numpy())))
-
   def _metric_window(self) -> Dict[str, float]:
     return self.recorder.metric_window() if self.recorder else self.trainer.metric_results()
 
   @functools.cached_property
   def _evaluator(self) -> evaluation.Evaluator:  # Built at the first fit that evaluates.
     return evaluation.Evaluator(self.trainer)
+
+
+class TrainerModel:
+  """The Trainer's side of its run's `host.RunHost` (a `host.ModelState`): its state, hooks and
+  input position."""
+
+  bad_batch_is_fault = False  # A skipped bad batch left the state as it was: a checkpoint is good.
+
+  def __init__(self, controller: Controller):
+    t = self._trainer = controller.trainer
+    self._controller = controller
+    self._first = None  # (the dataset, its first batch), read once (`_first_batch`).
+    self.state, self.policies = t.state, t.policies
+    self.probe = handle.Probe(
+        model=t.model, policies=t.policies, split_batch=t.split_batch,
+        loss_and_gradients=t.loss_and_gradients, model_checkpoint=t.model_checkpoint,
+        first_batch=self._first_batch, jit_compile=t.jit_compile,
+        label_classes_of=lambda: t.label_classes,
+        loss=t.loss_fn if t.uses_own_loss() and t.uses_own_forward() else None)
+
+  def _first_batch(self):
+    """The run's first batch, read once per dataset: every new iterator of a shuffled or
+    generator dataset advances its seed or its stream, which changed the training after each
+    probe (DivergenceCheck's, every 50 steps)."""
+    dataset = self._controller.input.dataset
+    if dataset is None:
+      return None
+    kept = self._first
+    if kept is None or kept[0] is not dataset:
+      kept = self._first = (dataset, next(iter(dataset.take(1)), None))
+    return kept[1]
+
+  def learning_rate(self) -> float:
+    return self._trainer.lr_control.current()
+
+  def set_lr_scale(self, scale: float) -> None:
+    self._trainer.lr_control.set_scale(scale)
+
+  def skip_data(self, count: int):
+    return self._controller.input.skip(count)
+
+  def epoch_of(self, step: int) -> Optional[int]:
+    return self._controller.epoch_of(step)
+
+  def save(self, reason: str):
+    return self._trainer.save_checkpoint(reason)
+
+  def restore(self, candidates):
+    return self._trainer.restore_latest(candidates)
+
+  def restoring(self):
+    return self._controller.input.restoring()
+
+  def restored(self) -> None:
+    # The learning-rate variable came back from the checkpoint; the rate is the configured
+    # base times the restored scale, so a changed config takes effect on resume.
+    self._trainer.lr_control.set_scale(float(self._trainer.lr_scale.numpy()))

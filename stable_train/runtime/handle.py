@@ -1,5 +1,5 @@
-"""The run handle a policy's `execute` acts through (`interfaces.RunHandle`), and the `Probe` that
-lets forensics re-run the step on a batch."""
+"""The run handle a policy's `execute` acts through (`HostRun`, the one `interfaces.RunHandle`, over
+a `host.RunHost`), and the `Probe` that lets forensics re-run the step on a batch."""
 
 import dataclasses
 import os
@@ -43,112 +43,96 @@ class Probe:
     return self.label_classes_of()
 
 
-class LiveRun(interfaces.RunHandle):
-  """`interfaces.RunHandle` over a live `controller.Controller`."""
+class HostRun(interfaces.RunHandle):
+  """`interfaces.RunHandle` over a `host.RunHost`: the one handle both front doors' policies act
+  through; what differs between the doors is the host's `ModelState`."""
 
-  def __init__(self, controller):
-    self._controller = controller
-    self._trainer = controller.trainer
-    self._first = None  # (the dataset, its first batch), read once (`_first_batch`).
-    t = self._trainer
-    self.probe = Probe(model=t.model, policies=t.policies, split_batch=t.split_batch,
-                       loss_and_gradients=t.loss_and_gradients,
-                       model_checkpoint=t.model_checkpoint, first_batch=self._first_batch,
-                       jit_compile=t.jit_compile, label_classes_of=lambda: t.label_classes,
-                       loss=t.loss_fn if t.uses_own_loss() and t.uses_own_forward() else None)
-
-  def _first_batch(self):
-    """The run's first batch, read once per dataset: every new iterator of a shuffled or
-    generator dataset advances its seed or its stream, which changed the training after each
-    probe (DivergenceCheck's, every 50 steps)."""
-    dataset = self._controller.input.dataset
-    if dataset is None:
-      return None
-    kept = self._first
-    if kept is None or kept[0] is not dataset:
-      kept = self._first = (dataset, next(iter(dataset.take(1)), None))
-    return kept[1]
+  def __init__(self, host):
+    self._host = host
 
   # -- reading --------------------------------------------------------------------------------
   @property
+  def probe(self) -> Probe:
+    return self._host.model.probe
+
+  @property
   def step(self) -> int:
-    return int(self._trainer.global_step.numpy())
+    return self._host.step()
 
   @property
   def data_position(self) -> int:
-    return self._controller.input.position()
+    return self._host.data_position()
 
   @property
   def lr_scale(self) -> float:
-    return float(self._trainer.lr_scale.numpy())
+    return self._host.lr_scale()
 
   @property
   def learning_rate(self) -> float:
-    return self._trainer.lr_control.current()
-
-  @property
-  def _keeper(self):
-    return self._controller.checkpoints.keeper
+    return self._host.model.learning_rate()
 
   @property
   def has_checkpoints(self) -> bool:
-    return self._keeper is not None
+    return self._host.keeper is not None
 
   @property
   def restored_from(self) -> Optional[str]:
-    return self._keeper.restored_from if self._keeper is not None else None
+    keeper = self._host.keeper
+    return keeper.restored_from if keeper is not None else None
 
   @property
   def output_dir(self) -> Optional[str]:
-    return self._trainer.output_dir
+    return self._host.output_dir
 
   @property
   def checkpoint_dir(self) -> Optional[str]:
     """The checkpoint directory (`<model_dir>/checkpoints`), or None."""
-    return self._keeper.directory if self._keeper is not None else None
+    keeper = self._host.keeper
+    return keeper.directory if keeper is not None else None
 
   def checkpoints(self) -> Sequence[Any]:
-    if self._keeper is None:
+    keeper = self._host.keeper
+    if keeper is None:
       return []
-    self._keeper.wait()  # A checkpoint still being committed counts, as if committed at once.
-    return self._keeper.committed()
+    keeper.wait()  # A checkpoint still being committed counts, as if committed at once.
+    return keeper.committed()
 
   def good_checkpoints(self) -> Sequence[Any]:
     return [e for e in self.checkpoints() if e.good]
 
   def batch_index(self, step: int) -> int:
-    # Step s consumed batch s - 1 + data offset (the batches rollbacks skipped).
-    return max(step, 1) - 1 + int(self._trainer.data_offset.numpy())
+    return self._host.batch_index(step)
 
   # -- acting ---------------------------------------------------------------------------------
   def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
-    return self._trainer.emit(event, step, **fields)
+    return self._host.emit(event, step, **fields)
 
   def write_scalars(self, step: int, values: Dict[str, float]) -> None:
-    self._controller.scalars.write(step, values)
+    self._host.scalars.write(step, values)
 
   def restore(self, candidates):
-    return self._trainer.restore_latest(list(candidates))
+    return self._host.model.restore(list(candidates))
 
   def mark_not_good_after(self, step: int) -> None:
-    if self._keeper is not None:
-      self._keeper.mark_bad(after_step=step)
+    keeper = self._host.keeper
+    if keeper is not None:
+      keeper.mark_bad(after_step=step)
 
   def checkpoint_now(self, reason: str):
-    return self._controller.checkpoints.checkpoint_now(reason)
+    return self._host.checkpoint_now(reason)
 
   def mark_best(self, entry):
-    return self._keeper.mark_best(entry)
+    return self._host.keeper.mark_best(entry)
 
   def skip_data(self, count: int) -> Tuple[int, int]:
-    return self._controller.input.skip(count)
+    return self._host.model.skip_data(count)
 
   def set_lr_scale(self, scale: float) -> None:
-    self._trainer.lr_control.set_scale(scale)
+    self._host.model.set_lr_scale(scale)
 
   def set_norm_ceiling(self, norm: float) -> bool:
-    return views.apply_norm_ceiling(self._trainer.policies, norm)
+    return views.apply_norm_ceiling(self._host.model.policies, norm)
 
   def checkpoint_path(self, entry) -> str:
     """The prefix path of a checkpoint entry."""
-    return os.path.join(self._keeper.directory, entry.path)
+    return os.path.join(self._host.keeper.directory, entry.path)

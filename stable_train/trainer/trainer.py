@@ -5,7 +5,6 @@ import os
 from typing import Any, Dict, List, Optional, Sequence
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from stable_train.core import keras_parts
@@ -14,11 +13,11 @@ from stable_train.core import numerics
 from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
 from stable_train import errors
-from stable_train.forensics import provenance
 from stable_train.runfiles import events as events_lib
 from stable_train.runtime import controller as controller_lib
 from stable_train.runtime import distribute
 from stable_train.runtime import evaluation
+from stable_train.runtime import host as host_lib
 from stable_train.runtime import options as options_lib
 from stable_train.runtime import seams
 from stable_train.trainer import setup
@@ -112,7 +111,6 @@ class Trainer:
         deliver=lambda record: self.on_event(record))
     self._outputs: List[Any] = []  # The model outputs of the forward passes being traced.
     self.label_classes: Optional[int] = None  # Checked sparse labels' classes (set at build).
-    self._variables_finite_fn = None
     self.controller = controller_lib.Controller(self)
     self.last_summary: Dict[str, Any] = {}
     setup.claim(self.policies)
@@ -221,16 +219,16 @@ class Trainer:
     """Restores the newest restorable checkpoint of `candidates` (a corrupt one is reported and
     the next older tried) and repositions the input; returns the entry, or None. The run calls
     this for every restore (resume and rollback)."""
-    return self.controller.checkpoints.restore_latest(candidates)
+    return self.controller.host.restore(candidates)
 
   def checkpoint_now(self, reason: str = 'best'):
     """The committed checkpoint of the current state (written if needed), or None."""
-    return self.controller.checkpoints.checkpoint_now(reason)
+    return self.controller.host.checkpoint_now(reason)
 
   def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
     """Writes one record to events.jsonl and passes it to `on_event`; under `fit(num_epochs=)`
     it carries the (1-based) epoch of the step's batch."""
-    return self.controller.emit(event, step, **fields)
+    return self.controller.host.emit(event, step, **fields)
 
   # -- the model's state --------------------------------------------------------------------------
   def metric_results(self) -> Dict[str, float]:
@@ -243,20 +241,15 @@ class Trainer:
 
   def all_variables(self) -> List[tf.Variable]:
     """Every float variable of the model and the optimizer."""
-    vs = list(self.model.variables) + list(self.optimizer.variables)
-    return [v for v in vs if tf.as_dtype(v.dtype).is_floating]  # Keras 3 dtypes are strings.
+    return host_lib.float_variables(self.model, self.optimizer)
 
   def variables_finite(self) -> bool:
     """Whether every model and optimizer variable is finite (checked before any checkpoint)."""
-    if self._variables_finite_fn is None:
-      self._variables_finite_fn = tf.function(
-          lambda: tf.reduce_all(numerics.finite_flags(self.all_variables())))
-    return bool(self._variables_finite_fn().numpy())
+    return self.controller.host.audit.all_finite()
 
   def non_finite_variables(self) -> List[str]:
     """Paths of the model and optimizer variables that hold NaN or Inf (for messages)."""
-    return [provenance.variable_path(v) for v in self.all_variables()
-            if not np.all(np.isfinite(v.numpy()))]
+    return self.controller.host.audit.non_finite()
 
   def model_checkpoint(self) -> tf.train.Checkpoint:
     """The model and optimizer state alone (forensics records, replay, inference), with the
@@ -274,9 +267,9 @@ class Trainer:
   lr_scale = _state_variable('lr_scale')
 
   # -- the run, as policies' tests and callers read it ------------------------------------------
-  checkpoints = property(lambda self: self.controller.checkpoints.keeper,
+  checkpoints = property(lambda self: self.controller.host.keeper,
                          doc='The run\'s checkpoint keeper (None without a model_dir or fit).')
-  scalars = property(lambda self: self.controller.scalars,
+  scalars = property(lambda self: self.controller.host.scalars,
                      doc='The TensorBoard scalar writer of the current (or last) fit.')
   dataset = property(lambda self: self.controller.input.dataset,
                      doc='The dataset of the current (or last) fit (None before fit).')

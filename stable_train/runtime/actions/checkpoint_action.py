@@ -1,14 +1,13 @@
-"""A run's checkpoints on the host: the keeper, saves that refuse a non-finite state, resume and
-restores (`RunCheckpoints`), and the interval cadence (`CheckpointAction`)."""
+"""A Trainer run's checkpoints on the host: the keeper opened for each fit, resume, background
+writes (`RunCheckpoints`), the parts a keeper writes (`checkpoint_parts`), and the interval
+cadence (`CheckpointAction`). Saves, refusals and restores are the `host.RunHost`'s."""
 
 import contextlib
 import logging
-import os
 from typing import Any, Callable, Dict, Iterator, Optional
 
 import tensorflow as tf
 
-from stable_train.core import interfaces
 from stable_train.core import state as state_lib
 from stable_train import errors
 from stable_train.runfiles import checkpointing
@@ -19,29 +18,32 @@ log = logging.getLogger('stable_train')
 
 
 class RunCheckpoints:
-  """Opens the keeper for each fit, writes checkpoints only while every variable is finite, counts
-  refusals in a row, restores (resume and rollback) and puts the input at the restored position.
+  """The Trainer's checkpoints around its `host.RunHost`: opens the host's keeper for each fit,
+  resumes from it, and writes interval checkpoints in the background inside `fit`'s loop.
 
   The run calls the Trainer's `save_checkpoint` / `restore_latest` hooks, whose default
-  implementations are `save` / `restore_latest` here.
+  implementations are `save` here and `RunHost.restore`.
   """
 
-  def __init__(self, trainer, input_position: inputs.InputPosition,
+  def __init__(self, trainer, host, input_position: inputs.InputPosition,
                objects: Callable[[], Dict[str, Any]]):
-    """Args: trainer: the Trainer (its settings and hooks); input_position: the run's input;
-    objects: () -> the checkpoint's object map (`state.TrainState.checkpoint_objects`)."""
+    """Args: trainer: the Trainer (its settings and hooks); host: the run's `host.RunHost`;
+    input_position: the run's input; objects: () -> the checkpoint's object map
+    (`state.TrainState.checkpoint_objects`)."""
     self._trainer = trainer
+    self._host = host
     self._input = input_position
     self._objects = objects
-    self.keeper: Optional[checkpointing.CheckpointKeeper] = None
-    self.refused = 0  # Checkpoints refused in a row.
-    self.last_saved: Optional[checkpointing.Entry] = None  # Written since the last restore.
     # (objects key, checkpoint, snapshot, writer, snapshot writer): built once, kept across fits.
     self._cache = None
     self._background = False  # Interval checkpoints are written in the background.
-    self._reason = 'interval'  # The reason of the save being written (its `checkpoint` event).
     # step -> whether the fit's evaluation at that step is still to run (`eval_action`).
     self.eval_due: Callable[[int], bool] = lambda step: False
+
+  @property
+  def keeper(self) -> Optional[checkpointing.CheckpointKeeper]:
+    """The host's keeper (None before the first fit with a model_dir)."""
+    return self._host.keeper
 
   # -- opening and resuming ---------------------------------------------------------------------
   def open(self, dataset, *, fitted: bool) -> Optional[checkpointing.Entry]:
@@ -51,20 +53,16 @@ class RunCheckpoints:
     self.eval_due = lambda step: False  # Until this fit's evaluation cadence says otherwise.
     if self.keeper is not None:
       self.keeper.wait()  # A save made outside fit may still be writing into the directory.
-    checkpoint, snapshot, writer, snapshot_writer = self._parts()
     # The data position is in the checkpoint (global_step + data_offset), never the tf.data
     # iterator, whose state would hold a `.cache()`d data set whole; the iterator is rebuilt.
-    self.keeper = distribute.make_keeper(
-        t.strategy, checkpoint, os.path.join(t.model_dir, 'checkpoints'),
-        max_to_keep=t.options.max_checkpoints, keep_good=t.options.keep_good_checkpoints,
-        warn=lambda event, step, **f: t.emit(event, step, **f), snapshot=snapshot,
-        writer=writer, snapshot_writer=snapshot_writer, before_commit=self._committed,
+    keeper = self._host.keeper = self._host.open_keeper(
+        t.strategy, self._parts(), t.model_dir,
         before_write=t.faults.before_checkpoint_write if t.faults is not None else None)
-    self.keeper.input_signature = inputs.batch_signature(dataset)
-    committed = self.keeper.committed()
-    if self.keeper.entries and not committed and not fitted:
+    keeper.input_signature = inputs.batch_signature(dataset)
+    committed = keeper.committed()
+    if keeper.entries and not committed and not fitted:
       raise errors.CheckpointError(
-          f'{self.keeper.directory}/manifest.json lists {len(self.keeper.entries)} '
+          f'{keeper.directory}/manifest.json lists {len(keeper.entries)} '
           'checkpoint(s) but none of their files is there; restore them, or use a new '
           '--model_dir to start afresh.')
     if not committed or fitted:
@@ -96,30 +94,10 @@ class RunCheckpoints:
     self._cache = (key,) + parts
     return parts
 
-  def restore_latest(self, candidates) -> Optional[checkpointing.Entry]:
-    """Restores the newest restorable checkpoint of `candidates` (from memory when the snapshot
-    holds it), then repositions the input. Returns the entry, or None."""
-    t = self._trainer
-    with self._input.restoring():
-      entry = self.keeper.restore_latest(candidates)
-    if entry is not None:
-      self.refused = 0
-      self.last_saved = None
-      # The learning-rate variable came back from the checkpoint; the rate is the configured
-      # base times the restored scale, so a changed config takes effect on resume.
-      t.lr_control.set_scale(float(t.lr_scale.numpy()))
-    return entry
-
   # -- saving -----------------------------------------------------------------------------------
-  def healthy(self) -> bool:
-    """Whether a checkpoint written now may be marked good: no fault within `healthy_window`
-    steps before it and every policy healthy."""
-    t = self._trainer
-    recent = int(t.global_step.numpy()) - int(t.last_fault_step.numpy()) <= t.options.healthy_window
-    return not recent and all(p.is_healthy() for p in t.policies)
-
   def save(self, reason: str = 'interval') -> Optional[checkpointing.Entry]:
-    """Writes a checkpoint if every variable is finite; otherwise refuses and records why.
+    """`RunHost.save`: writes a checkpoint if every variable is finite; otherwise refuses and
+    records why.
 
     An interval checkpoint of fit's loop is captured in memory and written, synced and committed
     in the background while the next loop runs (which waits for it at its end); any other save
@@ -127,49 +105,11 @@ class RunCheckpoints:
     the commit. A failed write raises CheckpointError: training on without checkpoints would
     lose work.
     """
-    t = self._trainer
     if self.keeper is None:
       return None
-    step = int(t.global_step.numpy())
-    if not t.variables_finite():
-      self.refused += 1
-      bad = t.non_finite_variables()
-      t.emit('checkpoint_refused', step, reason='non-finite variable', variables=bad[:10],
-             in_a_row=self.refused)
-      log.warning('step %d: checkpoint refused, non-finite variable %s', step,
-                  bad[0] if bad else '?')
-      return None
-    self.refused = 0
-    self.complete_writes()  # The write in flight reads its own reason before this one is set.
-    self._reason = reason
-    entry = self.keeper.save(step, good=self.healthy(),
-                             background=self._background and reason == 'interval',
-                             eval_due=self.eval_due(step))
-    self.last_saved = entry
-    return entry
-
-  def checkpoint_now(self, reason: str) -> Optional[checkpointing.Entry]:
-    """The checkpoint of the state as it is now: the one written at the current step since the
-    last restore, else a new one (`Trainer.save_checkpoint`); None when refused or no model_dir."""
-    self.complete_writes()  # A checkpoint still being written counts once it is committed.
-    step = int(self._trainer.global_step.numpy())
-    last = self.last_saved
-    if (last is not None and last.step == step and self.keeper is not None
-        and any(e.number == last.number for e in self.keeper.committed())):
-      return last
-    return self._trainer.save_checkpoint(reason)
-
-  def _committed(self, entry: checkpointing.Entry) -> None:
-    """The keeper's `before_commit`: the `checkpoint` event (from the writing thread)."""
-    self._trainer.emit('checkpoint', entry.step, checkpoint=entry.path, good=entry.good,
-                       reason=self._reason)
-
-  def complete_writes(self) -> None:
-    """Completes the checkpoint write in flight (committed, or a CheckpointError); its
-    `checkpoint` event, written by the writing thread, reaches `on_event` on this one."""
-    if self.keeper is not None:
-      self.keeper.wait()
-      self._trainer.events.deliver()
+    background = self._background and reason == 'interval'
+    return self._host.save(reason, lambda step: dict(background=background,
+                                                     eval_due=self.eval_due(step)))
 
   @contextlib.contextmanager
   def writes_in_background(self) -> Iterator[None]:
@@ -183,27 +123,7 @@ class RunCheckpoints:
       finally:
         self._background = False
         with contextlib.suppress(errors.CheckpointError):  # Only when another error is leaving.
-          self.complete_writes()
-
-  # -- refusals ---------------------------------------------------------------------------------
-  def stale_note(self) -> str:
-    committed = self.keeper.committed() if self.keeper is not None else []
-    if not committed:
-      return 'no checkpoint was written before it'
-    return f'the newest checkpoint on disk is from step {committed[-1].step}, before it'
-
-  def refused_reason(self, what: str) -> str:
-    bad = self._trainer.non_finite_variables()
-    return (f'{what}: variable {bad[0] if bad else "?"} is non-finite'
-            + (f' (and {len(bad) - 1} more)' if len(bad) > 1 else '') + '; ' + self.stale_note())
-
-  def refusal_fault(self, step: int) -> Optional[interfaces.Decision]:
-    """A fault once `max_refused_checkpoints` checkpoints in a row were refused, else None."""
-    if self.refused < self._trainer.options.max_refused_checkpoints:
-      return None
-    return interfaces.Decision(
-        action=interfaces.ESCALATE, trigger='checkpoint_refused', step=step,
-        reason=self.refused_reason(f'{self.refused} checkpoints in a row refused'))
+          self._host.complete_writes()
 
 
 def checkpoint_parts(objects: Dict[str, Any], strategy: tf.distribute.Strategy):
@@ -252,15 +172,17 @@ class CheckpointAction:
   written (any reason: a best or a signal checkpoint counts); `checkpoint_refused` in a row is
   a fault for the dispatcher."""
 
-  def __init__(self, checkpoints: RunCheckpoints, trainer, dispatcher, start_step: int):
-    self._checkpoints = checkpoints
+  def __init__(self, host, trainer, dispatcher, start_step: int):
+    """Args: host: the run's `host.RunHost`; trainer: the Trainer (its save hook, its cadence);
+    dispatcher: the run's `dispatch.Dispatcher`; start_step: the step the fit starts at."""
+    self._host = host
     self._trainer = trainer
     self._dispatch = dispatcher
     self._last_step = start_step
 
   def _last(self, step: int) -> int:
     """The step of the last checkpoint on this timeline (a rollback moves the step back)."""
-    last = self._checkpoints.last_saved
+    last = self._host.last_saved
     if last is not None and last.step <= step:
       self._last_step = max(self._last_step, last.step)
     self._last_step = min(self._last_step, step)
@@ -273,7 +195,7 @@ class CheckpointAction:
     """Saves; a refusal fault is carried out (a rollback, or the run's abort Outcome)."""
     self._trainer.save_checkpoint()
     self._last_step = step
-    refused = self._checkpoints.refusal_fault(step)
+    refused = self._host.refusal_fault(step)
     return None if refused is None else self._dispatch.carry_out(refused)
 
   def saved_at(self, step: int) -> bool:
