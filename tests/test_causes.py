@@ -195,6 +195,19 @@ class RankingTest(tf.test.TestCase):
                                         'inputs_checked': True})
     self.assertEqual(once['cause'], 'transient')  # Once, never again: a one-off.
 
+  def test_a_few_gradient_only_faults_beside_many_forward_ones_are_the_forward_pass_s(self):
+    # Mostly non-finite outputs (an exp overflowing in attention pooling), two steps whose NaN
+    # showed in the gradients only: the run's pattern is the forward pass, not a derivative.
+    outputs = 'loss (model outputs already non-finite)'
+    events = ([{'event': 'start', 'step': 0, 'num_steps': 80}]
+              + [skip(k, tensor=outputs) for k in range(3, 40, 2)]
+              + [skip(k, 'gradient', 'gradient of net/d/kernel') for k in (41, 43)])
+    summary = {'status': 'aborted', 'skipped_steps': 21, 'inputs_checked': True}
+    self.assertEqual(doctor.diagnose(events, summary)['cause'], 'softmax_overflow')
+    # Gradient-only faults as the pattern, no growth before them: a derivative infinite at a point.
+    events = events[:1] + [skip(k, 'gradient', 'gradient of net/d/kernel') for k in range(3, 40, 2)]
+    self.assertEqual(doctor.diagnose(events, summary)['cause'], 'division_or_log')
+
   def test_a_fault_at_the_first_step_is_no_learning_rate(self):
     events = [{'event': 'start', 'step': 0, 'num_steps': 100}] + [
         skip(k, 'gradient', 'gradient of net/d/kernel') for k in range(1, 12)]

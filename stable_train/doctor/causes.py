@@ -242,7 +242,8 @@ def _gradient_rules(s: Symptoms, out: _Scores) -> None:
       out.add('exploding_gradients', 4, f'{gradient} step(s) with non-finite gradients from a '
                                         'finite loss and finite outputs, after the gradient norm '
                                         'grew: the backward pass overflowed')
-    elif gradient > 1 or s.persistent():
+    elif (gradient > 1 or s.persistent()) and gradient >= 0.5 * len(s.faults):  # The pattern
+      # of the run, not a few steps beside non-finite outputs (those are the forward pass's).
       out.add('division_or_log', 3, f'{gradient} step(s) with non-finite gradients from a finite '
                                     'loss and outputs, the gradient norm steady before them '
                                     f'({norm_growth:.2g}x): no explosion but a derivative that is '
