@@ -68,7 +68,10 @@ def sick_tables(results: Sequence[Dict]) -> str:
   if not runs:
     return ''
   refused = [r for r in runs if r['status'] == 'refused']
-  runs = [r for r in runs if r['status'] != 'refused']  # Refused: no doctor's answer to score.
+  # Nothing to diagnose: the stack kept the disease from showing (no skip, rollback, stop or
+  # warning) and the model trained; no answer is asked of the doctor, none is scored.
+  prevented = [r for r in runs if not r['troubled'] and r['trained'] and r['status'] != 'refused']
+  runs = [r for r in runs if r['status'] != 'refused' and r not in prevented]
   out = [f'\n### Sick matrix: {len(runs)} runs, '
          f'{sum(r["seconds"] for r in runs) / 60:.1f} min\n',
          '| part | runs | first answer right | % | wrong at high confidence |',
@@ -89,11 +92,13 @@ def sick_tables(results: Sequence[Dict]) -> str:
   out.append(_listing('Wrong at high confidence', [
       r for r in runs if not r['right'] and r['confidence'] == 'high']))
   out.append(_listing('Wrong answers', [r for r in runs if not r['right']]))
-  out.append(_listing('Sick runs with no trouble in their records (nothing skipped, rolled back '
-                      'or stopped: the doctor is not asked)', [
+  out.append(_listing('Sick runs with no trouble in their records that did not train (nothing '
+                      'skipped, rolled back, stopped or warned of: the doctor is not asked)', [
                           r for r in runs if not r['troubled']]))
   out.append(_listing('Refused before the first step (a one-line ConfigError, not scored '
                       'above)', refused))
+  out.append(_listing('Nothing to diagnose: no trouble recorded and the model trained (not '
+                      'scored above)', prevented))
   out.append(_listing('`completed` but did not train (healthy runs included)', [
       r for r in results if r['status'] == 'completed' and not r['trained']]))
   return '\n'.join(out)
