@@ -3,7 +3,7 @@
 front doors, diagnosed offline.
 
     python scripts/calibrate.py [--matrix=healthy|sick|both] [--only=NAME,...]
-        [--split=tune|held_out|all] [--door=trainer|fit|both] [--quick]
+        [--split=tune|held_out|fresh|all] [--door=trainer|fit|both] [--quick]
         [--stack=default|diagnostic] [--json=FILE] [--list]
 
 The registry (scripts/calibration/registry.py):
@@ -14,15 +14,16 @@ The registry (scripts/calibration/registry.py):
            mixed_float16; XLA on and off (scripts/calibration/healthy.py).
   sick     scenarios of the nine causes, each the mechanism of a public report (an issue thread
            or a Q&A page, cited in its docstring), not of the doctor's rules; several seeds where
-           the data order decides; each assigned once to the 'tune' or the 'held_out' split
-           (scripts/calibration/sick_*.py).
+           the data order decides; each assigned once to the 'tune', the 'held_out' or the
+           'fresh' split (scripts/calibration/sick_*.py; 'fresh' is sick_fresh.py, written
+           later and blind to the doctor's rules).
 Each run trains into a temporary run directory (the default stack, or with --stack=diagnostic
 also Forensics(recheck=True)), then `doctor.load` + `diagnose` read it. "Did it train" is the
 task error on fixed clean batches before and after (scripts/calibration/runner.py).
 
 Prints one line per run and the Markdown tables: the healthy matrix (stops, rollbacks, diverged,
-named causes), the sick matrix's accuracy on 'tune' and on 'held_out' apart, the confusion
-table, the confident wrong answers, the `completed` runs that did not train.
+named causes), the sick matrix's accuracy on each split ('tune', 'held_out', 'fresh') apart,
+the confusion table, the confident wrong answers, the `completed` runs that did not train.
 """
 
 import argparse
@@ -35,6 +36,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
+from scripts.calibration import cases  # pylint: disable=g-import-not-at-top
 from scripts.calibration import registry  # pylint: disable=g-import-not-at-top
 from scripts.calibration import report  # pylint: disable=g-import-not-at-top
 from scripts.calibration import runner  # pylint: disable=g-import-not-at-top
@@ -44,7 +46,7 @@ def parse(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--matrix', choices=('healthy', 'sick', 'both'), default='both')
   parser.add_argument('--only', default='', help='comma-separated case names')
-  parser.add_argument('--split', choices=('tune', 'held_out', 'all'), default='all')
+  parser.add_argument('--split', choices=cases.SPLITS + ('all',), default='all')
   parser.add_argument('--door', choices=('trainer', 'fit', 'both'), default='both')
   parser.add_argument('--quick', action='store_true', help='the small subset the tests run')
   parser.add_argument('--stack', choices=('default', 'diagnostic'), default='default')

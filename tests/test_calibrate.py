@@ -61,8 +61,9 @@ def test_names_doors_and_selection():
   assert all(set(c.doors) <= set(cases.DOORS) and c.seeds for c in registry.ALL)
   quick = registry.select('both', quick=True)
   assert {c.expected == 'healthy' for c in quick} == {True, False}
-  held_out = registry.select('sick', split='held_out')
-  assert held_out and all(c.split == 'held_out' for c in held_out)
+  for split in cases.SPLITS:
+    part = registry.select('sick', split=split)
+    assert part and all(c.split == split for c in part), split
   assert [c.name for c in registry.select(only=['h_lstm_adam'])] == ['h_lstm_adam']
   with pytest.raises(KeyError):
     registry.find('no_such_case')

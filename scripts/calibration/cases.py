@@ -8,7 +8,9 @@ from typing import Any, Callable, List, Optional, Tuple
 CAUSES = ('exploding_gradients', 'learning_rate', 'initialisation', 'division_or_log',
           'softmax_overflow', 'precision', 'bad_input', 'transient', 'loss_output_mismatch')
 DOORS = ('trainer', 'fit')
-SPLITS = ('tune', 'held_out')
+# 'tune' (the rules may be tuned on it), 'held_out' (fixed, never tuned on) and 'fresh' (written
+# later, blind to the doctor's rules: sick_fresh.py).
+SPLITS = ('tune', 'held_out', 'fresh')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 
@@ -44,7 +46,8 @@ class Case:
       symptom reported and where (the citation).
     doors: 'trainer' (the Trainer) and/or 'fit' (`guard_fit` + Keras `fit`).
     seeds: one run per seed (several where the outcome depends on the data order).
-    split: 'tune' or 'held_out' for a sick scenario (fixed here, visible), '' for a healthy run.
+    split: 'tune', 'held_out' or 'fresh' for a sick scenario (fixed here, visible), '' for a
+      healthy run.
     citation: the public report(s) the scenario reproduces (repo#issue, or page title + URL).
     precision: 'float32' or 'mixed_float16'.
     steps: training steps per run.

@@ -7,13 +7,14 @@ from scripts.calibration import cases
 from scripts.calibration import healthy
 from scripts.calibration import sick_arith
 from scripts.calibration import sick_data
+from scripts.calibration import sick_fresh
 from scripts.calibration import sick_hardware
 from scripts.calibration import sick_training
 
 HEALTHY: List[cases.Case] = list(healthy.HEALTHY.cases)
 SICK: List[cases.Case] = sorted(
     sick_arith.ARITH.cases + sick_hardware.HARDWARE.cases + sick_training.TRAINING.cases +
-    sick_data.DATA.cases, key=lambda c: cases.CAUSES.index(c.expected))
+    sick_data.DATA.cases + sick_fresh.FRESH.cases, key=lambda c: cases.CAUSES.index(c.expected))
 ALL: List[cases.Case] = HEALTHY + SICK
 
 
@@ -28,7 +29,7 @@ def find(name: str) -> cases.Case:
 def select(matrix: str = 'both', only: Optional[Sequence[str]] = None, split: str = 'all',
            quick: bool = False) -> List[cases.Case]:
   """The cases of `matrix` ('healthy', 'sick' or 'both'), only those named in `only` (if any),
-  sick ones of `split` ('tune', 'held_out' or 'all'), only the --quick subset if `quick`."""
+  sick ones of `split` (one of `cases.SPLITS`, or 'all'), only the --quick subset if `quick`."""
   chosen = {'healthy': HEALTHY, 'sick': SICK, 'both': ALL}[matrix]
   if only:
     chosen = [find(n) for n in only]

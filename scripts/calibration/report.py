@@ -81,7 +81,8 @@ def sick_tables(results: Sequence[Dict]) -> str:
     if part:
       out.append(_accuracy(part, split))
   out.append(_accuracy(runs, 'all'))
-  out += ['', '| cause | tune | held_out |', '| --- | --- | --- |']
+  out += ['', '| cause | ' + ' | '.join(cases.SPLITS) + ' |',
+          '| --- | ' + ' | '.join('---' for _ in cases.SPLITS) + ' |']
   for cause in cases.CAUSES:
     cells = []
     for split in cases.SPLITS:
