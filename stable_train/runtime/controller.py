@@ -95,7 +95,8 @@ class Controller:
         evaluate = None if eval_dataset is None else eval_action.EvalAction(
             evaluator=self._evaluator, dataset=eval_dataset, every=eval_every, steps=eval_steps,
             trainer=t, dispatcher=self.dispatch, scalars=self.eval_scalars, start_step=start,
-            train_metrics=self._metric_window, signal=signal, checkpoints=self.checkpoints)
+            train_metrics=self._metric_window, mark_fault=self.host.mark_fault, signal=signal,
+            checkpoints=self.checkpoints)
         try:
           stopped = self.dispatch.already_stopped() if start < num_steps else None
           if stopped is not None:  # Resumed after an early stop (same command): train no more.
