@@ -124,7 +124,8 @@ class Controller:
     while step < num_steps:
       outputs = self.loop.run(self.input.iterator,
                               min(self.trainer.options.steps_per_loop, num_steps - step))
-      self.host.complete_writes()  # The last checkpoint's write overlapped this loop.
+      # The last checkpoint's write overlapped this loop: committed now (its prune goes on).
+      self.host.complete_writes(prune=False)
       reports = self._read_reports(outputs)
       if reports.num_steps == 0:  # `fit(dataset.take(0))` builds everything, trains nothing.
         return self._data_end(num_steps, empty=step == start and self.input.position() == 0)

@@ -111,7 +111,7 @@ class MemoryKeeper:
       self._before_commit(self.entry)
     return self.entry
 
-  def wait(self) -> None:  # Nothing is ever in flight.
+  def wait(self, prune: bool = True) -> None:  # Nothing is ever in flight.
     return None
 
   def committed(self):
@@ -302,11 +302,11 @@ class RunHost:
       return last
     return self.model.save(reason)
 
-  def complete_writes(self) -> None:
-    """Completes the checkpoint write in flight (committed, or a CheckpointError); its
-    `checkpoint` event, written by the writing thread, is delivered on this one."""
+  def complete_writes(self, prune: bool = True) -> None:
+    """Completes the checkpoint write in flight (committed, or a CheckpointError) and delivers its
+    `checkpoint` event here; `prune=False`: to its commit only (`CheckpointKeeper.wait`)."""
     if self._keeper is not None:
-      self._keeper.wait()
+      self._keeper.wait() if prune else self._keeper.wait(prune=False)
       self.events.deliver()
 
   # -- refusals -----------------------------------------------------------------------------------
