@@ -20,7 +20,7 @@ def loop(first, n):
 
 
 def run_view():
-  """What RunSummary reads of a Trainer (or of a Keras fit's guard)."""
+  """What RunSummary reads of a run's state (a Trainer's, or a Keras fit's guard's)."""
   counters = {k: tf.Variable(0, dtype=tf.int64) for k in (
       'global_step', 'applied_steps', 'skipped_steps', 'input_faults', 'overflow_steps')}
   return types.SimpleNamespace(policies=[], output_dir=None, last_summary={}, **counters)
@@ -30,7 +30,7 @@ class RunSummaryTest(tf.test.TestCase):
 
   def test_a_run_that_ends_right_after_a_rollback_says_it_trained_no_further(self):
     view = run_view()
-    summary = summary_lib.RunSummary(view, start_step=0)
+    summary = summary_lib.RunSummary(view, view.policies, start_step=0)
     summary.record(loop(1, 10))
     view.global_step.assign(10)
     completed = outcome_lib.Outcome(outcome_lib.Status.COMPLETED, reason='num_epochs reached')

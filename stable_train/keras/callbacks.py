@@ -13,13 +13,11 @@ checkpoints with the manifest, written only while every variable is finite: the 
 
 import logging
 import os
-import types
-from typing import Any, Dict, Optional
+from typing import Optional
 
 import keras
 
 from stable_train.core import outcome as outcome_lib
-from stable_train.doctor import doctor
 from stable_train import errors
 from stable_train.keras import run as keras_run
 from stable_train.runfiles import checkpointing
@@ -30,7 +28,6 @@ from stable_train.runtime import distribute
 from stable_train.runtime import host as host_lib
 from stable_train.runtime import options as options_lib
 from stable_train.runtime import recorder as recorder_lib
-from stable_train.runtime import summary as summary_lib
 
 log = logging.getLogger('stable_train')
 
@@ -68,7 +65,6 @@ class GuardCallback(keras.callbacks.Callback):
         variables=lambda: host_lib.float_variables(guard.model, guard.model.optimizer))
     # Opened once the model and optimizer are built (the first save or restore).
     self.host.open_when_needed(lambda: keras_run.open_keeper(self.host, guard, self.model_dir))
-    self.last_summary: Dict[str, Any] = {}
     self.fit_epoch = 0  # fit's epoch now, 0-based.
     self._lock = None
 
@@ -76,6 +72,8 @@ class GuardCallback(keras.callbacks.Callback):
   keeper = property(lambda self: self.host.keeper, doc='The keeper of the rollback targets.')
   output_dir = property(lambda self: self.host.output_dir,
                         doc='Where this process writes the fit\'s run files (None: nowhere).')
+  last_summary = property(lambda self: self.host.last_summary,
+                          doc='The summary of the last fit (as its summary.json), or {}.')
 
   # -- fit's hooks -----------------------------------------------------------------------------
   def on_train_begin(self, logs=None):
@@ -99,11 +97,7 @@ class GuardCallback(keras.callbacks.Callback):
     self.recorder = recorder_lib.LoopRecorder(
         emit=host.emit, scalars=host.scalars, summary_every=self.options.summary_every,
         log_every=2**62, verbose=False)
-    view = types.SimpleNamespace(policies=g.policies, output_dir=out, last_summary={},
-                                 **{k: getattr(g.state, k) for k in (
-                                     'global_step', 'applied_steps', 'skipped_steps',
-                                     'input_faults', 'overflow_steps')})
-    self.summary = summary_lib.RunSummary(view, start_step=self._seen)
+    host.start_summary(self._seen)
     host.emit('start', self._seen)
     if (self._seen == 0 and any(p.wants_start_checkpoint for p in g.policies)
         and _built_for_a_checkpoint(g)):
@@ -167,10 +161,9 @@ class GuardCallback(keras.callbacks.Callback):
   # -- what the host loop does after a loop of steps ---------------------------------------------
   def _record(self, reports) -> None:
     """The summary's loss, the fault mark, skip events and scalars of one execution's steps."""
-    self.summary.record(reports)
+    self.host.record(reports)
     if not reports.clean():
       self._skipped = int(self.guard.state.skipped_steps.numpy())
-      self.host.record_fault(reports)
     self.recorder.record(reports, self._skipped)
 
   def _interval_checkpoint(self) -> Optional[outcome_lib.Outcome]:
@@ -193,10 +186,7 @@ class GuardCallback(keras.callbacks.Callback):
     if ended.finished:
       self.host.emit('done', self.host.step(), status=ended.status.value,
                 reason=ended.reason or 'fit ended')
-    summary = self.summary.build(ended)
-    doctor.attach(summary, self.output_dir, self.guard.optimizer, self.host.emit)
-    self.summary.write(summary)
-    self.last_summary = summary
+    self.host.end_summary(ended, optimizer=self.guard.optimizer)
     self.release()
     if not ended.finished and raise_abort:
       self.guard.model.stop_training = True

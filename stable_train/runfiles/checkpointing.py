@@ -21,6 +21,7 @@ from typing import Callable, List, Optional
 import tensorflow as tf
 
 from stable_train import errors
+from stable_train.runfiles import background as background_lib
 from stable_train.runfiles import manifest as manifest_lib
 
 Entry = manifest_lib.Entry
@@ -67,9 +68,9 @@ class CheckpointKeeper:
     self._before_write = before_write
     self.input_signature: Optional[str] = None  # Recorded in each new entry.
     self.restored_from: Optional[str] = None  # 'memory' or 'disk': the last restore's source.
-    # The write in flight: (entry, thread or None); its error once it has failed.
-    self._pending = None
-    self._pending_error: Optional[BaseException] = None
+    # The write in flight (a `background_lib.Write`); its error once it has failed.
+    self._pending, self._pending_error = None, None
+    self._pruning: Optional[threading.Thread] = None  # A committed write's thread, pruning.
     os.makedirs(directory, exist_ok=True)
     self.manifest = self._open_manifest(directory, max_to_keep, keep_good)
     self.restore_errors: List = []  # (path, first error line) of the last restore_latest.
@@ -109,7 +110,7 @@ class CheckpointKeeper:
   @property
   def pending(self) -> Optional[Entry]:
     """The entry being written in the background (not committed yet), or None."""
-    return self._pending[0] if self._pending is not None else None
+    return self._pending.entry if self._pending is not None else None
 
   # -- writing --------------------------------------------------------------------------------
   def _write_files(self, number: int) -> str:
@@ -152,23 +153,21 @@ class CheckpointKeeper:
     if self.snapshot is not None and entry.good:
       self.snapshot.capture(tag=number)
     if background and entry.good and self.snapshot is not None and self._snapshot_writer:
-      thread = threading.Thread(target=self._write_and_commit, args=(entry,),
-                                name=f'stable_train checkpoint {number}', daemon=True)
-      self._pending = (entry, thread)
-      thread.start()
+      self._pending = background_lib.Write(entry, self._write_and_commit)
       return entry
-    self._pending = (entry, None)
-    self._write_and_commit(entry)
+    self._pending = background_lib.Write(entry)
+    self._write_and_commit(entry, self._pending.committed)
     return self.wait()
 
-  def wait(self) -> Optional[Entry]:
+  def wait(self, prune: bool = True) -> Optional[Entry]:
     """Completes the write in flight, if any; returns its committed entry (or None). Raises
-    `errors.CheckpointError` if it failed (after a `checkpoint_failed` warning)."""
+    `errors.CheckpointError` if it failed (after a `checkpoint_failed` warning). `prune=False`:
+    to its commit only (its thread prunes on; the next `wait` joins it)."""
+    if self._pruning is not None:  # The last write's prune.
+      self._pruning = self._pruning.join()  # (None.)
     if self._pending is None:
       return None
-    entry, thread = self._pending
-    if thread is not None:
-      thread.join()
+    entry, self._pruning = self._pending.entry, self._pending.join(prune)
     self._pending = None
     error, self._pending_error = self._pending_error, None
     if error is not None:
@@ -177,9 +176,9 @@ class CheckpointKeeper:
       self.snapshot.holds = entry.number
     return entry
 
-  def _write_and_commit(self, entry: Entry) -> None:
-    """Writes and syncs `entry`'s files, commits it, prunes; an error is recorded, not raised
-    (this may run in a thread of its own)."""
+  def _write_and_commit(self, entry: Entry, committed: threading.Event) -> None:
+    """Writes and syncs `entry`'s files, commits it (then sets `committed`), prunes; an error is
+    recorded, not raised (this may run in a thread of its own)."""
     manifest = self.manifest
     try:
       entry.path = os.path.basename(self._write_files(entry.number))
@@ -198,6 +197,8 @@ class CheckpointKeeper:
       self._remove_uncommitted(entry.number)  # A full disk leaves half a checkpoint; never listed.
       self._pending_error = e
       return
+    finally:
+      committed.set()  # Committed or failed: what `wait(prune=False)` waits for.
     try:
       with manifest.lock:
         # Only now delete files: a crash before the commit must still find the old ones.

@@ -19,7 +19,6 @@ from stable_train.core import outcome as outcome_lib
 from stable_train.core import reports as reports_lib
 from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
-from stable_train.doctor import doctor
 from stable_train import errors
 from stable_train.runfiles import events as events_lib
 from stable_train.runfiles import runlock
@@ -34,7 +33,6 @@ from stable_train.runtime import host as host_lib
 from stable_train.runtime import inputs
 from stable_train.runtime import recorder as recorder_lib
 from stable_train.runtime import signals
-from stable_train.runtime import summary as summary_lib
 
 log = logging.getLogger('stable_train')
 
@@ -90,46 +88,48 @@ class Controller:
       if epochs is not None:  # The stream's end, from where the (resumed) position stands.
         num_steps = start + max(epochs[0] * epochs[1] - self.input.position(), 0)
       self._open_records(restored, num_steps, held, eval_dataset is not None)
-      summary = summary_lib.RunSummary(t, start_step=start, epochs=epochs, epoch_of=self.epoch_of)
+      self.host.start_summary(start, epochs)
       cadence = checkpoint_action.CheckpointAction(self.host, t, self.dispatch, start)
       with signals.SIGNALS.training() as training, self.checkpoints.writes_in_background():
         signal = signal_action.SignalAction(training, t)
         evaluate = None if eval_dataset is None else eval_action.EvalAction(
             evaluator=self._evaluator, dataset=eval_dataset, every=eval_every, steps=eval_steps,
             trainer=t, dispatcher=self.dispatch, scalars=self.eval_scalars, start_step=start,
-            train_metrics=self._metric_window, signal=signal, checkpoints=self.checkpoints)
+            train_metrics=self._metric_window, mark_fault=self.host.mark_fault, signal=signal,
+            checkpoints=self.checkpoints)
         try:
           stopped = self.dispatch.already_stopped() if start < num_steps else None
           if stopped is not None:  # Resumed after an early stop (same command): train no more.
             log.info('step %d: resumed a run that had stopped early (%s); raise the patience '
                      'to train on', start, stopped.reason)
-            return self._finish(stopped, summary, None, cadence)
+            return self._finish(stopped, None, cadence)
           actions = [a for a in (signal, evaluate, cadence) if a is not None]
           resumed = evaluate.resume(restored) if evaluate is not None else None
-          ended = resumed or self._train(num_steps, summary, actions)
+          ended = resumed or self._train(num_steps, actions)
           self.host.complete_writes()  # A failed write stops the run as a save would.
-          return self._finish(ended, summary, evaluate, cadence)
+          return self._finish(ended, evaluate, cadence)
         except (errors.NumericsError, errors.CheckpointError, tf.errors.OpError) as e:
           # CheckNumerics(mode='raise'), a checkpoint that could not be written, or TensorFlow
           # failing at run time (an index out of range, memory): recorded as an abort (committed
           # checkpoints stay as they were; none is written from this state), then raised.
           ended = self.dispatch.abort_on_error(e, self.global_step())
           with contextlib.suppress(OSError):  # The disk that refused it may refuse this too.
-            self._write_summary(ended, summary, evaluate)
+            self._write_summary(ended, evaluate)
           raise
 
-  def _train(self, num_steps: int, summary, actions) -> outcome_lib.Outcome:
+  def _train(self, num_steps: int, actions) -> outcome_lib.Outcome:
     """The host loop: a loop of steps, record, decide and dispatch, then the cadence actions,
     until `num_steps`, the data's end or an outcome."""
     start = step = self.global_step()
     while step < num_steps:
       outputs = self.loop.run(self.input.iterator,
                               min(self.trainer.options.steps_per_loop, num_steps - step))
-      self.host.complete_writes()  # The last checkpoint's write overlapped this loop.
+      # The last checkpoint's write overlapped this loop: committed now (its prune goes on).
+      self.host.complete_writes(prune=False)
       reports = self._read_reports(outputs)
       if reports.num_steps == 0:  # `fit(dataset.take(0))` builds everything, trains nothing.
         return self._data_end(num_steps, empty=step == start and self.input.position() == 0)
-      self._record(reports, int(outputs['skipped_steps'].numpy()), summary)
+      self._record(reports, int(outputs['skipped_steps'].numpy()))
       ended = self.dispatch.after_loop(reports)
       # An action may move the step (a rollback): read again after one acted.
       step = self.global_step() if self.dispatch.acted else int(reports.step[-1])
@@ -145,19 +145,19 @@ class Controller:
         return ended
     return outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
 
-  def _record(self, reports, skipped_total: int, summary) -> None:
-    """Records one loop: the fault mark, events, scalars and progress lines, the summary's loss,
-    the Trainer's `on_loop_end`, and (when rehearsing failure) the injected faults."""
+  def _record(self, reports, skipped_total: int) -> None:
+    """Records one loop: the summary's loss and the fault mark (`RunHost.record`), events,
+    scalars and progress lines, the Trainer's `on_loop_end`, and (when rehearsing failure) the
+    injected faults."""
     t = self.trainer
-    summary.record(reports)
-    self.host.record_fault(reports)  # No checkpoint of the next `healthy_window` steps is good.
+    self.host.record(reports)  # No checkpoint of the next `healthy_window` steps is good.
     with t.events.batched():  # The loop's skip events, in one append.
       self.recorder.record(reports, skipped_total)
     t.on_loop_end(reports)
     if t.faults is not None:
       t.faults.after_loop(reports, self.run)
 
-  def _finish(self, ended, summary, evaluate, cadence) -> Dict[str, Any]:
+  def _finish(self, ended, evaluate, cadence) -> Dict[str, Any]:
     """The end of a run: the policies' last word, the final evaluation and checkpoint of a normal
     end (never completed with a stale checkpoint), the `done` event, summary.json."""
     t, step = self.trainer, self.global_step()
@@ -173,17 +173,15 @@ class Controller:
     if ended.finished:
       self.host.emit('done', step, status=ended.status.value, reason=ended.reason or (
           'num_epochs reached' if self._epochs is not None else 'num_steps reached'))
-    return self._write_summary(ended, summary, evaluate)
+    return self._write_summary(ended, evaluate)
 
-  def _write_summary(self, ended, summary, evaluate) -> Dict[str, Any]:
-    values = summary.build(ended, last_eval=evaluate.last if evaluate is not None else None,
-                           metrics=self._metric_window() if self.trainer.metrics else None)
-    doctor.attach(values, self.trainer.output_dir, self.trainer.optimizer,
-                  self.host.emit)  # Troubled.
-    self.host.scalars.close()
+  def _write_summary(self, ended, evaluate) -> Dict[str, Any]:
+    """summary.json (`RunHost.end_summary`) with the last evaluation and the metrics' window."""
     self.eval_scalars.close()
-    summary.write(values)
-    return values
+    return self.host.end_summary(
+        ended, optimizer=self.trainer.optimizer,
+        last_eval=evaluate.last if evaluate is not None else None,
+        metrics=self._metric_window() if self.trainer.metrics else None)
 
   def _data_end(self, num_steps: int, empty: bool = False) -> outcome_lib.Outcome:
     """The outcome of a run whose data ended before `num_steps`: under num_epochs the stream's

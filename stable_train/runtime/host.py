@@ -1,5 +1,5 @@
 """The host side of a run, one object both front doors drive: `RunHost` (events, the keeper and its
-refusals, the fault mark, the policy context, the run handle), over a `ModelState`."""
+refusals, the fault mark, the policy context, the run handle, the summary) over a `ModelState`."""
 
 import logging
 import os
@@ -10,12 +10,15 @@ import tensorflow as tf
 
 from stable_train.core import interfaces
 from stable_train.core import numerics
+from stable_train.core import outcome as outcome_lib
+from stable_train.doctor import doctor
 from stable_train.forensics import provenance
 from stable_train.runfiles import checkpointing
 from stable_train.runfiles import events as events_lib
 from stable_train.runtime import distribute
 from stable_train.runtime import handle
 from stable_train.runtime import options as options_lib
+from stable_train.runtime import summary as summary_lib
 
 log = logging.getLogger('stable_train')
 
@@ -108,7 +111,7 @@ class MemoryKeeper:
       self._before_commit(self.entry)
     return self.entry
 
-  def wait(self) -> None:  # Nothing is ever in flight.
+  def wait(self, prune: bool = True) -> None:  # Nothing is ever in flight.
     return None
 
   def committed(self):
@@ -133,7 +136,8 @@ class MemoryKeeper:
 class RunHost:
   """The host side of one run, whichever door drives it: the event log and scalars, the keeper
   with its refusals (saves only while every variable is finite), restores, the fault mark, the
-  policy context and the run handle (`run`) every policy's `execute` acts through."""
+  policy context, the run handle (`run`) every policy's `execute` acts through, and the run's
+  summary (`last_summary`, summary.json with a troubled run's diagnosis)."""
 
   def __init__(self, model: ModelState, options: options_lib.RunOptions, *,
                variables: Callable[[], List[tf.Variable]],
@@ -152,6 +156,8 @@ class RunHost:
     self._opener: Optional[Callable[[], Any]] = None  # Opens the keeper at its first use.
     self._reason = 'interval'  # The reason of the save being written (its `checkpoint` event).
     self.run = handle.HostRun(self)
+    self.summary: Optional[summary_lib.RunSummary] = None  # This fit's, from `start_summary`.
+    self.last_summary: Dict[str, Any] = {}  # The last fit's summary (`end_summary`).
 
   # -- reading ----------------------------------------------------------------------------------
   def step(self) -> int:
@@ -206,9 +212,11 @@ class RunHost:
     mark = self.model.state.last_fault_step
     mark.assign(max(step, int(mark.numpy())))
 
-  def record_fault(self, reports) -> None:
-    """Marks the last fault of a loop of reports: the model's (`last_model_fault`; an overflow is
-    none), or any skip but an overflow's where a bad batch is a fault (`bad_batch_is_fault`)."""
+  def record(self, reports) -> None:
+    """Records a loop of reports: the summary's last loss; the mark of its last fault: the model's
+    (`last_model_fault`; an overflow is none), or any skip but an overflow's where a bad batch is
+    a fault (`bad_batch_is_fault`)."""
+    self.summary.record(reports)
     if reports.clean():
       return
     if self.model.bad_batch_is_fault:
@@ -294,11 +302,11 @@ class RunHost:
       return last
     return self.model.save(reason)
 
-  def complete_writes(self) -> None:
-    """Completes the checkpoint write in flight (committed, or a CheckpointError); its
-    `checkpoint` event, written by the writing thread, is delivered on this one."""
+  def complete_writes(self, prune: bool = True) -> None:
+    """Completes the checkpoint write in flight (committed, or a CheckpointError) and delivers its
+    `checkpoint` event here; `prune=False`: to its commit only (`CheckpointKeeper.wait`)."""
     if self._keeper is not None:
-      self._keeper.wait()
+      self._keeper.wait() if prune else self._keeper.wait(prune=False)
       self.events.deliver()
 
   # -- refusals -----------------------------------------------------------------------------------
@@ -320,3 +328,22 @@ class RunHost:
     return interfaces.Decision(
         action=interfaces.ESCALATE, trigger='checkpoint_refused', step=step,
         reason=self.refused_reason(f'{self.refused} checkpoints in a row refused'))
+
+  # -- the summary ------------------------------------------------------------------------------
+  def start_summary(self, start_step: int, epochs=None) -> None:
+    """This fit's summary starts at `start_step`; `epochs`: (num_epochs, steps_per_epoch) of a
+    `fit(num_epochs=)`, whose summary says the epoch (the door's `epoch_of`)."""
+    self.summary = summary_lib.RunSummary(self.model.state, self.model.policies, epochs=epochs,
+                                          start_step=start_step, epoch_of=self.model.epoch_of)
+
+  def end_summary(self, outcome: outcome_lib.Outcome, *, optimizer, **figures) -> Dict[str, Any]:
+    """The summary of a fit that ended with `outcome` (`RunSummary.build` of `figures`: last_eval,
+    metrics), with a troubled run's diagnosis (`doctor.attach`; `optimizer` names its remedy);
+    closes the scalars, writes `summary.json` on the chief, keeps it as `last_summary`."""
+    summary = self.summary.build(outcome, **figures)
+    doctor.attach(summary, self.output_dir, optimizer, self.emit)
+    self.scalars.close()
+    if self.output_dir:
+      events_lib.write_json_atomic(os.path.join(self.output_dir, 'summary.json'), summary)
+    self.last_summary = summary
+    return summary

@@ -1,25 +1,25 @@
-"""summary.json: what a run did and how it ended, written atomically when it ends."""
+"""summary.json: what a run did and how it ended (`RunSummary`; the host writes it)."""
 
 import logging
-import os
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
+from stable_train.core import interfaces
 from stable_train.core import outcome as outcome_lib
-from stable_train.runfiles import events as events_lib
 
 log = logging.getLogger('stable_train')
 
 
 class RunSummary:
-  """Keeps the figures of one fit as it goes (the last applied loss) and writes the summary."""
+  """Keeps the figures of one fit as it goes (the last applied loss) and builds the summary."""
 
-  def __init__(self, trainer, *, start_step: int, epochs=None,
-               epoch_of: Callable[[int], Optional[int]] = lambda step: None):
-    """Args: trainer: the Trainer (its counters, policies, metrics, output_dir); start_step: the
-    step the fit starts at; epochs: (num_epochs, steps_per_epoch) under `fit(num_epochs=)`;
-    epoch_of: the 1-based epoch of a step."""
-    self._trainer = trainer
+  def __init__(self, state, policies: Sequence[interfaces.Policy], *, start_step: int,
+               epochs=None, epoch_of: Callable[[int], Optional[int]] = lambda step: None):
+    """Args: state: the run's `state.TrainState` (its counters); policies: the run's policies;
+    start_step: the step the fit starts at; epochs: (num_epochs, steps_per_epoch) under
+    `fit(num_epochs=)`; epoch_of: the 1-based epoch of a step."""
+    self._state = state
+    self._policies = policies
     self._start_step = start_step
     self._start_time = time.perf_counter()
     self._epochs = epochs
@@ -40,7 +40,7 @@ class RunSummary:
   def build(self, outcome: outcome_lib.Outcome, *, last_eval: Optional[Dict[str, Any]] = None,
             metrics: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
     """The summary dict of a run that ended with `outcome`."""
-    t = self._trainer
+    t = self._state
     step = int(t.global_step.numpy())
     summary = {
         'status': outcome.status.value,
@@ -53,7 +53,7 @@ class RunSummary:
         'steps_this_run': step - self._start_step,
         'seconds': round(time.perf_counter() - self._start_time, 3),
     }
-    for p in t.policies:
+    for p in self._policies:
       summary.update(p.summary())
     if self._epochs is not None:
       summary.update(epoch=self._epoch_of(step), num_epochs=self._epochs[0],
@@ -76,10 +76,3 @@ class RunSummary:
       summary['note'] = note
     summary.update(outcome.extra)
     return summary
-
-  def write(self, summary: Dict[str, Any]) -> None:
-    """Writes `<model_dir>/summary.json` (on the chief) and keeps it as `trainer.last_summary`."""
-    t = self._trainer
-    if t.output_dir:
-      events_lib.write_json_atomic(os.path.join(t.output_dir, 'summary.json'), summary)
-    t.last_summary = summary

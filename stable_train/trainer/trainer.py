@@ -112,7 +112,6 @@ class Trainer:
     self._outputs: List[Any] = []  # The model outputs of the forward passes being traced.
     self.label_classes: Optional[int] = None  # Checked sparse labels' classes (set at build).
     self.controller = controller_lib.Controller(self)
-    self.last_summary: Dict[str, Any] = {}
     setup.claim(self.policies)
 
   # -- overridable, traced parts of the step ------------------------------------------------
@@ -267,6 +266,7 @@ class Trainer:
   lr_scale = _state_variable('lr_scale')
 
   # -- the run, as policies' tests and callers read it ------------------------------------------
+  last_summary = property(lambda self: self.controller.host.last_summary)  # The last fit's, or {}.
   checkpoints = property(lambda self: self.controller.host.keeper,
                          doc='The run\'s checkpoint keeper (None without a model_dir or fit).')
   scalars = property(lambda self: self.controller.host.scalars,

@@ -48,11 +48,12 @@ class EvalAction:
   def __init__(self, *, evaluator, dataset, every: Optional[int], steps: Optional[int],
                trainer, dispatcher, scalars: events_lib.Scalars,
                train_metrics: Callable[[], Dict[str, float]], start_step: int,
-               signal=None, checkpoints=None):
+               mark_fault: Callable[[int], None], signal=None, checkpoints=None):
     """Args: evaluator: the `evaluation.Evaluator`; dataset, every, steps: fit's eval arguments;
     trainer: the Trainer (emit, verbose, eval_divergence_factor); dispatcher: the run's
     `dispatch.Dispatcher`; scalars: the eval TensorBoard run; train_metrics: () -> the training
-    metrics' latest window; start_step: the step the fit starts at; signal: the run's
+    metrics' latest window; start_step: the step the fit starts at; mark_fault: the run's fault
+    mark (`host.RunHost.mark_fault`), set by a diverged final evaluation; signal: the run's
     `signal_action.SignalAction` (None: an evaluation is never given up); checkpoints: the run's
     `checkpoint_action.RunCheckpoints`, whose checkpoints then record whether the evaluation at
     their step is still due, and whose good marks a bad final evaluation takes back."""
@@ -66,6 +67,7 @@ class EvalAction:
     self._dispatch = dispatcher
     self._scalars = scalars
     self._train_metrics = train_metrics
+    self._mark_fault = mark_fault
     self._divergence = EvalDivergence(trainer.eval_divergence_factor)
     self._last_step = start_step
     self.last: Optional[Dict[str, Any]] = None  # The last evaluation's result.
@@ -105,7 +107,7 @@ class EvalAction:
     diverged = self._divergence.check(result)
     if diverged is None:
       return self._dispatch.after_eval(self._values(result), final=True)
-    self._trainer.last_fault_step.assign(step)
+    self._mark_fault(step)
     keeper = self._checkpoints.keeper if self._checkpoints is not None else None
     if keeper is not None:  # An interval checkpoint of this step came before the evaluation.
       keeper.mark_bad(after_step=step - 1)
