@@ -132,12 +132,13 @@ def bad_start(chance: bool, start: float, ratio: float) -> str:
   return f"the model's outputs are {ratio:.3g}x the labels"
 
 
-def warn_bad_start(run, step: int, what: str, patience: int) -> None:
-  """A broken start (`what`, see `bad_start`), named once: a `warning` event (cause
+def warn_bad_start(run, step: int, what: str, patience: int, policy: str) -> None:
+  """A broken start (`what`, see `bad_start`), named once by `policy`: a `warning` event (cause
   'initialisation', the doctor's) and a log line, whether or not the run then recovers."""
   message = f'{what}; the run stops unless its loss comes down within {patience} steps'
   log.warning('step %d: %s', step, message)
-  run.emit('warning', step, cause='initialisation', message=message, fix=INIT_REMEDY)
+  run.emit('warning', step, policy=policy, cause='initialisation', message=message,
+           fix=INIT_REMEDY)
 
 
 def first_outputs(probe) -> Optional[List[np.ndarray]]:

@@ -246,8 +246,8 @@ class DivergenceCheck(interfaces.Policy):
              float(math.isfinite(ratio) and ratio > self.output_ratio))
       state[[_I[k] for k in _SCALES + ('init_bad',)]] = [*scales, bad]
       if bad:
-        diagnostics.warn_bad_start(run, decision.step, _bad_start(dict(zip(_FIELDS, state.tolist(
-        )))), self.rise_patience)
+        diagnostics.warn_bad_start(run, decision.step, _bad_start(dict(zip(
+            _FIELDS, state.tolist()))), self.rise_patience, self.name)
       # It comes before the probe: probe too, once the loop trained (a first loop that killed
       # the net, or weights a fit resumed dead, e.g. BackupAndRestore's backup of such a run).
       if self.collapse_every is not None and initial is not None:
