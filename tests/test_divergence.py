@@ -289,7 +289,7 @@ class DivergenceRunTest(tf.test.TestCase):
           optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.MeanSquaredError(),
           policies=trainer_lib.default_policies()[:3] + [
               divergence.DivergenceCheck(collapse_every=every)],
-          model_dir=model_dir, steps_per_loop=10, verbose=False)
+          model_dir=None, steps_per_loop=10, verbose=False)
       summary = t.fit(dataset.repeat(), num_steps=160)
       self.assertEqual(summary['status'], 'completed')
       weights.append([v.numpy() for v in t.model.variables])
