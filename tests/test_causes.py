@@ -62,10 +62,10 @@ class RulesTest(tf.test.TestCase):
     # A ReLU RNN's norm: noisy around 100, one step at 1e10, the loss rising with it.
     norms = [100.0 * (1 + 0.5 * (k % 3)) for k in range(40)]
     loss = [2.0 * 1.1**k for k in range(40)]
-    def run(peak):
+    def run(peak, vetoed=False):
       history = {'event': 'history', 'step': 40, 'steps': list(range(1, 41)), 'loss': loss,
                  'grad_norm': norms[:30] + [peak] + norms[31:], 'learning_rate': [1e-2] * 40,
-                 'loss_scale': [1.0] * 40, 'applied': [True] * 40}
+                 'loss_scale': [1.0] * 40, 'applied': [True] * 30 + [not vetoed] + [True] * 9}
       return top([history, {'event': 'diverged', 'step': 40, 'trigger': 'divergence',
                             'reason': 'r'}], {'status': 'diverged'})
     cause, scores = run(1e10)
@@ -73,6 +73,8 @@ class RulesTest(tf.test.TestCase):
     self.assertTrue(any('step 31' in e for e in scores['exploding_gradients'][1]))
     # A rate too high raises the norm with the loss by hundreds, not orders beyond: no cliff.
     self.assertEqual(run(3e4)[0], 'learning_rate')
+    # A spike the run skipped on finite values (an outlier veto) was the batch's: no cliff.
+    self.assertNotEqual(run(1e10, vetoed=True)[0], 'exploding_gradients')
 
   def test_a_finite_divergence_on_a_damaged_model_is_the_learning_rate(self):
     events = [{'event': 'divergence_check', 'step': 20, 'verdict': 'model'},

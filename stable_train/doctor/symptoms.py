@@ -189,12 +189,14 @@ class Symptoms:
     return out[0], out[1], float(jumps.max())
 
   def cliff(self) -> Tuple[float, Optional[int]]:
-    """(the largest finite gradient norm of the history over the history's median one, the step
-    of that norm): a cliff is a norm orders of magnitude above the run's own in one step. (1.0,
-    None) with fewer than 4 finite norms."""
+    """(the largest finite gradient norm of the history's applied steps over their median one,
+    the step of that norm): a cliff is a norm orders of magnitude above the run's own in one
+    step. (1.0, None) with fewer than 4 such norms."""
     h = self.history or {}
     norm = numbers(h.get('grad_norm'))
-    finite = np.isfinite(norm)
+    applied = np.asarray(h.get('applied') or [True] * norm.size, bool)
+    # A step skipped on finite values (an outlier veto) was the batch's, not the model's.
+    finite = np.isfinite(norm) & (applied if applied.size == norm.size else True)
     if finite.sum() < 4:
       return 1.0, None
     top = int(np.argmax(np.where(finite, norm, -np.inf)))
