@@ -200,10 +200,8 @@ class SkipNonFinite(interfaces.Policy):
     """
     super().__init__(name=name)
     self.max_consecutive = errors.check_int('SkipNonFinite', 'max_consecutive', max_consecutive)
-    if max_share is not None and not (isinstance(max_share, (int, float)) and 0 < max_share <= 1):
-      raise errors.ConfigError(f'SkipNonFinite: max_share={max_share!r} must be in (0, 1] or '
-                               'None.')
-    self.max_share = None if max_share is None else float(max_share)
+    self.max_share = errors.check_number('SkipNonFinite', 'max_share', max_share, low=0.0,
+                                         high=1.0, low_open=True, allow_none=True)
     self.share_window = errors.check_int('SkipNonFinite', 'share_window', share_window, minimum=1)
     self._fault_steps: List[int] = []  # Host side: the recent model-fault skips' steps.
     self.total_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name='total_skips')
@@ -245,7 +243,6 @@ class SkipNonFinite(interfaces.Policy):
           reason=(f'{consecutive} consecutive {what} (limit {self.max_consecutive}), last '
                   f'offending tensor: {reports.offending_tensor(skipped[-1])}'))
     return self._share_decision(reports)
-
 
   def _share_decision(self, reports) -> Optional[interfaces.Decision]:
     """ESCALATE when the model-fault skips of the last `share_window` steps exceed `max_share`
