@@ -20,7 +20,7 @@ LAYERS = {
     'runtime': 5,
     'trainer': 6,
     'keras': 7,
-    'app': 8,
+    'app': 8, 'own_loop': 8,
     'testing': 9,
 }
 
