@@ -23,6 +23,7 @@ _LAZY = {
     'DivergenceCheck': 'policies.divergence', 'OutlierSkip': 'policies.outliers',
     'DynamicLossScale': 'policies.precision', 'load_for_inference': 'app.export',
     'BestCheckpoint': 'policies.stopping', 'EarlyStopping': 'policies.stopping',
+    'StepGuard': 'own_loop.guard', 'LoopHost': 'own_loop.host',
     'guard_fit': 'keras.fit', 'KerasGuard': 'keras.fit', 'GuardCallback': 'keras.callbacks',
 }
 

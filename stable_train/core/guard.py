@@ -13,8 +13,9 @@ from stable_train.core import numerics
 
 
 def aggregate(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
-              outputs_bad: tf.Tensor, num_replicas: int):
-  """Averages gradients and loss over the replicas and sums the fault counts. Replica context.
+              outputs_bad: tf.Tensor, num_replicas: int, mean: bool = True):
+  """Averages (or, with `mean=False`, sums) gradients and loss over the replicas and sums the
+  fault counts. Replica context.
 
   Aggregating before any check means every replica then sees the same gradients, norm and flags,
   so the apply-or-skip decision is one decision. Two all-reduces: the gradients, and one small
@@ -26,10 +27,11 @@ def aggregate(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
   if num_replicas == 1:
     return grads, loss, inputs_bad, outputs_bad
   ctx = tf.distribute.get_replica_context()
-  grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [g / num_replicas for g in grads])
+  share = (lambda t: t / num_replicas) if mean else (lambda t: t)
+  grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [share(g) for g in grads])
   counts = tf.cast(tf.concat([[outputs_bad], inputs_bad], axis=0), loss.dtype)
   packed = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                          tf.concat([[loss / num_replicas], counts], axis=0))
+                          tf.concat([[share(loss)], counts], axis=0))
   return grads, packed[0], tf.cast(packed[2:], tf.float32), tf.cast(packed[1], tf.float32)
 
 

@@ -8,6 +8,7 @@ bit-identical: the optimizer never runs, and what the forward pass assigned (Bat
 seed-generator states) and the process-wide generators are put back.
 """
 
+import contextlib
 import dataclasses
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -45,11 +46,14 @@ class StepParts:
     update_metrics: (labels, predictions) -> None, called for applied steps only; or None.
     xla: whether the step is compiled with XLA.
     loss_scale: the policy that scales the loss (`Policy.scales_loss`), or None.
-    optimizer: the optimizer `apply` updates (under a strategy its own all-reduce of the already
-      aggregated gradients is switched off), or None.
+    optimizer: the optimizer `apply` updates, or a list of them (under a strategy their own
+      all-reduce of the already aggregated gradients is switched off), or None.
     label_classes: the class count of sparse labels (`labels.sparse_classes`), or None: a batch
       with a label outside [0, label_classes) fails its input check (the labels named), and the
       loss gets safe labels instead (the batch is skipped; it must not crash the step).
+    replica_sum: each replica's loss and gradients are its share of the global mean
+      (`tf.nn.compute_average_loss`, as a hand-written step hands them to an optimizer, whose
+      all-reduce sums): the replicas are summed, not averaged.
   """
   split_batch: Callable[[Any], Tuple[Any, Any]]
   compute: Callable[[Any], Tuple[tf.Tensor, Any, tf.Tensor]]
@@ -68,6 +72,7 @@ class StepParts:
   loss_scale: Any = None
   optimizer: Any = None
   label_classes: Optional[int] = None
+  replica_sum: bool = False
 
 
 class GuardedStep:
@@ -126,18 +131,28 @@ class GuardedStep:
   def replica_part(self, batch):
     """Per replica: a snapshot of the forward state, then the aggregated, guarded gradients and
     the report. Traced."""
-    p = self.parts
     # Read before the forward pass assigns: automatic control dependencies order the reads and
     # the layers' assigns of each variable in program order (under XLA too).
-    snapshot = [tf.identity(v) for v in p.forward_state()]
+    snapshot = self.forward_snapshot()
     loss, grads, input_ok, outputs_ok, metric_inputs = self.loss_and_gradients(batch)
+    grads, report = self.guard_gradients(loss, grads, input_ok, outputs_ok)
+    return grads, report, snapshot, metric_inputs
+
+  def forward_snapshot(self) -> List[tf.Tensor]:
+    """The values of the forward state now (read before the forward pass). Traced."""
+    return [tf.identity(v) for v in self.parts.forward_state()]
+
+  def guard_gradients(self, loss, grads, input_ok, outputs_ok):
+    """One replica's loss, gradients and flags, aggregated over the replicas and guarded:
+    (the gradients to apply, the report). Traced, per replica."""
+    p = self.parts
     inputs_bad = tf.cast(tf.logical_not(input_ok), tf.float32)
     outputs_bad = tf.cast(tf.logical_not(outputs_ok), tf.float32)
     grads, loss, inputs_bad, outputs_bad = guard_lib.aggregate(
-        grads, loss, inputs_bad, outputs_bad, p.strategy.num_replicas_in_sync)
-    grads, report = guard_lib.guard(grads, loss, inputs_bad, outputs_bad, p.policies,
-                                    p.variable_paths, p.xla, loss_scale=p.loss_scale)
-    return grads, report, snapshot, metric_inputs
+        grads, loss, inputs_bad, outputs_bad, p.strategy.num_replicas_in_sync,
+        mean=not p.replica_sum)
+    return guard_lib.guard(grads, loss, inputs_bad, outputs_bad, p.policies, p.variable_paths,
+                           p.xla, loss_scale=p.loss_scale)
 
   def restore_forward_state(self, snapshot) -> None:
     """Assigns a `replica_part` snapshot back (the skip branch; per replica). Traced."""
@@ -160,7 +175,7 @@ class GuardedStep:
     with strategy.scope():  # Cross-replica context, also when called outside the scope.
       # The process-wide generators (a layer drawing keras.random.* without a seed) move in the
       # forward pass too: read here, before it, put back on a skip.
-      random_snapshot = [tf.identity(v) for v in self.parts.random_states]
+      random_snapshot = self.random_snapshot()
       grads, report, snapshot, metric_inputs = strategy.run(self.replica_part, (batch,))
       # Every field is computed from aggregated values, so all replicas agree: take the first.
       report = {k: strategy.experimental_local_results(v)[0] for k, v in report.items()}
@@ -184,8 +199,30 @@ class GuardedStep:
     Returns:
       The report dict (or what `record` returned), the same on every replica. Traced.
     """
-    random_snapshot = [tf.identity(v) for v in self.parts.random_states]
+    random_snapshot = self.random_snapshot()
     grads, report, snapshot, metric_inputs = self.replica_part(batch)
+    return self.agree_in_replica(grads, report, (snapshot, random_snapshot), metric_inputs,
+                                 batch if record else (), record)
+
+  def random_snapshot(self) -> List[tf.Tensor]:
+    """The process-wide generators' states now (read before the forward pass). Traced."""
+    return [tf.identity(v) for v in self.parts.random_states]
+
+  def agree_in_replica(self, grads, report, snapshots, metric_inputs=(), batch=(), record=None):
+    """From replica context: the apply-or-skip of guarded gradients (`guard_gradients`) agreed
+    in cross-replica context through a merge_call (see `in_replica`).
+
+    Args:
+      grads, report: what `guard_gradients` returned.
+      snapshots: (`forward_snapshot()`, `random_snapshot()`), both read before the forward pass.
+      metric_inputs: what `update_metrics` takes on an applied step, or ().
+      batch: this replica's batch, handed to `record` ((): none).
+      record: called in cross-replica context as `record(report, batches)`, or None.
+
+    Returns:
+      The report dict (or what `record` returned), the same on every replica. Traced.
+    """
+    snapshot, random_snapshot = snapshots
 
     def agree(strategy, grads, report, snapshot, metric_inputs, batches):
       # Every field is computed from aggregated values, so all replicas agree: take the first.
@@ -199,7 +236,7 @@ class GuardedStep:
       return report if record is None else record(report, batches)
 
     return tf.distribute.get_replica_context().merge_call(
-        agree, args=(grads, report, snapshot, metric_inputs, batch if record else ()))
+        agree, args=(grads, report, snapshot, metric_inputs, batch))
 
   def _agree(self, report, random_snapshot, *, apply, restore, has_snapshot: bool):
     """The apply-or-skip on the one agreed flag, the policies' state updates and the counters."""
@@ -212,7 +249,10 @@ class GuardedStep:
         # The apply runs in replica context (Keras's optimizer merge_calls from there), without a
         # second all-reduce of the already aggregated gradients (switched off around it: replicas
         # are traced in threads).
-        with compat.gradients_already_aggregated(p.optimizer):
+        optimizers = p.optimizer if isinstance(p.optimizer, (list, tuple)) else [p.optimizer]
+        with contextlib.ExitStack() as stack:
+          for optimizer in optimizers:
+            stack.enter_context(compat.gradients_already_aggregated(optimizer))
           apply()
       else:
         apply()

@@ -15,7 +15,6 @@ import functools
 from typing import Any, Dict, Optional, Sequence
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from stable_train import compat
@@ -24,6 +23,7 @@ from stable_train.core import keras_parts
 from stable_train.core import labels as labels_lib
 from stable_train.core import loop as loop_lib
 from stable_train.core import reports as reports_lib
+from stable_train.core import ring
 from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
 from stable_train import errors
@@ -81,7 +81,7 @@ class KerasGuard:
     self.variable_paths = []
     self.random_states = []
     self.input_paths = []
-    self.rows = None  # The packed reports of the last `read_every` executions (`read_reports`).
+    self.rows = None  # The reports of the last `read_every` executions (a `ring.ReportRing`).
     self.read_every = 1  # Executions between the host's reads of the reports.
     # The first batch's sample for the host checks that re-run it (None: no policy reads it).
     self.first_batch_sample = first_batch_lib.FirstBatch.for_policies(self.policies,
@@ -175,22 +175,16 @@ class KerasGuard:
         strategy=self.strategy, distributed=distribute.uses_distributed_input(self.strategy),
         update_metrics=self._update_metrics, xla=bool(m.jit_compile),
         loss_scale=self.loss_scale, optimizer=optimizer))
-    dtypes = reports_lib.report_dtypes(tf.float32)
-    self.report_dtypes = dtypes
-    self._columns = reports_lib.report_columns(dtypes)
-    self._step_column = reports_lib.report_layout(dtypes).index('step')
     spe = int(m.steps_per_execution)
     self.read_every = max(1, -(-READ_EVERY_STEPS // spe))
-    with self.strategy.scope():
-      self.rows = tf.Variable(tf.zeros([spe * self.read_every, len(dtypes)], tf.float64),
-                              trainable=False, name='report_rows')
+    self.rows = ring.ReportRing(spe * self.read_every, self.strategy)
     self.optimizer = optimizer
     self._built_for = self._key()
 
   def forget_reports(self) -> None:
     """Clears the stored reports (after a restore moved the global step back)."""
     if self.rows is not None:
-      self.rows.assign(tf.zeros_like(self.rows))
+      self.rows.clear()
 
   def first_batch(self):
     """The kept rows of the first batch this guard trained on (`first_batch.FirstBatch`), or
@@ -269,10 +263,7 @@ class KerasGuard:
       batch = tf.nest.map_structure(local, batches)
       for p in self._end_steps:
         p.end_step(batch, report)
-    row = reports_lib.pack_report(report, self.report_dtypes)
-    index = tf.math.floormod(report['step'] - 1, tf.cast(tf.shape(self.rows)[0], tf.int64))
-    # A whole-variable assign: a MirroredVariable has no scatter (the rows are a few KB).
-    self.rows.assign(tf.tensor_scatter_nd_update(self.rows, [[index]], [row]))
+    self.rows.store(report)
     clipped = tf.logical_and(report['applied'],
                              report['clipped_grad_norm'] < report['grad_norm'])
     # Read here, in cross-replica context, a metric is the sum over the replicas: the value
@@ -288,14 +279,8 @@ class KerasGuard:
     `read_every` executions at most), in step order, or None when there are none. One transfer."""
     if self.rows is None:
       return None
-    rows = self.rows.numpy()
-    steps = rows[:, self._step_column]
-    new = np.flatnonzero(steps > since_step)
-    if not new.size:
-      return None
-    columns = reports_lib.unpack_reports(rows[new[np.argsort(steps[new])]], self._columns)
-    return reports_lib.StepReports.from_columns(
-        columns, variable_paths=self.variable_paths, input_paths=self.input_paths)
+    return self.rows.read(since_step, variable_paths=self.variable_paths,
+                          input_paths=self.input_paths)
 
 
 def _numerics_errors(guard: KerasGuard, keras_function, iterator):

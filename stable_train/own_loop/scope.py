@@ -1,0 +1,141 @@
+"""`StepScope`: one guarded step of a hand-written loop, `with guard.step() as step:`."""
+
+import dataclasses
+from typing import List, Optional
+
+import tensorflow as tf
+
+from stable_train import errors
+from stable_train.core import keras_parts
+from stable_train.core import numerics
+from stable_train.core import reports as reports_lib
+from stable_train.core import step as step_lib
+
+
+class StepScope:
+  """The scope of one guarded step (made by `StepGuard.step`; traced with the loop's step).
+
+  Entering reads what the forward pass may change (the models' non-trainable variables, the
+  process-wide generators); `apply` collects each optimizer's gradients; leaving guards them all
+  at once and applies every update or none, then sets `report`.
+
+  Attributes:
+    report: after the `with` block, the step's report: 'applied', 'loss', 'grad_norm' (before any
+      transform), 'clipped_grad_norm', 'grads_finite', 'loss_finite', 'inputs_finite',
+      'outputs_finite', 'step' (the global step after it), 'skipped_steps', 'clipped_steps', ...
+      (scalar tensors).
+  """
+
+  def __init__(self, guard, batch=None):
+    self._guard = guard
+    self._batch = batch
+    self._grads: List[Optional[list]] = [None] * len(guard.optimizers)
+    self._losses, self._outputs_ok = [], []
+    self._scaled = False
+    self._snapshots = None
+    self.report = None
+
+  def __enter__(self) -> 'StepScope':
+    core = self._guard.core
+    # Read before the forward pass assigns (automatic control dependencies keep program order).
+    self._snapshots = (core.forward_snapshot(), core.random_snapshot())
+    sample = self._guard.first_batch_sample
+    if sample is not None and self._batch is not None:
+      sample.capture(self._batch)
+    return self
+
+  def scale_loss(self, loss) -> tf.Tensor:
+    """The loss to differentiate under loss scaling (unchanged without it); the gradients handed
+    to `apply` are then those of the scaled loss, which the guard unscales."""
+    self._scaled = True
+    scale = self._guard.loss_scale
+    return loss if scale is None else scale.scale_loss(loss)
+
+  def apply(self, grads, loss, *, optimizer=None, outputs=None) -> None:
+    """Hands in one optimizer's gradients (applied or skipped with the others when the `with`
+    block ends).
+
+    Args:
+      grads: the gradients of the loss for that optimizer's model's `trainable_variables`, in that
+        order (None entries count as zeros); of the scaled loss under loss scaling.
+      loss: the (unscaled) scalar loss, reported and watched by the policies; under a strategy,
+        this replica's share of the global mean.
+      optimizer: which optimizer (one of the guard's); needed only with several.
+      outputs: model outputs whose non-finite values are reported, or None.
+    """
+    g = self._guard
+    index = self._index(optimizer)
+    if self._grads[index] is not None:
+      raise errors.ConfigError('StepGuard: step.apply called twice for one optimizer in one step; '
+                               'add the losses, or run two steps.')
+    variables = g.groups[index]
+    grads = list(grads)
+    if len(grads) != len(variables):
+      raise errors.ConfigError(
+          f'StepGuard: {len(grads)} gradients for the {len(variables)} trainable variables of '
+          f'{getattr(g.models[index], "name", "the model")!r}; pass '
+          'tape.gradient(loss, model.trainable_variables).')
+    loss = numerics.widen(loss)
+    if loss.shape.rank not in (0, None):
+      raise errors.ConfigError(f'StepGuard: step.apply got a loss of shape {loss.shape}; pass '
+                               'the scalar loss (e.g. tf.reduce_mean of the per-example losses).')
+    self._grads[index] = [tf.zeros_like(v) if d is None else tf.convert_to_tensor(d)
+                          for d, v in zip(grads, variables)]
+    self._losses.append(loss)
+    if outputs is not None:
+      self._outputs_ok.extend(tf.reduce_all(tf.math.is_finite(o)) for o in tf.nest.flatten(outputs)
+                              if o is not None and o.dtype.is_floating)
+
+  def __exit__(self, exc_type, exc, tb) -> bool:
+    if exc_type is not None:
+      return False
+    g = self._guard
+    given = [grads is not None for grads in self._grads]
+    if not any(given):
+      raise errors.ConfigError('StepGuard: nothing to apply; call step.apply(grads, loss) inside '
+                               '`with guard.step() as step:`.')
+    if g.loss_scale is not None and not self._scaled and _own_scale(g):
+      raise errors.ConfigError(
+          'StepGuard: the step scales the loss (float16 compute): differentiate '
+          'step.scale_loss(loss), or pass a keras.optimizers.LossScaleOptimizer.')
+    grads = [d for group, mine in zip(g.groups, self._grads)
+             for d in (mine if mine is not None else [tf.zeros_like(v) for v in group])]
+    if g.loss_scale is not None:  # Every check, clip and policy sees the true gradients.
+      grads = g.loss_scale.unscale_gradients(grads)
+    loss = self._losses[0] if len(self._losses) == 1 else tf.add_n(self._losses)
+    outputs_ok = (tf.reduce_all(tf.stack(self._outputs_ok)) if self._outputs_ok
+                  else tf.constant(True))
+    input_ok = self._input_checks()
+    core = step_lib.GuardedStep(dataclasses.replace(g.core.parts, apply=g.apply_groups(given)))
+    guarded, report = core.guard_gradients(loss, grads, input_ok, outputs_ok)
+    batch = self._batch if (self._batch is not None and g.end_steps) else ()
+    self.report = core.agree_in_replica(guarded, report, self._snapshots, batch=batch,
+                                        record=g.record)
+    return False
+
+  def _index(self, optimizer) -> int:
+    g = self._guard
+    if optimizer is None:
+      if len(g.optimizers) > 1:
+        raise errors.ConfigError('StepGuard: the guard has several optimizers; pass '
+                                 'step.apply(grads, loss, optimizer=...).')
+      return 0
+    for i, o in enumerate(g.optimizers):
+      if o is optimizer or g.inner_optimizers[i] is optimizer:
+        return i
+    raise errors.ConfigError(f'StepGuard: step.apply(optimizer={optimizer!r}) is not one of the '
+                             'guard\'s optimizers.')
+
+  def _input_checks(self) -> tf.Tensor:
+    """The batch's input flags (the policies' `check_batch`), or none without a batch."""
+    if self._batch is None:
+      return tf.ones([0], tf.bool)
+    features, labels = keras_parts.split_batch(self._batch)
+    self._guard.input_paths = reports_lib.input_paths(features, labels)
+    return self._guard.core.input_checks(features, labels)
+
+
+def _own_scale(guard) -> bool:
+  """Whether the loss scale is the guard's own (no LossScaleOptimizer whose scale_loss the loop
+  may call instead)."""
+  return all(o is i for o, i in zip(guard.optimizers, guard.inner_optimizers))
