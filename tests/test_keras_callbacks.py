@@ -537,7 +537,8 @@ class ArgumentsTest(tf.test.TestCase):
   test_session = None
 
   def test_what_fit_cannot_do_is_a_one_line_config_error(self):
-    with self.assertRaisesRegex(errors.ConfigError, 'skip_batches=3, but model.fit owns'):
+    with self.assertRaisesRegex(errors.ConfigError,
+                                r'skip_batches=3, but the loop that calls the step \(model.fit'):
       keras_fit.guard_fit(_model(), policies=[recovery.Rollback(skip_batches=3)]).callback()
     with self.assertRaisesRegex(errors.ConfigError, 'checkpoint_every=0'):
       keras_fit.guard_fit(_model()).callback(checkpoint_every=0)

@@ -32,6 +32,9 @@ from stable_train.keras import callbacks as keras_callbacks
 from stable_train.keras import first_batch as first_batch_lib
 from stable_train.policies import precision
 from stable_train.runtime import distribute
+from stable_train.runtime import driven
+from stable_train.runtime import handle
+from stable_train.runtime import host as host_lib
 from stable_train.trainer import setup as trainer_setup
 
 # What fit's logs (progress bar, History, TensorBoard) gain from the guard.
@@ -54,7 +57,7 @@ def guard_fit(model: keras.Model, *, policies: Optional[Sequence] = None) -> 'Ke
   return KerasGuard(model, policies=policies)
 
 
-class KerasGuard:
+class KerasGuard(driven.DrivenGuard):
   """The guard of one compiled Keras model: its policies, counters and traced train step.
 
   Attributes:
@@ -81,8 +84,7 @@ class KerasGuard:
     self.variable_paths = []
     self.random_states = []
     self.input_paths = []
-    self.rows = None  # The reports of the last `read_every` executions (a `ring.ReportRing`).
-    self.read_every = 1  # Executions between the host's reads of the reports.
+    self.rows = None  # The reports of the last executions (a `ring.ReportRing`).
     # The first batch's sample for the host checks that re-run it (None: no policy reads it).
     self.first_batch_sample = first_batch_lib.FirstBatch.for_policies(self.policies,
                                                                        self.strategy)
@@ -176,26 +178,50 @@ class KerasGuard:
         update_metrics=self._update_metrics, xla=bool(m.jit_compile),
         loss_scale=self.loss_scale, optimizer=optimizer))
     spe = int(m.steps_per_execution)
-    self.read_every = max(1, -(-READ_EVERY_STEPS // spe))
-    self.rows = ring.ReportRing(spe * self.read_every, self.strategy)
+    self.rows = ring.ReportRing(spe * max(1, -(-READ_EVERY_STEPS // spe)), self.strategy)
     self.optimizer = optimizer
     self._built_for = self._key()
-
-  def forget_reports(self) -> None:
-    """Clears the stored reports (after a restore moved the global step back)."""
-    if self.rows is not None:
-      self.rows.clear()
-
-  def first_batch(self):
-    """The kept rows of the first batch this guard trained on (`first_batch.FirstBatch`), or
-    None (no policy reads it, no step yet, or none can be kept). Eager."""
-    sample = self.first_batch_sample
-    return None if sample is None else sample.value()
 
   def loss_and_gradients(self, batch):
     """One replica's loss, gradients, input flags and outputs finite, no update (what forensics
     re-runs). Traced."""
     return self.step.loss_and_gradients(batch)[:4]
+
+  # -- what the host half reads (`driven.DrivenRun`) -------------------------------------------
+  def checkpoint_objects(self):
+    """The object map of the run's checkpoints."""
+    m = self.model
+    objects = self.state.checkpoint_objects(model=m, optimizer=m.optimizer,
+                                            forward_state=self.forward_state(),
+                                            random_states=self.random_states)
+    objects['clipped_steps'] = self.clipped_steps
+    return objects
+
+  def float_variables(self):
+    return host_lib.float_variables(self.model, self.model.optimizer)
+
+  def probe(self) -> handle.Probe:
+    """What forensics and diagnostics may run on this guard's model."""
+    m = self.model
+    return handle.Probe(
+        model=m, policies=self.policies, split_batch=keras_parts.split_batch,
+        loss_and_gradients=self.loss_and_gradients, model_checkpoint=self.model_checkpoint,
+        first_batch=self.first_batch, jit_compile=bool(m.jit_compile),
+        # The compiled loss, where the model's compute_loss is Keras's (which applies it).
+        loss=m.loss if type(m).compute_loss is keras.Model.compute_loss else None)
+
+  def ready_for_checkpoint(self) -> bool:
+    """Whether the model is built; its optimizer is then built as Keras's first trace would, and
+    the guard prepared, so that a checkpoint holds the whole state. A model Keras builds from the
+    data has no start checkpoint (the first interval one is the first rollback target)."""
+    m = self.model
+    if not (m.built and all(layer.built for layer in m.layers)):
+      return False
+    if not m.optimizer.built:
+      with self.strategy.scope():
+        m.optimizer.build(m.trainable_variables)
+    self.prepare()
+    return True
 
   def model_checkpoint(self) -> tf.train.Checkpoint:
     """The model and optimizer state with the forward state (forensics records, replay)."""
@@ -272,15 +298,6 @@ class KerasGuard:
     logs.update(skipped_steps=tf.identity(self.state.skipped_steps), grad_norm=report['grad_norm'],
                 clipped_steps=self.clipped_steps.assign_add(tf.cast(clipped, tf.int64)))
     return logs
-
-  # -- host ------------------------------------------------------------------------------------
-  def read_reports(self, since_step: int) -> Optional[reports_lib.StepReports]:
-    """The stored reports of the steps after global step `since_step` (those of the last
-    `read_every` executions at most), in step order, or None when there are none. One transfer."""
-    if self.rows is None:
-      return None
-    return self.rows.read(since_step, variable_paths=self.variable_paths,
-                          input_paths=self.input_paths)
 
 
 def _numerics_errors(guard: KerasGuard, keras_function, iterator):

@@ -17,7 +17,6 @@ import tensorflow as tf
 
 from stable_train import errors
 from stable_train.core import keras_parts
-from stable_train.core import reports as reports_lib
 from stable_train.core import ring
 from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
@@ -26,10 +25,13 @@ from stable_train.keras import first_batch as first_batch_lib
 from stable_train.own_loop import scope as scope_lib
 from stable_train.policies import precision
 from stable_train.runtime import distribute
+from stable_train.runtime import driven
+from stable_train.runtime import handle
+from stable_train.runtime import host as host_lib
 from stable_train.trainer import setup as trainer_setup
 
 
-class StepGuard:
+class StepGuard(driven.DrivenGuard):
   """Guards a hand-written training step (see the module docstring and docs/own_loop.md).
 
   ```python
@@ -106,6 +108,7 @@ class StepGuard:
     self.first_batch_sample = (first_batch_lib.FirstBatch.for_policies(self.policies, self.strategy)
                                if loss_fn is not None else None)
     self.input_paths: List[str] = []
+    self.host = None  # The `driven.DrivenRun` of the run going on, if any.
     self.end_steps = [p for p in self.policies if p.uses_end_step]
     self.core = step_lib.GuardedStep(step_lib.StepParts(
         split_batch=keras_parts.split_batch, compute=self._compute, variables=lambda: self.variables,
@@ -159,23 +162,24 @@ class StepGuard:
     objects['clipped_steps'] = self.clipped_steps
     return objects
 
+  def float_variables(self) -> List[tf.Variable]:
+    """Every float variable of the models and optimizers (checked before each checkpoint)."""
+    return [v for m, o in zip(self.models, self.optimizers) for v in host_lib.float_variables(m, o)]
+
+  def probe(self) -> handle.Probe:
+    """What forensics and the host checks may re-run (through `loss_fn`)."""
+    return handle.Probe(
+        model=self.models[0], policies=self.policies, split_batch=keras_parts.split_batch,
+        loss_and_gradients=self.loss_and_gradients, model_checkpoint=self.model_checkpoint,
+        first_batch=self.first_batch, jit_compile=self.jit_compile)
+
+  def ready_for_checkpoint(self) -> bool:
+    return True  # Built at construction.
+
   def model_checkpoint(self) -> tf.train.Checkpoint:
     """The models, optimizers and forward state (Forensics' records)."""
     return tf.train.Checkpoint(models=list(self.models), optimizers=list(self.optimizers),
                                model_state=self.forward_state())
-
-  def read_reports(self, since_step: int) -> Optional[reports_lib.StepReports]:
-    """The stored reports of the steps after global step `since_step`, or None. Eager."""
-    return self.rows.read(since_step, variable_paths=self.variable_paths,
-                          input_paths=self.input_paths)
-
-  def forget_reports(self) -> None:
-    self.rows.clear()
-
-  def first_batch(self):
-    """The kept rows of the first batch the step saw, or None (see `loss_fn`)."""
-    sample = self.first_batch_sample
-    return None if sample is None else sample.value()
 
   def loss_and_gradients(self, batch):
     """One replica's loss, gradients, input flags and outputs finite of `batch` through
