@@ -11,15 +11,15 @@ from stable_train.core import keras_parts
 from stable_train.core import lr as lr_lib
 from stable_train.core import numerics
 from stable_train.core import state as state_lib
-from stable_train.core import step as step_lib
 from stable_train import errors
 from stable_train.runfiles import events as events_lib
 from stable_train.runtime import controller as controller_lib
 from stable_train.runtime import distribute
 from stable_train.runtime import evaluation
-from stable_train.runtime import host as host_lib
 from stable_train.runtime import options as options_lib
 from stable_train.runtime import seams
+from stable_train.trainer import run_access
+from stable_train.trainer import step_access
 from stable_train.trainer import setup
 
 log = logging.getLogger('stable_train')
@@ -32,13 +32,7 @@ show_progress = setup.show_progress
 steps_per_epoch = setup.steps_per_epoch
 
 
-def _state_variable(name: str) -> property:
-  """A read-only Trainer attribute for one `TrainState` variable (e.g. `trainer.global_step`)."""
-  return property(lambda self: getattr(self.state, name),
-                  doc=f'`TrainState.{name}`: the run\'s checkpointed `{name}` variable.')
-
-
-class Trainer:
+class Trainer(step_access.StepAccess, run_access.RunAccess):
   """Trains a model with a traced GradientTape step guarded by policies; keeps going past NaN.
 
   Meant to be overridden (all optional):
@@ -148,42 +142,6 @@ class Trainer:
     for m in self.metrics:
       m.update_state(labels, predictions)
 
-  # -- what the step and the evaluator call ---------------------------------------------------
-  def forward_loss(self, batch, training):
-    """(loss, predictions, outputs finite): `compute_loss` and what its `forward` calls saw (the
-    last one's outputs are the predictions the metrics get). Traced."""
-    self._outputs = []
-    loss = self.compute_loss(batch, training=training)
-    if training and self.faults is not None:
-      loss = self.faults.transform_loss(numerics.widen(loss))
-    flags = [tf.reduce_all(tf.math.is_finite(o)) for out in self._outputs
-             for o in tf.nest.flatten(out) if o.dtype.is_floating]
-    if self.metrics and not self._outputs:
-      raise errors.ConfigError(
-          'Trainer: metrics need the predictions, but this compute_loss does not call '
-          'self.forward(features, training); call it, or drop the metrics.')
-    return (loss, self._outputs[-1] if self._outputs else None,
-            tf.reduce_all(flags) if flags else tf.constant(True))
-
-  def step_parts(self, *, variable_paths, random_states) -> step_lib.StepParts:
-    """The parts of the guarded step (`step.StepParts`) this Trainer trains with."""
-    return step_lib.StepParts(
-        split_batch=self.split_batch, compute=lambda batch: self.forward_loss(batch, True),
-        variables=lambda: list(self.model.trainable_variables), apply=self.apply_gradients,
-        forward_state=self.forward_state, random_states=random_states, policies=self.policies,
-        variable_paths=variable_paths, learning_rate=lambda: self.optimizer.learning_rate,
-        counters=self.state, strategy=self.strategy,
-        distributed=distribute.uses_distributed_input(self.strategy),
-        update_metrics=self.update_metrics if self.metrics else None, xla=self.jit_compile,
-        loss_scale=self.loss_scale, optimizer=self.optimizer, label_classes=self.label_classes)
-
-  def loss_and_gradients(self, batch):
-    """One replica's loss, gradients, input-check flags and whether the outputs were finite,
-    before aggregation (what forensics and a replay re-run, also before any fit). Traced."""
-    step = self.controller.step or step_lib.GuardedStep(
-        self.step_parts(variable_paths=(), random_states=()))
-    return step.loss_and_gradients(batch)[:4]
-
   def forward_state(self) -> List[tf.Variable]:
     """Variables a forward pass may assign (BatchNorm moving statistics, dropout and attention
     seed-generator states): the model's non-trainable ones. A skip puts them back."""
@@ -219,74 +177,6 @@ class Trainer:
     the next older tried) and repositions the input; returns the entry, or None. The run calls
     this for every restore (resume and rollback)."""
     return self.controller.host.restore(candidates)
-
-  def checkpoint_now(self, reason: str = 'best'):
-    """The committed checkpoint of the current state (written if needed), or None."""
-    return self.controller.host.checkpoint_now(reason)
-
-  def emit(self, event: str, step: Optional[int] = None, **fields) -> Dict[str, Any]:
-    """Writes one record to events.jsonl and passes it to `on_event`; under `fit(num_epochs=)`
-    it carries the (1-based) epoch of the step's batch."""
-    return self.controller.host.emit(event, step, **fields)
-
-  # -- the model's state --------------------------------------------------------------------------
-  def metric_results(self) -> Dict[str, float]:
-    """The metrics' values since their last reset (eager)."""
-    return {m.name: float(m.result()) for m in self.metrics}
-
-  def reset_metrics(self) -> None:
-    for m in self.metrics:
-      m.reset_state()
-
-  def all_variables(self) -> List[tf.Variable]:
-    """Every float variable of the model and the optimizer."""
-    return host_lib.float_variables(self.model, self.optimizer)
-
-  def variables_finite(self) -> bool:
-    """Whether every model and optimizer variable is finite (checked before any checkpoint)."""
-    return self.controller.host.audit.all_finite()
-
-  def non_finite_variables(self) -> List[str]:
-    """Paths of the model and optimizer variables that hold NaN or Inf (for messages)."""
-    return self.controller.host.audit.non_finite()
-
-  def model_checkpoint(self) -> tf.train.Checkpoint:
-    """The model and optimizer state alone (forensics records, replay, inference), with the
-    model's forward state, which includes the seed-generator states a Keras checkpoint omits."""
-    return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                               model_state=list(self.forward_state()))
-
-  global_step = _state_variable('global_step')
-  applied_steps = _state_variable('applied_steps')
-  skipped_steps = _state_variable('skipped_steps')
-  input_faults = _state_variable('input_faults')
-  overflow_steps = _state_variable('overflow_steps')
-  data_offset = _state_variable('data_offset')
-  last_fault_step = _state_variable('last_fault_step')
-  lr_scale = _state_variable('lr_scale')
-
-  # -- the run, as policies' tests and callers read it ------------------------------------------
-  last_summary = property(lambda self: self.controller.host.last_summary)  # The last fit's, or {}.
-  checkpoints = property(lambda self: self.controller.host.keeper,
-                         doc='The run\'s checkpoint keeper (None without a model_dir or fit).')
-  scalars = property(lambda self: self.controller.host.scalars,
-                     doc='The TensorBoard scalar writer of the current (or last) fit.')
-  dataset = property(lambda self: self.controller.input.dataset,
-                     doc='The dataset of the current (or last) fit (None before fit).')
-  iterator = property(lambda self: self.controller.input.iterator,
-                      doc='The iterator of the current (or last) fit, at data_position().')
-
-  def data_position(self) -> int:
-    """Index (in the dataset's stream) of the next batch the iterator will yield."""
-    return self.controller.input.position()
-
-  def skip_batches(self, count: int):
-    """Drops `count` batches from the iterator; returns the [start, end) stream indices dropped."""
-    return self.controller.input.skip(count)
-
-  def reset_input(self) -> None:
-    """(Re)builds the iterator at `data_position()` after the counters were changed by hand."""
-    self.controller.input.reset()
 
   # -- fit ----------------------------------------------------------------------------------------
   def fit(self, dataset: tf.data.Dataset, *, num_steps: Optional[int] = None,
