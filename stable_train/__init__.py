@@ -24,6 +24,7 @@ _LAZY = {
     'DynamicLossScale': 'policies.precision', 'load_for_inference': 'app.export',
     'BestCheckpoint': 'policies.stopping', 'EarlyStopping': 'policies.stopping',
     'guard_fit': 'keras.fit', 'KerasGuard': 'keras.fit', 'GuardCallback': 'keras.callbacks',
+    'GuardedOptimizer': 'own_loop.optimizer',
 }
 
 # Modules that lived at the top of the package before the layers: `from stable_train import
