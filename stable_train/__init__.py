@@ -25,6 +25,7 @@ _LAZY = {
     'BestCheckpoint': 'policies.stopping', 'EarlyStopping': 'policies.stopping',
     'StepGuard': 'own_loop.guard', 'LoopHost': 'own_loop.host',
     'guard_fit': 'keras.fit', 'KerasGuard': 'keras.fit', 'GuardCallback': 'keras.callbacks',
+    'GuardedOptimizer': 'own_loop.optimizer',
 }
 
 # Modules that lived at the top of the package before the layers: `from stable_train import
