@@ -13,6 +13,7 @@ class FiniteFlagsTest(tf.test.TestCase):
     self.assertAllEqual(numerics.finite_flags(tensors), [True, False, False])
     self.assertEqual(int(numerics.first_false(numerics.finite_flags(tensors))), 1)
     self.assertEqual(int(numerics.first_false(tf.constant([True, True]))), -1)
+    self.assertEqual(int(numerics.first_false(tf.ones([0], tf.bool))), -1)  # No flags at all.
 
 
 class ClipByGlobalNormTest(tf.test.TestCase):

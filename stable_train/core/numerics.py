@@ -15,6 +15,8 @@ def finite_flags(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
 
 def first_false(flags: tf.Tensor) -> tf.Tensor:
   """Index of the first False in a bool vector, or -1 when all are True (int32)."""
+  if flags.shape.rank == 1 and flags.shape[0] == 0:  # No flags (a step without a batch): none bad.
+    return tf.constant(-1, tf.int32)  # (tf.argmax of an empty vector fails at run time.)
   bad = tf.logical_not(flags)
   index = tf.argmax(tf.cast(bad, tf.int32), output_type=tf.int32)
   return tf.where(tf.reduce_any(bad), index, tf.constant(-1, tf.int32))
