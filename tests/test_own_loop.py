@@ -1,6 +1,5 @@
 """Tests for stable_train.own_loop: StepGuard guarding the hand-written steps of a model zoo."""
 
-import contextlib
 import dataclasses
 from typing import Callable, List, Optional
 
@@ -143,6 +142,12 @@ class _Run:
       `iterations`, a LossScaleOptimizer's), the process-wide random states.
     state: `compared` and the guard's own state (counters, policy statistics): what a fresh run
       starts from.
+
+  Args:
+    model: a key of `_ZOO`.
+    mode: one of `_MODES`.
+    optimizer: makes one model's optimizer (under mixed_float16 the first is wrapped in a
+      LossScaleOptimizer).
   """
 
   def __init__(self, model: str, mode: str, optimizer: Callable[[], keras.optimizers.Optimizer]):
@@ -344,8 +349,9 @@ class ZooTest(_ZooCase):
     self.assert_guarded_step_is_bare_step(model, mode)
 
 
-# The whole matrix. jit_compile with MirroredStrategy is no mode: StepGuard refuses it by design
-# (ErrorsTest), as Keras's own fit does.
+# The whole matrix: every model in every mode. jit_compile under MirroredStrategy is no mode:
+# StepGuard refuses it by design (an XLA function that all-reduces inside strategy.run fails in
+# TF 2.21; ErrorsTest pins the refusal).
 _ALL = [(model, mode) for model in _ZOO for mode in _MODES]
 
 
