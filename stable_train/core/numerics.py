@@ -15,6 +15,10 @@ def finite_flags(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
 
 def first_false(flags: tf.Tensor) -> tf.Tensor:
   """Index of the first False in a bool vector, or -1 when all are True (int32)."""
+  if flags.shape.rank == 1 and flags.shape[0] == 0:
+    # None to find (e.g. a hand-written step's inputs when it hands the guard no batch); an
+    # argmax over an empty axis is an error (under XLA, at compile time).
+    return tf.constant(-1, tf.int32)
   bad = tf.logical_not(flags)
   index = tf.argmax(tf.cast(bad, tf.int32), output_type=tf.int32)
   return tf.where(tf.reduce_any(bad), index, tf.constant(-1, tf.int32))
