@@ -1,4 +1,4 @@
-"""Tests for stable_train.own_loop.host: the host half of a hand-written loop guarded by a StepGuard."""
+"""Tests for stable_train.own_loop.host: the host half of a hand-written loop with a StepGuard."""
 
 import glob
 import json
