@@ -131,6 +131,12 @@ class StepGuard(driven.DrivenGuard):
     run's)."""
     return self.inner_optimizers[0]
 
+  @property
+  def scaled_optimizers(self) -> list:
+    """Every model's optimizer, inside any LossScaleOptimizer: a rollback backs off all their
+    learning rates alike (the step's one verdict found them all unstable)."""
+    return list(self.inner_optimizers)
+
   def step(self, batch=None) -> 'scope_lib.StepScope':
     """The guarded scope of one training step (a context manager; see `scope.StepScope`).
 

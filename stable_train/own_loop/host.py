@@ -69,13 +69,21 @@ class LoopHost:
     self._started, self._unread = True, 0
 
   def after_step(self, steps: int = 1) -> None:
-    """Call after each call of the step function (`steps`: the steps it ran). Every `read_every`
-    steps the reports are read and acted on. Raises `errors.RunAborted` when the run cannot go
-    on (the reason names the cause and the remedy)."""
+    """Call after each call of the step function (`steps`: the steps it ran, at most the guard's
+    `report_rows`). Every `read_every` steps, or sooner where a next call of as many steps would
+    overwrite reports not read yet, the reports are read and acted on. Raises
+    `errors.RunAborted` when the run cannot go on (the reason names the cause and the remedy)."""
     if not self._started:
       raise errors.ConfigError('LoopHost: call start() first, or use `with LoopHost(...) as host`.')
+    held = self.guard.reports_held
+    if steps > held:
+      raise errors.ConfigError(
+          f'LoopHost: after_step(steps={steps}), but the guard keeps the reports of {held} steps; '
+          f'create it with StepGuard(..., report_rows={steps}) or more.')
     self._unread += steps
-    if self._unread >= self.read_every:
+    # Every `read_every` steps, and before a next call of as many steps would overwrite reports
+    # not read yet (the ring keeps `held` steps).
+    if self._unread >= self.read_every or self._unread + steps > held:
       self._unread = 0
       self.driven.read()
 

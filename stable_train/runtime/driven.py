@@ -12,7 +12,8 @@ device) and, given a `model_dir`, as committed checkpoints with the manifest, wr
 every variable is finite (`host.RunHost`). An abort raises `errors.RunAborted`.
 
 The guard it drives has: `policies`, `state`, `strategy`, `optimizer`, `model`, `host` (set while
-a run is on), `reports_held` (steps the ring holds), `read_reports(since_step)`,
+a run is on), `scaled_optimizers` (those whose rate the run's factor scales), `reports_held`
+(steps the ring holds), `read_reports(since_step)`,
 `forget_reports()`, `checkpoint_objects()`, `probe()`, `float_variables()`, and
 `ready_for_checkpoint()` (built, so that a checkpoint holds the whole state).
 """
@@ -46,6 +47,12 @@ class DrivenGuard:
   first_batch_sample = None
   variable_paths = ()
   input_paths = ()
+
+  @property
+  def scaled_optimizers(self) -> list:
+    """The optimizers whose learning rate the run's factor scales (a rollback's backoff): all
+    that apply the step's update."""
+    return [self.optimizer]
 
   @property
   def reports_held(self) -> int:
@@ -257,23 +264,25 @@ class DrivenModel:
     self._run = run
     g = self._guard = run.guard
     self.state, self.policies = g.state, g.policies
-    self._lr_control = None
+    self._lr_controls = {}  # Of the optimizers with a schedule, by index, once one is scaled.
     self.probe = g.probe()
 
   def learning_rate(self) -> float:
     return float(tf.cast(self._guard.optimizer.learning_rate, tf.float32).numpy())
 
   def set_lr_scale(self, scale: float) -> None:
-    """Sets the factor on the learning rate: a schedule is wrapped once (`lr.ScaledSchedule`),
-    a constant rate is scaled by new / old factor, so a change by ReduceLROnPlateau stands."""
-    state, optimizer = self.state, self._guard.optimizer
+    """Sets the factor on the learning rate of every optimizer that applies the step (a GAN's
+    two alike): a schedule is wrapped once (`lr.ScaledSchedule`), a constant rate is scaled by
+    new / old factor, so a change by ReduceLROnPlateau stands."""
+    state = self.state
     old = float(state.lr_scale.numpy())
     state.lr_scale.assign(scale)
-    if callable(compat.learning_rate_of(optimizer)):
-      if self._lr_control is None:
-        self._lr_control = lr_lib.LearningRateControl(optimizer, state.lr_scale)
-    else:
-      optimizer.learning_rate = float(optimizer.learning_rate.numpy()) * float(scale) / old
+    for i, optimizer in enumerate(self._guard.scaled_optimizers):
+      if callable(compat.learning_rate_of(optimizer)):
+        if i not in self._lr_controls:
+          self._lr_controls[i] = lr_lib.LearningRateControl(optimizer, state.lr_scale)
+      else:
+        optimizer.learning_rate = float(optimizer.learning_rate.numpy()) * float(scale) / old
 
   def skip_data(self, count: int):
     position = self._run.host.data_position()  # The loop owns the iterator.
