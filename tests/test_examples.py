@@ -1,6 +1,7 @@
 """The examples in examples/ run, each on the real scikit-learn digits (bundled, no download), and
 do what they say: a guarded `model.fit`, the Trainer from a gin file through the CLI, a subclassed
-Trainer, and a `keras.applications` model. Short runs (a few epochs), in this one process."""
+Trainer, a `keras.applications` model, and a GAN in a hand-written loop. Short runs (a few epochs
+or steps), in this one process."""
 
 import json
 import os
@@ -19,6 +20,7 @@ sys.path.insert(0, EXAMPLES)
 import applications_fit  # pylint: disable=g-import-not-at-top,wrong-import-position
 import digits_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 import fit_digits  # pylint: disable=g-import-not-at-top,wrong-import-position
+import own_loop_gan  # pylint: disable=g-import-not-at-top,wrong-import-position
 import trainer_digits  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -70,6 +72,25 @@ class ExamplesTest(tf.test.TestCase):
     self.assertBetween(result['val_accuracy'], 0.0, 1.0)
     loaded = keras.models.load_model(result['export'])
     self.assertTrue(all(np.all(np.isfinite(v.numpy())) for v in loaded.variables))
+
+  def test_a_gan_in_a_hand_written_loop(self):
+    model_dir = self.get_temp_dir()
+    result = own_loop_gan.main(['--epochs=2', '--steps_per_epoch=6', '--no_shuffle',
+                                f'--model_dir={model_dir}'])
+    self.assertEqual(result['status'], 'completed')
+    self.assertEqual(result['skipped_steps'], 6)  # Images 7, 68, 129: batches 1, 3, 5 of 6.
+    self.assertTrue(np.isfinite(result['d_loss']) and np.isfinite(result['g_loss']))
+    initial = own_loop_gan.make_models()  # Seeded: the weights the run started from.
+    for trained, untrained in zip((result['generator'], result['discriminator']), initial):
+      weights = [v.numpy() for v in trained.trainable_variables]
+      self.assertTrue(all(np.all(np.isfinite(w)) for w in weights))
+      self.assertFalse(all(np.array_equal(w, v.numpy())
+                           for w, v in zip(weights, untrained.trainable_variables)), trained.name)
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual((summary['status'], summary['skipped_steps'], summary['applied_steps']),
+                     ('completed', 6, 6))
+    self.assertTrue(os.path.exists(os.path.join(model_dir, 'checkpoints', 'manifest.json')))
 
 
 if __name__ == '__main__':
