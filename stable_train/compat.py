@@ -8,6 +8,7 @@ feature and the versions, and this file is the one place to mend. Where a public
 
 import contextlib
 import os
+import threading
 from typing import Any, Callable, List, Optional, Sequence
 
 import keras
@@ -229,9 +230,30 @@ def tf_global_generator() -> tf.random.Generator:
   from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
   from tensorflow.python.ops import stateful_random_ops  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
   seed = context.global_seed()
-  if getattr(stateful_random_ops, 'global_generator', None) is None and seed is not None:
-    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
-  return tf.random.get_global_generator()
+
+  def make():
+    if seed is not None:
+      tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
+    return tf.random.get_global_generator()
+
+  if getattr(stateful_random_ops, 'global_generator', None) is not None:
+    return tf.random.get_global_generator()
+  if not tf.distribute.has_strategy():
+    return make()
+  # In a strategy's scope the generator would become that strategy's distributed variable, which
+  # no later strategy could use: it is made on a thread of its own, outside every scope.
+  made = []
+  worker = threading.Thread(target=lambda: made.append(make()))
+  worker.start()
+  worker.join()
+  return made[0]
+
+
+def variable_strategy(variable) -> Optional[tf.distribute.Strategy]:
+  """The strategy a (Keras or TF) variable was created under as a distributed variable, or
+  None for a plain one."""
+  inner = variable.value if isinstance(variable, keras.Variable) else variable
+  return getattr(inner, '_distribute_strategy', None)
 
 
 def keras_global_seed_generator(create: bool = True):

@@ -226,7 +226,10 @@ class GuardedOptimizerMirroredTest(tf.test.TestCase, parameterized.TestCase):
   """Under MirroredStrategy, on one device and on the session's two logical CPUs."""
 
   def _run(self, devices, guarded, bads, bad_replica=0, mode='function'):
-    strategy = tf.distribute.MirroredStrategy(devices)
+    # ReductionToOneDevice: the default collectives' instance keys would meet those of other
+    # tests' strategies in this process (BUILD_NOTES).
+    strategy = tf.distribute.MirroredStrategy(
+        devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
     with strategy.scope():
       keras.utils.set_random_seed(1)
       model = _model()
@@ -258,7 +261,8 @@ class GuardedOptimizerMirroredTest(tf.test.TestCase, parameterized.TestCase):
       opt.apply([tf.zeros([3, 4])])
 
   def test_unbuilt_under_two_replicas_asks_for_build(self):
-    strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+    strategy = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
     with strategy.scope():
       model = _model()
       opt = stable_train.GuardedOptimizer(keras.optimizers.SGD())

@@ -1,6 +1,7 @@
 """Tests for stable_train.own_loop: StepGuard guarding the hand-written steps of a model zoo."""
 
 import dataclasses
+import os
 from typing import Callable, List, Optional
 
 from absl.testing import parameterized
@@ -10,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import stable_train
+from stable_train import compat
 
 _BATCH = 16  # The global batch: 8 rows per replica on two.
 _CLASSES = 3
@@ -467,3 +469,98 @@ class ErrorsTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class GlobalGeneratorsTest(tf.test.TestCase):
+  """The process-wide generators under strategies the guard is created in."""
+
+  def _mirrored(self):
+    return tf.distribute.MirroredStrategy(
+        _CPUS, cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+  def _guard(self):
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    return stable_train.StepGuard(model, keras.optimizers.SGD(0.1))
+
+  def test_a_keras_generator_of_another_strategy_is_a_one_line_error(self):
+    keras.utils.set_random_seed(0)
+    with self._mirrored().scope():
+      compat.keras_global_seed_generator()  # Made in this scope: that strategy's variable.
+    with self._mirrored().scope():
+      with self.assertRaisesRegex(stable_train.ConfigError,
+                                  r'^StepGuard: Keras\'s global seed generator .* '
+                                  r'keras.utils.set_random_seed\(seed\) outside'):
+        self._guard()
+    keras.utils.set_random_seed(0)  # The remedy the message names.
+    with self._mirrored().scope():
+      guard = self._guard()
+    self.assertTrue(all(compat.variable_strategy(v) in (None, guard.strategy)
+                        for v in guard.random_states))
+
+
+class UsageTest(tf.test.TestCase):
+  """How a step hands things in: an eager numpy batch, outputs or none, the strategy's scope."""
+
+  def _parts(self):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    return model, keras.optimizers.SGD(0.1)
+
+  def test_an_eager_step_takes_a_numpy_batch_and_checks_it(self):
+    model, opt = self._parts()
+    guard = stable_train.StepGuard(model, opt, policies=[
+        stable_train.CheckNumerics(check_inputs=True), stable_train.SkipNonFinite()])
+    x = np.ones([4, 3], np.float32)
+    x[1, 2] = np.nan
+    y = np.zeros([4, 2], np.float32)
+    before = [v.numpy() for v in model.variables + opt.variables]
+    with guard.step((x, y)) as step:  # Eager: numpy arrays as they come.
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+      step.apply(tape.gradient(loss, model.trainable_variables), loss)
+    self.assertFalse(bool(step.report['applied']))
+    self.assertFalse(bool(step.report['inputs_finite']))
+    self.assertEqual(guard.input_paths, ['features', 'labels'])
+    for b, v in zip(before, model.variables + opt.variables):
+      self.assertAllEqual(b, v.numpy())
+
+  def test_the_summary_says_whether_the_step_saw_the_outputs(self):
+    for outputs in (False, True):
+      model, opt = self._parts()
+      guard = stable_train.StepGuard(model, opt, policies=[stable_train.SkipNonFinite()])
+      with stable_train.LoopHost(guard, read_every=1) as host:
+        with guard.step() as step:
+          with tf.GradientTape() as tape:
+            predictions = model(tf.ones([4, 3]))
+            loss = tf.reduce_mean(tf.square(predictions))
+          step.apply(tape.gradient(loss, model.trainable_variables), loss,
+                     outputs=predictions if outputs else None)
+        host.after_step()
+      self.assertIs(host.last_summary['outputs_checked'], outputs)
+
+  def test_a_guard_outside_the_optimizers_strategy_is_a_one_line_error(self):
+    strategy = tf.distribute.MirroredStrategy(
+        _CPUS, cross_device_ops=tf.distribute.ReductionToOneDevice())
+    with strategy.scope():
+      model, opt = self._parts()
+      opt.build(model.trainable_variables)
+    with self.assertRaisesRegex(stable_train.ConfigError,
+                                r'^StepGuard: the optimizer belongs to another distribution '
+                                r'strategy.*inside the same `with strategy.scope\(\):`'):
+      stable_train.StepGuard(model, opt)
+
+  def test_the_loop_sets_the_epoch_its_events_carry(self):
+    model, opt = self._parts()
+    guard = stable_train.StepGuard(model, opt, policies=[stable_train.SkipNonFinite()])
+    model_dir = self.get_temp_dir()
+    with stable_train.LoopHost(guard, model_dir=model_dir, read_every=1) as host:
+      host.epoch = 2  # 0-based, as the loop counts.
+      with guard.step() as step:
+        with tf.GradientTape() as tape:
+          loss = tf.reduce_mean(tf.square(model(tf.ones([4, 3]))))
+        step.apply(tape.gradient(loss, model.trainable_variables), loss)
+      host.after_step()
+    records = stable_train.events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    self.assertEqual([r['epoch'] for r in records if r['event'] == 'done'], [3])
+    with self.assertRaisesRegex(stable_train.ConfigError, 'LoopHost: epoch=-1'):
+      host.epoch = -1

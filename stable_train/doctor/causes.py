@@ -68,7 +68,10 @@ def _op(s: Symptoms) -> str:
 
 
 def _loss_only(s: Symptoms) -> int:
-  """Faulty steps whose loss was non-finite from finite model outputs."""
+  """Faulty steps whose loss was non-finite from finite model outputs (none known when the
+  step did not see the outputs)."""
+  if not s.outputs_checked:
+    return 0
   kinds = s.fault_kinds()
   return (len(s.faults) - s.outputs_non_finite() - kinds.get('input', 0)
           - kinds.get('gradient', 0))

@@ -49,6 +49,9 @@ class Symptoms:
   checks: List[str] = dataclasses.field(default_factory=list)  # divergence_check verdicts.
   collapsed: bool = False  # A divergence_check found the outputs the same for every example.
   inputs_checked: bool = False  # The stack checked every input tensor's finiteness.
+  # The step saw the model's outputs (a hand-written step that hands StepGuard none did not: a
+  # non-finite loss is then no evidence of finite outputs).
+  outputs_checked: bool = True
   first_step: Optional[int] = None  # The run's first step (its start event's step + 1).
   outlier_batches: List[int] = dataclasses.field(default_factory=list)
   warnings: List[str] = dataclasses.field(default_factory=list)  # `warning` events' causes.
@@ -123,6 +126,7 @@ class Symptoms:
                                                  'loss_scale', 'applied')}
     s.forensics = forensics[0] if forensics else None
     s.inputs_checked = bool(summary.get('inputs_checked'))
+    s.outputs_checked = summary.get('outputs_checked', True) is not False
     s.fp16 = 'loss_scale' in summary or any(
         v != 1.0 for v in finite_values((s.history or {}).get('loss_scale', [])))
     start = summary.get('divergence') or summary.get('init_check') or {}

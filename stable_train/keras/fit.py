@@ -148,9 +148,9 @@ class KerasGuard(driven.DrivenGuard):
             'stable_train.guard_fit: the model was compiled again without its LossScaleOptimizer; '
             'guard it again after compiling.')
       self.loss_scale.follow(wrapper)
-    distribute.check_optimizer(optimizer, self.strategy)
+    distribute.check_optimizer(optimizer, self.strategy, 'stable_train.guard_fit')
     if m.jit_compile:
-      distribute.check_jit(self.strategy, True)
+      distribute.check_jit(self.strategy, True, 'stable_train.guard_fit')
       slow = [p.name for p in self.policies if not p.end_step_compiles]
       if slow:
         raise errors.ConfigError(

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
+from stable_train import compat
 from stable_train import errors
 from stable_train.core import keras_parts
 from stable_train.core import ring
@@ -83,9 +84,14 @@ class StepGuard(driven.DrivenGuard):
     self.strategy = tf.distribute.get_strategy()
     self.inner_optimizers, wrapper = _split_loss_scale(self.optimizers)
     for optimizer in self.inner_optimizers:
-      distribute.check_optimizer(optimizer, self.strategy)
+      if compat.optimizer_strategy(optimizer, self.strategy) is not self.strategy:
+        raise errors.ConfigError(
+            'StepGuard: the optimizer belongs to another distribution strategy than the one in '
+            'scope; create the guard inside the same `with strategy.scope():` as the models and '
+            'optimizers.')
+      distribute.check_optimizer(optimizer, self.strategy, 'StepGuard')
     if self.jit_compile:
-      distribute.check_jit(self.strategy, True)
+      distribute.check_jit(self.strategy, True, 'StepGuard')
     self.policies, self.loss_scale = trainer_setup.policy_stack(
         policies, self.models[0], self.strategy, wrapper=wrapper)
     self._check_policies()
@@ -104,11 +110,13 @@ class StepGuard(driven.DrivenGuard):
       self.state = state_lib.TrainState(policies=self.policies, strategy=self.strategy)
       self.clipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='clipped_steps')
     self.random_states = state_lib.random_state_variables()
+    _check_random_states(self.random_states, self.strategy)
     self.rows = ring.ReportRing(report_rows, self.strategy)
     self.first_batch_sample = (first_batch_lib.FirstBatch.for_policies(self.policies, self.strategy)
                                if loss_fn is not None else None)
     self.input_paths: List[str] = []
     self.host = None  # The `driven.DrivenRun` of the run going on, if any.
+    self.outputs_checked = True  # False once a traced step handed in no outputs.
     self.end_steps = [p for p in self.policies if p.uses_end_step]
     self.core = step_lib.GuardedStep(step_lib.StepParts(
         split_batch=keras_parts.split_batch, compute=self._compute, variables=lambda: self.variables,
@@ -178,6 +186,9 @@ class StepGuard(driven.DrivenGuard):
         model=self.models[0], policies=self.policies, split_batch=keras_parts.split_batch,
         loss_and_gradients=self.loss_and_gradients, model_checkpoint=self.model_checkpoint,
         first_batch=self.first_batch, jit_compile=self.jit_compile)
+
+  def summary_notes(self):
+    return {'outputs_checked': self.outputs_checked}
 
   def ready_for_checkpoint(self) -> bool:
     return True  # Built at construction.
@@ -270,6 +281,19 @@ def _check(models, optimizers) -> None:
       raise errors.ConfigError(
           f'StepGuard: {o!r} is not a Keras optimizer instance{hint}, e.g. '
           'keras.optimizers.Adam(1e-3).')
+
+
+def _check_random_states(states, strategy) -> None:
+  """The process-wide generators are usable under `strategy` (not another strategy's)."""
+  if not tf.distribute.has_strategy():
+    return
+  for v in states:
+    own = compat.variable_strategy(v)
+    if own is not None and own is not strategy:
+      raise errors.ConfigError(
+          'StepGuard: Keras\'s global seed generator was created under another distribution '
+          'strategy; call keras.utils.set_random_seed(seed) outside any strategy scope (it '
+          'makes a new one), then create the strategy and the guard.')
 
 
 def _split_loss_scale(optimizers):

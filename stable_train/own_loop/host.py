@@ -63,6 +63,16 @@ class LoopHost:
   last_summary = property(lambda self: self.driven.host.last_summary,
                           doc='The summary of the last run (as its summary.json), or {}.')
 
+  @property
+  def epoch(self) -> int:
+    """The loop's epoch, 0-based, as the loop sets it (`host.epoch = e`); events and the summary
+    carry it 1-based."""
+    return self.driven.epoch
+
+  @epoch.setter
+  def epoch(self, value: int) -> None:
+    self.driven.epoch = errors.check_int('LoopHost', 'epoch', value)
+
   def start(self) -> None:
     """Starts a run (the run files, the start checkpoint a Rollback needs)."""
     self.driven.begin()

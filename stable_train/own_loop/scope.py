@@ -28,7 +28,9 @@ class StepScope:
 
   def __init__(self, guard, batch=None):
     self._guard = guard
-    self._batch = batch
+    # Tensors (a numpy batch of an eager step included), None entries kept.
+    self._batch = None if batch is None else tf.nest.map_structure(
+        lambda t: t if t is None or isinstance(t, tf.Tensor) else tf.convert_to_tensor(t), batch)
     self._grads: List[Optional[list]] = [None] * len(guard.optimizers)
     self._losses, self._outputs_ok = [], []
     self._scaled = False
@@ -82,7 +84,9 @@ class StepScope:
     self._grads[index] = [tf.zeros_like(v) if d is None else tf.convert_to_tensor(d)
                           for d, v in zip(grads, variables)]
     self._losses.append(loss)
-    if outputs is not None:
+    if outputs is None:
+      g.outputs_checked = False  # The doctor then reads no non-finite loss as the loss's own.
+    else:
       self._outputs_ok.extend(tf.reduce_all(tf.math.is_finite(o)) for o in tf.nest.flatten(outputs)
                               if o is not None and o.dtype.is_floating)
 

@@ -222,31 +222,32 @@ def unscale_replica_loss(value):
 gradients_already_aggregated = compat.gradients_already_aggregated
 
 
-def check_optimizer(optimizer, strategy: tf.distribute.Strategy) -> None:
-  """Rejects optimizer settings that cannot work on aggregated gradients under a strategy."""
+def check_optimizer(optimizer, strategy: tf.distribute.Strategy, owner: str = 'Trainer') -> None:
+  """Rejects optimizer settings that cannot work on aggregated gradients under a strategy
+  (`owner` names the front door in the message)."""
   if strategy.num_replicas_in_sync <= 1 and not isinstance(strategy, _MIRRORED_KINDS):
     return
   own = compat.optimizer_strategy(optimizer, strategy)  # Keras captures it when built.
   if own is not strategy:
     raise errors.ConfigError(
-        f'Trainer: the optimizer was created outside {type(strategy).__name__}.scope(); create '
+        f'{owner}: the optimizer was created outside {type(strategy).__name__}.scope(); create '
         'the model and the optimizer inside `with strategy.scope():`.')
   for name in ('clipnorm', 'clipvalue', 'global_clipnorm'):
     if getattr(optimizer, name, None):
       raise errors.ConfigError(
-          f'Trainer: optimizer {name}={getattr(optimizer, name)!r} under a distribution strategy; '
+          f'{owner}: optimizer {name}={getattr(optimizer, name)!r} under a distribution strategy; '
           'use the ClipByGlobalNorm policy, which clips the aggregated gradient.')
   if getattr(optimizer, 'gradient_accumulation_steps', None):
     raise errors.ConfigError(
-        'Trainer: optimizer gradient_accumulation_steps is not supported under a distribution '
+        f'{owner}: optimizer gradient_accumulation_steps is not supported under a distribution '
         'strategy (its accumulate-or-apply cond cannot be agreed across replicas).')
 
 
-def check_jit(strategy: tf.distribute.Strategy, jit_compile: bool) -> None:
+def check_jit(strategy: tf.distribute.Strategy, jit_compile: bool, owner: str = 'Trainer') -> None:
   """Refuses XLA under a mirrored strategy (it would need a nested function that all-reduces)."""
   if jit_compile and isinstance(strategy, _MIRRORED_KINDS):
     raise errors.ConfigError(
-        f'Trainer: jit_compile=True under {type(strategy).__name__} is not supported: an XLA '
+        f'{owner}: jit_compile=True under {type(strategy).__name__} is not supported: an XLA '
         'function that all-reduces inside strategy.run fails with merge_call errors in TF 2.21; '
         'set jit_compile=False.')
 

@@ -72,6 +72,10 @@ class DrivenGuard:
     if self.rows is not None:
       self.rows.clear()
 
+  def summary_notes(self):
+    """The guard's own fields of summary.json (e.g. `outputs_checked`)."""
+    return {}
+
   def first_batch(self):
     """The kept rows of the first batch the step trained on, or None (no policy reads it, no
     step yet, or none can be kept). Eager."""
@@ -211,7 +215,7 @@ class DrivenRun:
     if ended.finished:
       self.host.emit('done', self.host.step(), status=ended.status.value,
                      reason=ended.reason or 'run ended')
-    self.host.end_summary(ended, optimizer=self.guard.optimizer)
+    self.host.end_summary(ended, optimizer=self.guard.optimizer, notes=self.guard.summary_notes())
     self.release()
     if not ended.finished and raise_abort:
       if hasattr(self.guard.model, 'stop_training'):

@@ -38,8 +38,10 @@ class RunSummary:
         self.last_loss = float(applied[-1])
 
   def build(self, outcome: outcome_lib.Outcome, *, last_eval: Optional[Dict[str, Any]] = None,
-            metrics: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
-    """The summary dict of a run that ended with `outcome`."""
+            metrics: Optional[Dict[str, float]] = None,
+            notes: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The summary dict of a run that ended with `outcome` (`notes`: the front door's own
+    fields, e.g. what its step did not check)."""
     t = self._state
     step = int(t.global_step.numpy())
     summary = {
@@ -55,6 +57,7 @@ class RunSummary:
     }
     for p in self._policies:
       summary.update(p.summary())
+    summary.update(notes or {})
     if self._epochs is not None:
       summary.update(epoch=self._epoch_of(step), num_epochs=self._epochs[0],
                      steps_per_epoch=self._epochs[1])
