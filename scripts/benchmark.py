@@ -830,6 +830,7 @@ OWN_VARIANTS = {  # name: what the step does between the tape and the update.
     'gopt': 'stable_train.GuardedOptimizer(Adam): apply',
     'skip': 'StepGuard(policies=[SkipNonFinite()])',
     'none': 'StepGuard(policies=[]): the guard with no policy',
+    'guard_loss': 'StepGuard (default policies), returns the loss alone (not step.report)',
 }
 
 
@@ -876,7 +877,7 @@ class OwnStep:
         with guard.step((x, y) if checked else None) as scope:
           loss, grads = loss_and_grads(x, y)
           scope.apply(grads, loss)
-        return scope.report
+        return scope.report['loss'] if variant == 'guard_loss' else scope.report
 
     self.step_fn = tf.function(step, jit_compile=self.jit)
     self.failure = None
@@ -902,11 +903,11 @@ class OwnStep:
 
 def own_loop_variants(breakdown: bool):
   """The variants each model and mode runs: a, b, c, GuardedOptimizer (d) where this checkout has
-  it, the guard with the input check (b'); with `breakdown`, the guard with SkipNonFinite alone
-  and with no policy."""
+  it, the guard with the input check (b'); with `breakdown`, the guard with SkipNonFinite alone,
+  with no policy, and returning the loss alone."""
   import stable_train  # pylint: disable=g-import-not-at-top
   gopt = ['gopt'] if hasattr(stable_train, 'GuardedOptimizer') else []
-  return ['bare', 'guard', 'lso'] + gopt + ['guard_in'] + (['skip', 'none'] if breakdown else [])
+  return ['bare', 'guard', 'lso'] + gopt + ['guard_in'] + (['skip', 'none', 'guard_loss'] if breakdown else [])
 
 
 def own_loop(a):
@@ -956,13 +957,14 @@ def own_loop_ratios(ratios, prefix, m, variants):
     ratios.add(f'own_loop.{prefix}.{guard}_over_lso', r(guard), r('lso'), 1.0,
                note=f'[{shown}/c: the guard no slower than LossScaleOptimizer]')
   for v, what in (('lso', 'c/a'), ('gopt', 'd/a: GuardedOptimizer'),
-                  ('skip', 'StepGuard, SkipNonFinite alone'), ('none', 'StepGuard, no policy')):
+                  ('skip', 'StepGuard, SkipNonFinite alone'), ('none', 'StepGuard, no policy'),
+                  ('guard_loss', 'StepGuard returning the loss alone')):
     if v in variants:
       ratios.add(f'own_loop.{prefix}.{v}_over_bare', r(v), r('bare'), note=f'[{what}]')
-  for v in ('skip', 'none'):
+  for v, what in (('skip', 'the default policies above SkipNonFinite'),
+                  ('none', 'the default policies above none'), ('guard_loss', 'step.report')):
     if v in variants:
-      ratios.add(f'own_loop.{prefix}.guard_over_{v}', r('guard'), r(v),
-                 note='[the default policies above it]')
+      ratios.add(f'own_loop.{prefix}.guard_over_{v}', r('guard'), r(v), note=f'[{what}]')
   lines = [f'METRIC own_loop.{prefix}.bare_ms {bare_ms:.3f}  (a: the bare step, median ms/step)']
   for guard, den, target, text in (
       ('guard', 'lso', 1.0, 'guard no slower than LossScaleOptimizer (b/c <= 1.0)'),
@@ -1183,7 +1185,8 @@ def main(argv=None):
   p.add_argument('--transformer_steps', type=int,
                  help='own_loop: steps per round on the transformer (default: --steps)')
   p.add_argument('--breakdown', action='store_true',
-                 help='own_loop: also the guard with SkipNonFinite alone and with no policy')
+                 help='own_loop: also the guard with SkipNonFinite alone, with no policy, and '
+                 'returning the loss alone')
   p.add_argument('--rss_child', choices=('bare', 'stack'), help=argparse.SUPPRESS)
   p.add_argument('--rss_k', type=int, default=1, help=argparse.SUPPRESS)
   p.add_argument('--rss_jit', action='store_true', help=argparse.SUPPRESS)
