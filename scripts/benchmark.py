@@ -938,8 +938,9 @@ def own_loop(a):
       summary += own_loop_ratios(ratios, f'{model}.{m}', m, variants)
     print('\n'.join(ratios.lines))
     code = max(code, sanity(wall, problems))
-  print('# the targets (b: StepGuard, default policies; a: bare; c: LossScaleOptimizer; ratio of '
-        'medians, paired median of the per-round ratios)')
+  print('# the targets (b: StepGuard, default policies; a: bare; c: LossScaleOptimizer; wall: ratio '
+        'of medians, paired median of the per-round ratios; cpu: ratio of the process-CPU medians, '
+        'steadier when other jobs share the machine)')
   print('\n'.join(summary))
   print(f'# load avg at the end {os.getloadavg()[0]:.2f}')
   return code
@@ -981,7 +982,9 @@ def own_loop_ratios(ratios, prefix, m, variants):
       verdict = 'meets' if value <= target else 'misses'
     else:
       verdict = f'n/a (bare {bare_ms:.2f} ms < 5 ms)'
-    lines.append(f'TARGET {prefix:22s} {text}: {value:.3f} (paired median {paired:.3f}) {verdict}')
+    cpu = ratios.cmed[r(guard)] / ratios.cmed[r(den)]
+    lines.append(f'TARGET {prefix:22s} {text}: {value:.3f} (paired median {paired:.3f}, cpu '
+                 f'{cpu:.3f}) {verdict}')
   return lines
 
 
