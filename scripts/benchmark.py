@@ -834,6 +834,15 @@ OWN_VARIANTS = {  # name: what the step does between the tape and the update.
 }
 
 
+def skip_alone():
+  import stable_train  # pylint: disable=g-import-not-at-top
+  return [stable_train.SkipNonFinite()]
+
+
+# The StepGuard variants' policy stacks (None: StepGuard's default, stable_train.default_policies).
+OWN_POLICIES = {'skip': skip_alone, 'none': no_policies}
+
+
 class OwnStep:
   """A hand-written GradientTape step (`variant`: a key of OWN_VARIANTS), one tf.function call a
   step from a Python loop over the shared pipeline, as a user's loop runs it; its own seed-0 model
@@ -868,8 +877,7 @@ class OwnStep:
         outer.apply(grads, variables)
         return loss
     else:
-      policies = {'skip': lambda: [stable_train.SkipNonFinite()], 'none': no_policies}.get(
-          variant, lambda: None)()
+      policies = OWN_POLICIES.get(variant, lambda: None)()
       guard = stable_train.StepGuard(model, self.optimizer, policies=policies, jit_compile=self.jit)
       checked = variant == 'guard_in'
 
@@ -951,7 +959,9 @@ def own_loop_ratios(ratios, prefix, m, variants):
   bare_ms = ratios.med[f'bare.{m}']
   big = bare_ms >= 5.0
   r = lambda v: f'{v}.{m}'  # noqa: E731
-  for guard, shown in (('guard', 'b'), ('guard_in', "b' (inputs checked)")):
+  guards = {g: shown for g, shown in (('guard', 'b'), ('guard_in', "b' (inputs checked)"))
+            if g in variants}
+  for guard, shown in guards.items():
     ratios.add(f'own_loop.{prefix}.{guard}_over_bare', r(guard), r('bare'), 1.05 if big else None,
                note=f'[{shown}/a; target <= 1.05 where the bare step is >= 5 ms: it is '
                f'{bare_ms:.2f} ms]')
@@ -972,6 +982,8 @@ def own_loop_ratios(ratios, prefix, m, variants):
       ('guard', 'bare', 1.05, '<= 1.05x bare where the bare step is >= 5 ms (b/a)'),
       ('guard_in', 'lso', 1.0, "guard.step((x, y)) no slower than LossScaleOptimizer (b'/c)"),
       ('guard_in', 'bare', 1.05, "guard.step((x, y)) <= 1.05x bare where it is >= 5 ms (b'/a)")):
+    if guard not in guards:
+      continue
     value = ratios.med[r(guard)] / ratios.med[r(den)]
     pairs = [ratios.by_round[r(guard)][i] / ratios.by_round[r(den)][i]
              for i in ratios.by_round[r(guard)] if i in ratios.by_round[r(den)]]
