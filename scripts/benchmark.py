@@ -11,6 +11,11 @@
                                                            # guarded vs plain model.fit
   python scripts/benchmark.py --section floor              # what a bit-identical skip cannot
                                                            # avoid, and each layer above it
+  python scripts/benchmark.py --section own_loop           # a hand-written step: bare, StepGuard,
+                                                           # LossScaleOptimizer; 3 models, XLA
+                                                           # off and on (--quick: the seed MLP)
+  python scripts/benchmark.py --section own_loop --model mlp --breakdown   # + the guard with
+                                                           # SkipNonFinite alone, with no policy
 
 Section `speed` (the default) follows the reference protocol of ../shared/bench/perf.py. Every
 configuration trains its own seed-0 model (Adam 1e-3) on one shared in-memory pipeline
@@ -611,6 +616,8 @@ class Ratios:
     value = self.med[num] / self.med[den]
     if target is None:
       goal = verdict = ''
+    elif np.isnan(value):
+      goal, verdict = f'target {target:.2f}', 'n/a (no timed round)'
     elif higher_is_better:
       goal, verdict = f'>= {target:.2f}', 'meets' if value >= target else 'misses'
     else:
@@ -813,6 +820,187 @@ def floor(a):
 
 
 # ------------------------------------------------------------------------------------------------
+# The own_loop section: a hand-written step, bare, guarded by StepGuard, and under Keras's skip.
+# ------------------------------------------------------------------------------------------------
+OWN_VARIANTS = {  # name: what the step does between the tape and the update.
+    'bare': 'tape, optimizer.apply(grads)',
+    'guard': 'StepGuard (default policies), returns step.report',
+    'guard_in': 'StepGuard (default policies) with guard.step((x, y)): the inputs checked too',
+    'lso': 'keras LossScaleOptimizer(Adam), float32: grads of scale_loss(loss), apply',
+    'gopt': 'stable_train.GuardedOptimizer(Adam): apply',
+    'skip': 'StepGuard(policies=[SkipNonFinite()])',
+    'none': 'StepGuard(policies=[]): the guard with no policy',
+    'guard_loss': 'StepGuard (default policies), returns the loss alone (not step.report)',
+}
+
+
+def skip_alone():
+  import stable_train  # pylint: disable=g-import-not-at-top
+  return [stable_train.SkipNonFinite()]
+
+
+# The StepGuard variants' policy stacks (None: StepGuard's default, stable_train.default_policies).
+OWN_POLICIES = {'skip': skip_alone, 'none': no_policies}
+
+
+class OwnStep:
+  """A hand-written GradientTape step (`variant`: a key of OWN_VARIANTS), one tf.function call a
+  step from a Python loop over the shared pipeline, as a user's loop runs it; its own seed-0 model
+  and Adam."""
+
+  def __init__(self, name, work, variant, jit, steps=None):
+    self.name, self.work, self.variant, self.jit, self.steps = name, work, variant, jit, steps
+    self.desc = f'{OWN_VARIANTS[variant]}, 1 step/call, jit_compile={jit}'
+
+  def build(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    import stable_train  # pylint: disable=g-import-not-at-top
+    tf, loss_fn, variant = self.work.tf, self.work.loss, self.variant
+    model = self.model = self.work.new_model()
+    self.optimizer = keras.optimizers.Adam(LR)  # The one whose `iterations` counts the updates.
+    variables = list(model.trainable_variables)
+
+    def loss_and_grads(x, y, scale=None):
+      with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+        target = loss if scale is None else scale(loss)
+      return loss, tape.gradient(target, variables)
+
+    if variant in ('bare', 'lso', 'gopt'):
+      outer = {'bare': lambda o: o, 'lso': keras.optimizers.LossScaleOptimizer,
+               'gopt': lambda o: stable_train.GuardedOptimizer(o)}[variant](self.optimizer)
+      outer.build(variables)
+      scale = outer.scale_loss if variant == 'lso' else None
+
+      def step(x, y):
+        loss, grads = loss_and_grads(x, y, scale)
+        outer.apply(grads, variables)
+        return loss
+    else:
+      policies = OWN_POLICIES.get(variant, lambda: None)()
+      guard = stable_train.StepGuard(model, self.optimizer, policies=policies, jit_compile=self.jit)
+      checked = variant == 'guard_in'
+
+      def step(x, y):
+        with guard.step((x, y) if checked else None) as scope:
+          loss, grads = loss_and_grads(x, y)
+          scope.apply(grads, loss)
+        return scope.report['loss'] if variant == 'guard_loss' else scope.report
+
+    self.step_fn = tf.function(step, jit_compile=self.jit)
+    self.failure = None
+    try:  # Traced and compiled here: a step that cannot run is reported, the others still run.
+      self.step_fn(*next(iter(self.work.dataset)))
+    except tf.errors.OpError as e:
+      self.failure = f'the step fails: {type(e).__name__}: {e.message.splitlines()[0]}'
+
+  def run_round(self, steps):
+    self._before = int(self.optimizer.iterations.numpy())
+    if self.failure:
+      return
+    iterator = iter(self.work.dataset)
+    out = None
+    for _ in range(steps):
+      x, y = next(iterator)
+      out = self.step_fn(x, y)
+    self.last_loss = float(out['loss'] if isinstance(out, dict) else out)
+
+  def check(self, steps):
+    return [self.failure] if self.failure else Bare.check(self, steps)
+
+
+def own_loop_variants(breakdown: bool):
+  """The variants each model and mode runs: a, b, c, GuardedOptimizer (d) where this checkout has
+  it, the guard with the input check (b'); with `breakdown`, the guard with SkipNonFinite alone,
+  with no policy, and returning the loss alone."""
+  import stable_train  # pylint: disable=g-import-not-at-top
+  gopt = ['gopt'] if hasattr(stable_train, 'GuardedOptimizer') else []
+  return ['bare', 'guard', 'lso'] + gopt + ['guard_in'] + (['skip', 'none', 'guard_loss'] if breakdown else [])
+
+
+def own_loop(a):
+  """Per model and XLA mode, interleaved rounds of the hand-written step, one step per call: bare
+  (a), guarded by StepGuard (b), under Keras's LossScaleOptimizer (c), and the other variants of
+  `own_loop_variants`; every figure a ratio to a configuration of the same rounds. `--quick`: the
+  seed MLP alone unless --model names one (every variant and mode: the same code paths)."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  names = [a.model] if a.model else ['mlp'] if a.quick else ['mlp', 'convnet', 'transformer']
+  variants = own_loop_variants(a.breakdown)
+  code, summary = 0, []
+  for model in names:
+    work = Workload(model, a.batch, a.examples)
+    steps = a.transformer_steps if model == 'transformer' and a.transformer_steps else a.steps
+    print(f'# stable_train benchmark, own_loop: {work.describe}, batch {a.batch}; TF '
+          f'{tf.__version__}, Keras {keras.__version__}, load avg {os.getloadavg()[0]:.2f}; '
+          f'{a.rounds} rounds x {steps} steps', flush=True)
+    modes = ('k1', 'k1.xla')
+    configs = [OwnStep(f'{v}.{m}', work, v, m.endswith('.xla'), steps)
+               for m in modes for v in variants]
+    wall, cpu, by_round, _, problems = run_rounds(a, configs)
+    ratios = Ratios(wall, cpu, by_round)
+    for c in configs:
+      print(f'CONFIG {c.name:15s} {ratios.med[c.name]:7.3f} ms/step  cpu '
+            f'{ratios.cmed[c.name]:7.3f}  | {c.desc}')
+    for m in modes:
+      summary += own_loop_ratios(ratios, f'{model}.{m}', m, variants)
+    print('\n'.join(ratios.lines))
+    code = max(code, sanity(wall, problems))
+  print('# the targets (b: StepGuard, default policies; a: bare; c: LossScaleOptimizer; wall: ratio '
+        'of medians, paired median of the per-round ratios; cpu: ratio of the process-CPU medians, '
+        'steadier when other jobs share the machine)')
+  print('\n'.join(summary))
+  print(f'# load avg at the end {os.getloadavg()[0]:.2f}')
+  return code
+
+
+def own_loop_ratios(ratios, prefix, m, variants):
+  """The RATIO lines of one model and mode; returns its METRIC and TARGET lines."""
+  bare_ms = ratios.med[f'bare.{m}']
+  big = bare_ms >= 5.0
+  r = lambda v: f'{v}.{m}'  # noqa: E731
+  guards = {g: shown for g, shown in (('guard', 'b'), ('guard_in', "b' (inputs checked)"))
+            if g in variants}
+  for guard, shown in guards.items():
+    ratios.add(f'own_loop.{prefix}.{guard}_over_bare', r(guard), r('bare'), 1.05 if big else None,
+               note=f'[{shown}/a; target <= 1.05 where the bare step is >= 5 ms: it is '
+               f'{bare_ms:.2f} ms]')
+    ratios.add(f'own_loop.{prefix}.{guard}_over_lso', r(guard), r('lso'), 1.0,
+               note=f'[{shown}/c: the guard no slower than LossScaleOptimizer]')
+  for v, what in (('lso', 'c/a'), ('gopt', 'd/a: GuardedOptimizer'),
+                  ('skip', 'StepGuard, SkipNonFinite alone'), ('none', 'StepGuard, no policy'),
+                  ('guard_loss', 'StepGuard returning the loss alone')):
+    if v in variants:
+      ratios.add(f'own_loop.{prefix}.{v}_over_bare', r(v), r('bare'), note=f'[{what}]')
+  for v, what in (('skip', 'the default policies above SkipNonFinite'),
+                  ('none', 'the default policies above none'), ('guard_loss', 'step.report')):
+    if v in variants:
+      ratios.add(f'own_loop.{prefix}.guard_over_{v}', r('guard'), r(v), note=f'[{what}]')
+  lines = [f'METRIC own_loop.{prefix}.bare_ms {bare_ms:.3f}  (a: the bare step, median ms/step)']
+  for guard, den, target, text in (
+      ('guard', 'lso', 1.0, 'guard no slower than LossScaleOptimizer (b/c <= 1.0)'),
+      ('guard', 'bare', 1.05, '<= 1.05x bare where the bare step is >= 5 ms (b/a)'),
+      ('guard_in', 'lso', 1.0, "guard.step((x, y)) no slower than LossScaleOptimizer (b'/c)"),
+      ('guard_in', 'bare', 1.05, "guard.step((x, y)) <= 1.05x bare where it is >= 5 ms (b'/a)")):
+    if guard not in guards:
+      continue
+    value = ratios.med[r(guard)] / ratios.med[r(den)]
+    pairs = [ratios.by_round[r(guard)][i] / ratios.by_round[r(den)][i]
+             for i in ratios.by_round[r(guard)] if i in ratios.by_round[r(den)]]
+    paired = statistics.median(pairs) if pairs else float('nan')
+    if np.isnan(value):
+      verdict = f'FAILED ({r(guard)} did not run: see its SANITY line)'
+    elif den == 'lso' or big:
+      verdict = 'meets' if value <= target else 'misses'
+    else:
+      verdict = f'n/a (bare {bare_ms:.2f} ms < 5 ms)'
+    cpu = ratios.cmed[r(guard)] / ratios.cmed[r(den)]
+    lines.append(f'TARGET {prefix:22s} {text}: {value:.3f} (paired median {paired:.3f}, cpu '
+                 f'{cpu:.3f}) {verdict}')
+  return lines
+
+
+# ------------------------------------------------------------------------------------------------
 # The healthy section: the default stack trains like a bare step.
 # ------------------------------------------------------------------------------------------------
 def healthy(a):
@@ -998,9 +1186,10 @@ def event_record_costs(root, records=1000, per_loop=10, repeats=5):
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split('\n\n', 1)[0],
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument('--section', choices=('speed', 'cadences', 'recorder', 'healthy', 'floor'),
-                 default='speed')
-  p.add_argument('--model', choices=('mlp', 'convnet', 'transformer'), default='mlp')
+  p.add_argument('--section', choices=('speed', 'cadences', 'recorder', 'healthy', 'floor',
+                                        'own_loop'), default='speed')
+  p.add_argument('--model', choices=('mlp', 'convnet', 'transformer'),
+                 help='the model (default: mlp; own_loop: all three)')
   p.add_argument('--batch', type=int, default=32)
   p.add_argument('--steps', type=int, default=200, help='steps per round (a multiple of 10)')
   p.add_argument('--rounds', type=int, default=7, help='timed rounds')
@@ -1008,14 +1197,23 @@ def main(argv=None):
   p.add_argument('--rollbacks', type=int, default=4, help='NaN stretches for the rollback latency')
   p.add_argument('--healthy_steps', type=int, default=2000)
   p.add_argument('--quick', action='store_true', help='smoke test: 1 round x 20 steps')
+  p.add_argument('--transformer_steps', type=int,
+                 help='own_loop: steps per round on the transformer (default: --steps)')
+  p.add_argument('--breakdown', action='store_true',
+                 help='own_loop: also the guard with SkipNonFinite alone, with no policy, and '
+                 'returning the loss alone')
   p.add_argument('--rss_child', choices=('bare', 'stack'), help=argparse.SUPPRESS)
   p.add_argument('--rss_k', type=int, default=1, help=argparse.SUPPRESS)
   p.add_argument('--rss_jit', action='store_true', help=argparse.SUPPRESS)
   a = p.parse_args(argv)
+  if a.section != 'own_loop':
+    a.model = a.model or 'mlp'
   if a.quick:
     a.rounds, a.steps, a.rollbacks, a.healthy_steps = 1, 20, 2, 20
-  if a.steps <= 0 or a.steps % 10:
-    p.error('--steps must be a positive multiple of 10')
+  if a.quick:
+    a.transformer_steps = None
+  if any(n is not None and (n <= 0 or n % 10) for n in (a.steps, a.transformer_steps)):
+    p.error('--steps and --transformer_steps must be positive multiples of 10')
   if a.batch <= 0 or a.examples < a.batch:
     p.error('--batch must be positive and at most --examples')
   logging.getLogger('absl').setLevel(logging.WARNING)  # TF's checkpoint writer logs every save.
@@ -1031,7 +1229,7 @@ def main(argv=None):
   if a.rss_child:
     return rss_child(a)
   sections = {'speed': speed, 'cadences': cadences, 'recorder': recorder, 'healthy': healthy,
-              'floor': floor}
+              'floor': floor, 'own_loop': own_loop}
   return sections[a.section](a)
 
 
