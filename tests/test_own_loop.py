@@ -564,3 +564,57 @@ class UsageTest(tf.test.TestCase):
     self.assertEqual([r['epoch'] for r in records if r['event'] == 'done'], [3])
     with self.assertRaisesRegex(stable_train.ConfigError, 'LoopHost: epoch=-1'):
       host.epoch = -1
+
+  def test_misplaced_calls_are_one_line_errors(self):
+    model, opt = self._parts()
+    guard = stable_train.StepGuard(model, opt, policies=[stable_train.SkipNonFinite()])
+    x = tf.ones([4, 3])
+
+    def grads_and_loss():
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x)))
+      return tape.gradient(loss, model.trainable_variables), loss
+
+    with guard.step() as step:
+      grads, loss = grads_and_loss()
+      step.apply(grads, loss)
+      with self.assertRaisesRegex(stable_train.ConfigError, r'^StepGuard: step.report is set '):
+        step.report  # pylint: disable=pointless-statement
+    with self.assertRaisesRegex(stable_train.ConfigError, r'^StepGuard: step.apply outside'):
+      step.apply(grads, loss)
+    with self.assertRaisesRegex(stable_train.ConfigError, r'^StepGuard: guard.step\(\) inside '):
+      with guard.step():
+        with guard.step():
+          pass
+    with self.assertRaisesRegex(stable_train.ConfigError, r'gradient 0 has shape \(2,\).*order'):
+      with guard.step() as step:
+        step.apply(list(reversed(grads)), loss)
+    with self.assertRaisesRegex(stable_train.ConfigError, r'no gradient for any variable'):
+      with guard.step() as step:
+        step.apply([None, None], loss)
+
+  def test_a_none_gradient_leaves_its_variable_alone_as_keras_does(self):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, [keras.layers.Dense(2)(inputs), keras.layers.Dense(1)(inputs)])
+    opt = keras.optimizers.SGD(0.1, momentum=0.9, weight_decay=0.1)
+    guard = stable_train.StepGuard(model, opt, policies=[stable_train.SkipNonFinite()])
+    unused = [v.numpy() for v in model.layers[2].trainable_variables]
+    for _ in range(2):
+      with guard.step() as step:
+        with tf.GradientTape() as tape:
+          loss = tf.reduce_mean(tf.square(model(tf.ones([4, 3]))[0]))  # The second head unused.
+        step.apply(tape.gradient(loss, model.trainable_variables), loss)
+      self.assertTrue(bool(step.report['applied']))
+    for before, v in zip(unused, model.layers[2].trainable_variables):
+      self.assertAllEqual(before, v.numpy())
+    self.assertEqual(int(opt.iterations.numpy()), 2)
+
+  def test_trainable_changed_after_the_guard_is_named(self):
+    model, opt = self._parts()
+    guard = stable_train.StepGuard(model, opt, policies=[stable_train.SkipNonFinite()])
+    model.layers[0].trainable = False
+    with self.assertRaisesRegex(stable_train.ConfigError,
+                                r'trainable variables changed since the guard was made'):
+      with guard.step() as step:
+        step.apply([], tf.constant(0.0))

@@ -139,7 +139,7 @@ class ValidationTest(tf.test.TestCase):
     first.fit(make_data(num_batches=4, poison=[1, 2]), num_steps=4)
     self.assertEqual(int(skip.total_skips.numpy()), 2)
     with self.assertRaisesRegex(errors.ConfigError,
-                                "policy 'skip_non_finite' .*already belongs to another Trainer"):
+                                "policy 'skip_non_finite' .*already belongs to another run"):
       make_trainer(policies_=[policies.ClipByGlobalNorm(), skip])
     # A Trainer that failed validation claims nothing: its fresh policies stay usable.
     clip = policies.ClipByGlobalNorm()

@@ -73,8 +73,8 @@ class KerasGuard(driven.DrivenGuard):
     self.model = model
     self.strategy = model.distribute_strategy
     self.optimizer, wrapper = precision.split_loss_scale_optimizer(model.optimizer)
-    self.policies, self.loss_scale = trainer_setup.policy_stack(policies, model, self.strategy,
-                                                                wrapper=wrapper)
+    self.policies, self.loss_scale = trainer_setup.policy_stack(
+        policies, model, self.strategy, wrapper=wrapper, owner='stable_train.guard_fit')
     # The loss scale put in for the compiled LossScaleOptimizer scales with its variables.
     self._follows_wrapper = wrapper is not None and self.loss_scale not in (policies or ())
     with self.strategy.scope():

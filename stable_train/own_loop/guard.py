@@ -93,7 +93,7 @@ class StepGuard(driven.DrivenGuard):
     if self.jit_compile:
       distribute.check_jit(self.strategy, True, 'StepGuard')
     self.policies, self.loss_scale = trainer_setup.policy_stack(
-        policies, self.models[0], self.strategy, wrapper=wrapper)
+        policies, self.models[0], self.strategy, wrapper=wrapper, owner='StepGuard')
     self._check_policies()
     self.groups = [list(m.trainable_variables) for m in self.models]
     with self.strategy.scope():
@@ -117,6 +117,7 @@ class StepGuard(driven.DrivenGuard):
     self.input_paths: List[str] = []
     self.host = None  # The `driven.DrivenRun` of the run going on, if any.
     self.outputs_checked = True  # False once a traced step handed in no outputs.
+    self.open_step = None  # The `StepScope` whose block is being traced now.
     self.end_steps = [p for p in self.policies if p.uses_end_step]
     self.core = step_lib.GuardedStep(step_lib.StepParts(
         split_batch=keras_parts.split_batch, compute=self._compute, variables=lambda: self.variables,
@@ -210,15 +211,19 @@ class StepGuard(driven.DrivenGuard):
     return loss, (), tf.constant(True)
 
   # -- traced, from `StepScope` ---------------------------------------------------------------------
-  def apply_groups(self, given: Sequence[bool]):
-    """grads -> None: applies the gradients of the given groups through their optimizers (the
-    others are left alone). Replica context, in the agreed apply."""
+  def apply_groups(self, none: Sequence[Optional[List[bool]]]):
+    """grads -> None: applies the gradients of the groups handed in through their optimizers
+    (`none[i]`: group i's None-gradient flags, or None for a group not handed in, left alone;
+    a variable whose gradient was None is left alone too). Replica context, in the agreed
+    apply."""
     def apply(grads):
       start = 0
-      for optimizer, variables, on in zip(self.inner_optimizers, self.groups, given):
-        if on:
-          optimizer.apply(grads[start:start + len(variables)], variables)
+      for optimizer, variables, skipped in zip(self.inner_optimizers, self.groups, none):
+        mine = grads[start:start + len(variables)]
         start += len(variables)
+        if skipped is not None:
+          pairs = [(g, v) for g, v, n in zip(mine, variables, skipped) if not n]
+          optimizer.apply([g for g, _ in pairs], [v for _, v in pairs])
     return apply
 
   def record(self, report, batches) -> Dict[str, tf.Tensor]:

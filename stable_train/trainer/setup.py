@@ -84,8 +84,8 @@ def check_parts(model, optimizer, loss, *, faults, model_dir) -> None:
   errors.check_dir('Trainer', 'model_dir', model_dir)
 
 
-def policy_stack(policies, model, strategy,
-                 wrapper=None) -> Tuple[List[interfaces.Policy], Optional[object]]:
+def policy_stack(policies, model, strategy, wrapper=None,
+                 owner: str = 'Trainer') -> Tuple[List[interfaces.Policy], Optional[object]]:
   """The validated policy list (None: `default_policies()`) and its loss-scaling policy.
 
   Under float16 compute, or with a Keras LossScaleOptimizer `wrapper` around the optimizer, a
@@ -96,27 +96,27 @@ def policy_stack(policies, model, strategy,
     policies = default_policies()
   if isinstance(policies, (interfaces.Policy, str)) or not hasattr(policies, '__iter__'):
     raise errors.ConfigError(
-        f'Trainer: policies={policies!r} must be a list of policies, e.g. [SkipNonFinite()].')
+        f'{owner}: policies={policies!r} must be a list of policies, e.g. [SkipNonFinite()].')
   policies = list(policies)
   for p in policies:
     if isinstance(p, type) and issubclass(p, interfaces.Policy):  # gin `@SkipNonFinite`.
       raise errors.ConfigError(
-          f'Trainer: policies contains the class {p.__name__}; pass an instance, e.g. '
+          f'{owner}: policies contains the class {p.__name__}; pass an instance, e.g. '
           f'{p.__name__}() (in gin: add "()" after the reference).')
     if not isinstance(p, interfaces.Policy):
       raise errors.ConfigError(
-          f'Trainer: policies contains {p!r}, which is not a stable_train Policy.')
+          f'{owner}: policies contains {p!r}, which is not a stable_train Policy.')
     if p in _OWNED_POLICIES:  # A second Trainer would start with the first one's counts.
       raise errors.ConfigError(
-          f'Trainer: policy {p.name!r} ({type(p).__name__}) already belongs to another '
-          'Trainer; its counters are that run\'s state: create a new policy for each Trainer.')
+          f'{owner}: policy {p.name!r} ({type(p).__name__}) already belongs to another '
+          'run; its counters are that run\'s state: create new policies for each run.')
   names = [p.name for p in policies]
   if len(set(names)) != len(names):
-    raise errors.ConfigError(f'Trainer: policy names must be unique, got {names}; pass name=... .')
+    raise errors.ConfigError(f'{owner}: policy names must be unique, got {names}; pass name=... .')
   best = [p.name for p in policies if p.marks_best]
   if len(best) > 1:
     raise errors.ConfigError(
-        f'Trainer: policies {best} would each mark a best checkpoint; keep one '
+        f'{owner}: policies {best} would each mark a best checkpoint; keep one '
         '(EarlyStopping marks the best checkpoint too).')
   fp16 = wrapper is not None or precision.compute_dtype(model) == 'float16'
   if fp16 and not any(p.scales_loss for p in policies):
@@ -125,7 +125,7 @@ def policy_stack(policies, model, strategy,
                       else precision.loss_scale_like(wrapper))
   scales = [p for p in policies if p.scales_loss]
   if len(scales) > 1:
-    raise errors.ConfigError('Trainer: policies hold more than one loss scale '
+    raise errors.ConfigError(f'{owner}: policies hold more than one loss scale '
                              f'({[p.name for p in scales]}); keep one.')
   return policies, (scales[0] if scales else None)
 
