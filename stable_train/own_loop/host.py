@@ -54,7 +54,6 @@ class LoopHost:
         owner='LoopHost')
     self.guard = guard
     self.driven = driven.DrivenRun(guard, options, model_dir)
-    self._unread = 0
     self._started = False
 
   run = property(lambda self: self.driven.host.run, doc='The run handle the policies act through.')
@@ -76,12 +75,12 @@ class LoopHost:
   def start(self) -> None:
     """Starts a run (the run files, the start checkpoint a Rollback needs)."""
     self.driven.begin()
-    self._started, self._unread = True, 0
+    self._started = True
 
   def after_step(self, steps: int = 1) -> None:
     """Call after each call of the step function (`steps`: the steps it ran, at most the guard's
-    `report_rows`). Every `read_every` steps, or sooner where a next call of as many steps would
-    overwrite reports not read yet, the reports are read and acted on. Raises
+    `report_rows`). Every `read_every` steps, or sooner where a checkpoint is due or a next call
+    of as many steps would overwrite reports not read yet, the reports are read and acted on. Raises
     `errors.RunAborted` when the run cannot go on (the reason names the cause and the remedy)."""
     if not self._started:
       raise errors.ConfigError('LoopHost: call start() first, or use `with LoopHost(...) as host`.')
@@ -90,12 +89,7 @@ class LoopHost:
       raise errors.ConfigError(
           f'LoopHost: after_step(steps={steps}), but the guard keeps the reports of {held} steps; '
           f'create it with StepGuard(..., report_rows={steps}) or more.')
-    self._unread += steps
-    # Every `read_every` steps, and before a next call of as many steps would overwrite reports
-    # not read yet (the ring keeps `held` steps).
-    if self._unread >= self.read_every or self._unread + steps > held:
-      self._unread = 0
-      self.driven.read()
+    self.driven.steps_done(steps, every=self.read_every)
 
   def end(self, stopped_by: Optional[str] = None) -> Dict[str, Any]:
     """Ends the run: the last reports, the end checks, summary.json; returns the summary.

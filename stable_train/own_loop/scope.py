@@ -174,11 +174,11 @@ def _check_gradients(model, variables, grads) -> None:
     raise errors.ConfigError(f'StepGuard: no gradient for any variable of {name!r} (all None); '
                              'does the loss depend on the model under this tape?')
   for i, (d, v) in enumerate(zip(grads, variables)):
-    shape = getattr(d, 'dense_shape', None)
-    shape = tf.TensorShape(None) if shape is not None else getattr(d, 'shape', None)
-    if shape is not None and not tf.TensorShape(shape).is_compatible_with(v.shape):
+    if d is None or isinstance(d, tf.IndexedSlices):  # A sparse gradient's shape is its rows'.
+      continue
+    if not tf.TensorShape(d.shape).is_compatible_with(v.shape):
       raise errors.ConfigError(
-          f'StepGuard: gradient {i} has shape {tf.TensorShape(shape)}, its variable '
+          f'StepGuard: gradient {i} has shape {tf.TensorShape(d.shape)}, its variable '
           f'{v.path if hasattr(v, "path") else v.name} {v.shape}; pass the gradients in the order '
           'of model.trainable_variables.')
 

@@ -146,13 +146,17 @@ class DrivenRun:
       self.save('start')  # A rollback target before the first update, as the Trainer keeps.
     g.host = self
 
-  def steps_done(self, steps: int, skipped=None) -> None:
-    """`steps` more steps ran (one call of the loop's step function). `skipped`, the skip count
-    the loop has on the host already (None: unknown), reads at once when it moved."""
+  def steps_done(self, steps: int, skipped=None, every: Optional[int] = None) -> None:
+    """`steps` more steps ran (one call of the loop's step function). The reports are read
+    every `every` steps (None: as many as the ring holds), when a checkpoint is due, before a
+    next call of as many steps would overwrite reports not read yet, and at once when `skipped`,
+    the skip count the loop has on the host already (None: unknown), moved."""
+    held = self.guard.reports_held
     self._unread += steps
     due = self._last_save + self.options.checkpoint_every - self._seen
-    every = min(self.guard.reports_held, max(steps, due // steps * steps))
-    if (skipped is not None and skipped != self._skipped_logged) or self._unread >= every:
+    every = min(every or held, max(steps, due // steps * steps))
+    if ((skipped is not None and skipped != self._skipped_logged) or self._unread >= every
+        or self._unread + steps > held):
       self._skipped_logged = skipped
       self.read()
 
