@@ -43,6 +43,16 @@ def kill(model):
   bias.assign(-tf.ones_like(bias))
 
 
+
+def _clean_loop(n, loss=1.0):
+  """A loop of `n` applied steps of loss `loss`, as the host reads it."""
+  return interfaces.StepReports(
+      step=np.arange(1, n + 1), loss=np.full(n, loss), grad_norm=np.ones(n),
+      clipped_grad_norm=np.ones(n), loss_finite=np.ones(n, bool), grads_finite=np.ones(n, bool),
+      inputs_finite=np.ones(n, bool), outputs_finite=np.ones(n, bool),
+      first_bad_grad=-np.ones(n, int), first_bad_input=-np.ones(n, int),
+      applied=np.ones(n, bool), learning_rate=np.ones(n))
+
 class CollapseProbeTest(tf.test.TestCase):
 
   def test_dead_units_where_an_untrained_model_varied_are_a_collapse(self):
@@ -159,15 +169,13 @@ class EndOfRunTest(tf.test.TestCase):
     x = np.random.RandomState(0).normal(size=(16, 8)).astype(np.float32)
     run = types.SimpleNamespace(probe=probe_of(model, x), step=7,
                                 emit=lambda *args, **kwargs: None)
-    for loss in [1.0] * 4:
-      check.update_state({'loss': tf.constant(loss)}, tf.constant(True))
+    check.fold(_clean_loop(4))
     self.assertIsNone(check.check_at_end(run))
     self.assertIsInstance(check, interfaces.EndCheck)
     kill(model)
     self.assertIsNone(check.check_at_end(run))  # collapse_every=None: the probe is off.
     check = divergence.DivergenceCheck(output_ratio=None, warmup=2)
-    for loss in [1.0] * 4:
-      check.update_state({'loss': tf.constant(loss)}, tf.constant(True))
+    check.fold(_clean_loop(4))
     decision = check.check_at_end(run)
     self.assertEqual((decision.status, decision.details['rule']), ('diverged', 'collapsed'))
     self.assertFalse(check.is_healthy())

@@ -15,6 +15,7 @@ from stable_train.core import interfaces
 from stable_train import errors
 from stable_train.policies import divergence
 from stable_train.policies import recovery
+from stable_train.policies import trend
 from stable_train.runfiles import checkpointing
 from stable_train.runfiles import events
 from stable_train.trainer import trainer as trainer_lib
@@ -64,17 +65,17 @@ def reports_of(losses, step0=1, applied=None):
       learning_rate=np.ones(n))
 
 
-def feed(check, losses, applied=None):
-  """Runs `update_state` over a sequence of losses; returns the flags."""
-  flags = []
-  for i, loss in enumerate(losses):
-    ok = True if applied is None else applied[i]
-    flag = check.update_state({'loss': tf.constant(loss, tf.float32)}, tf.constant(ok))
-    flags.append(bool(flag.numpy()))
-  return np.array(flags)
+def feed(check, losses, applied=None, loop=10):
+  """Folds a sequence of losses into the check, `loop` steps at a time as the host does after
+  each loop (`observe`); returns the flags, one per step."""
+  flags, step = [], int(check.state.numpy()[divergence._I['count']]) + 1
+  for k in range(0, len(losses), loop):
+    part = None if applied is None else applied[k:k + loop]
+    flags.append(check.fold(reports_of(losses[k:k + loop], step0=step + k, applied=part)))
+  return np.concatenate(flags)
 
 
-class InGraphStatisticsTest(tf.test.TestCase):
+class StatisticsTest(tf.test.TestCase):
 
   @pytest.mark.slow
   def test_a_converging_noisy_loss_never_fires(self):
@@ -132,7 +133,7 @@ class InGraphStatisticsTest(tf.test.TestCase):
     check = divergence.DivergenceCheck(output_ratio=None, warmup=2, collapse_every=2)
     feed(check, [1.0] * 4)
     state = check.state.numpy()
-    state[divergence._I['count']] = divergence._COUNT_CAP  # Capped: floormod would be stuck.
+    state[divergence._I['count']] = trend.COUNT_CAP  # Capped: floormod would be stuck.
     check.state.assign(state)
     self.assertFalse(feed(check, [1.0] * 6).any())
 
@@ -145,8 +146,9 @@ class InGraphStatisticsTest(tf.test.TestCase):
     check.state.assign(state)
     self.assertFalse(check.is_healthy())
     self.assertTrue(feed(check, [1.0] * 3).all())
-    decision = check.decide(dataclasses.replace(reports_of([1.0], step0=7),
-                                                flagged=np.ones(1, bool)), None)
+    self.assertIsNone(check.decide(reports_of([1.0], step0=7), None))  # Not observed.
+    self.assertTrue(check.observe(reports_of([1.0], step0=7)))
+    decision = check.decide(reports_of([1.0], step0=7), None)
     self.assertEqual((decision.action, decision.trigger, decision.details['rule']),
                      (interfaces.ESCALATE, 'divergence', 'collapsed'))
     self.assertIn('collapsed', decision.reason)

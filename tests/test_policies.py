@@ -58,12 +58,15 @@ def _reports(applied, step0=1):
 
 class SkipNonFiniteTest(tf.test.TestCase):
 
-  def _run(self, policy, applied_seq, finite_seq=None):
-    for a, finite in zip(applied_seq, finite_seq or [False] * len(applied_seq)):
+  def _run(self, policy, applied_seq, finite_seq=None, loop=2):
+    """Folds the steps into `policy`, `loop` steps at a time (the host's `observe`)."""
+    finite_seq = finite_seq or [False] * len(applied_seq)
+    for k in range(0, len(applied_seq), loop):
       # A skipped step is a non-finite one unless `finite` says it was vetoed on finite values.
-      ok = tf.constant(bool(a or finite))
-      policy.update_state({'inputs_finite': tf.constant(True), 'loss_finite': ok,
-                           'grads_finite': ok, 'overflow': tf.constant(False)}, tf.constant(a))
+      ok = [bool(a or f) for a, f in zip(applied_seq[k:k + loop], finite_seq[k:k + loop])]
+      reports = dataclasses.replace(_reports(applied_seq[k:k + loop], step0=k + 1),
+                                    loss_finite=np.array(ok), grads_finite=np.array(ok))
+      self.assertFalse(policy.observe(reports))  # A skip is never clean: nothing to notice.
 
   def test_counters(self):
     p = policies.SkipNonFinite(max_consecutive=2)
@@ -73,6 +76,16 @@ class SkipNonFiniteTest(tf.test.TestCase):
     # Health is the run's fault mark, which tells a bad batch from a non-finite step
     # (test_controller.py: HealthTest).
     self.assertTrue(p.is_healthy())
+
+  def test_a_streak_spans_loops_and_a_clean_loop_ends_it(self):
+    p = policies.SkipNonFinite(max_consecutive=2)
+    self._run(p, [True, False, False, False, False], loop=3)  # Loops [T F F], [F F].
+    self.assertEqual([int(v.numpy()) for v in (p.total_skips, p.consecutive_skips,
+                                              p.peak_consecutive)], [4, 4, 4])
+    p.consecutive_skips.assign(3)  # As a rollback to a checkpoint written mid-streak leaves it.
+    self.assertFalse(p.observe(_reports([True, True], step0=6)))
+    self.assertEqual(int(p.consecutive_skips.numpy()), 0)
+    self.assertEqual(int(p.total_skips.numpy()), 4)
 
   def test_a_veto_on_finite_values_neither_counts_nor_ends_a_streak(self):
     # An OutlierSkip veto is that policy's skip: SkipNonFinite counts faulty steps only.
@@ -206,11 +219,8 @@ class InputFaultWordingTest(tf.test.TestCase):
                      'tensor: input labels')
 
   def _run_skips(self, policy, n):
-    # The step's report of a batch that failed an input check (finite loss and gradients).
-    report = {'inputs_finite': tf.constant(False), 'loss_finite': tf.constant(True),
-              'grads_finite': tf.constant(True), 'overflow': tf.constant(False)}
-    for _ in range(n):
-      policy.update_state(report, tf.constant(False))
+    # Batches that failed an input check (finite loss and gradients), as the host reads them.
+    policy.observe(self._input_faults(n))
 
 
 if __name__ == '__main__':

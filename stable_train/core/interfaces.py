@@ -76,6 +76,8 @@ class Policy(tf.Module):
     update: that is the policy's state transition). Every action on the run (files, events,
     logs, a restore, the learning rate) happens in `execute(decision, run)`, through the
     `RunHandle`.
+  Host protocols a policy implements by defining the method: `LoopObserver.observe` (fold each
+    loop's reports into host-read statistics), `EndCheck.check_at_end`.
   Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
     `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
     `decides_on_clean_loops`, `decides_after_act`, `uses_end_step`, `end_step_compiles`,
@@ -223,8 +225,9 @@ class Policy(tf.Module):
 
     Returns:
       None, or a scalar bool: True flags the step (`StepReports.flagged`), so the host asks the
-      policies to decide after this loop even when it is otherwise clean. An in-graph detector
-      (DivergenceCheck) keeps its statistics here and reaches the host only when it fires.
+      policies to decide after this loop even when it is otherwise clean. Statistics that only
+      the host reads belong in a `LoopObserver`'s `observe` instead: every op here runs on every
+      step.
     """
     del report, applied
     return None
@@ -318,3 +321,15 @@ class EndCheck(Protocol):
   def check_at_end(self, run: RunHandle) -> Optional[Decision]:
     """An ESCALATE or ABORT decision that ends the run with its status instead of 'completed'
     (no rollback: the run is over), or None."""
+
+
+@runtime_checkable
+class LoopObserver(Protocol):
+  """A policy whose statistics only its host half reads: it folds each loop's reports into its
+  state on the host, once per loop, instead of in the traced step on every step (what the step
+  does not compute costs a healthy run nothing). Both front doors call it before any `decide`,
+  on every loop, clean or not; its state stays in the policy's variables (checkpointed)."""
+
+  def observe(self, reports: StepReports) -> bool:
+    """Folds one loop of reports into the state; True when the loop needs the policies'
+    decisions although it is clean (a rule fired)."""

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from stable_train.core import interfaces
 from stable_train.core import numerics
+from stable_train.core import state as state_lib
 from stable_train import errors
 
 log = logging.getLogger('stable_train')
@@ -180,7 +181,7 @@ class SkipNonFinite(interfaces.Policy):
   """
 
   # On a clean loop the streak is 0 and `peak_consecutive` holds at most a streak already found
-  # within the limit (the host resets it only when it looks): no escalation is possible, and a
+  # within the limit (`decide` resets it only when it looks): no escalation is possible, and a
   # later streak is compared by the max, so the stale value can never trigger one.
   decides_on_clean_loops = False
 
@@ -215,16 +216,24 @@ class SkipNonFinite(interfaces.Policy):
   def allow_update(self, stats):
     return tf.logical_and(stats['loss_finite'], stats['grads_finite'])
 
-  def update_state(self, report, applied):
-    # Only a faulty step counts: an fp16 overflow skip is the loss scale's (DynamicLossScale),
-    # and a veto on finite values (OutlierSkip) is that policy's; neither ends a streak either.
-    skipped = tf.cast(tf.logical_and(tf.logical_not(applied), interfaces.step_faulty(report)),
-                      tf.int64)
-    self.total_skips.assign_add(skipped)
-    # Each variable read once: the new streak is a tensor, not a second read after the assign.
-    consecutive = tf.where(applied, tf.constant(0, tf.int64), self.consecutive_skips + skipped)
+  def observe(self, reports) -> bool:
+    """Counts the loop's skips on the host (a `LoopObserver`: nothing in the step). Only a
+    faulty step counts: an fp16 overflow skip is the loss scale's (DynamicLossScale), and a veto
+    on finite values (OutlierSkip) is that policy's; neither ends a streak either."""
+    if reports.clean():  # Every step applied: no skip, and any streak is over.
+      if state_lib.host_value(self.consecutive_skips):
+        state_lib.host_assign(self.consecutive_skips, 0)
+      return False
+    finite = reports.inputs_finite & reports.loss_finite & reports.grads_finite
+    skipped = ~reports.applied & ~finite & ~reports.overflow  # `step_faulty`, on the host.
+    consecutive, peak = int(self.consecutive_skips.numpy()), int(self.peak_consecutive.numpy())
+    for applied, counts in zip(reports.applied.tolist(), skipped.tolist()):
+      consecutive = 0 if applied else consecutive + counts
+      peak = max(peak, consecutive)
+    self.total_skips.assign_add(int(skipped.sum()))
     self.consecutive_skips.assign(consecutive)
-    self.peak_consecutive.assign(tf.maximum(self.peak_consecutive, consecutive))
+    self.peak_consecutive.assign(peak)
+    return False
 
   def decide(self, reports, context):
     consecutive = int(self.peak_consecutive.numpy())

@@ -11,37 +11,29 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train.core import interfaces
+from stable_train.core import state as state_lib
 from stable_train import errors
 from stable_train.forensics import provenance
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
+from stable_train.policies import trend
 
 log = logging.getLogger('stable_train')
 
-# The policy's state, one float32 vector (one read and one assign per step in the graph).
-_FIELDS = ('smoothed', 'best', 'start', 'count', 'above', 'rising', 'rise_base', 'verdict',
-           'reference', 'init_bad', 'output_rms', 'label_rms', 'input_rms', 'output_max')
+_FIELDS, _I, _COLLAPSED, _UNSET = trend.FIELDS, trend.INDEX, trend.COLLAPSED, trend.UNSET
 _DAMAGED, _DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or only the batches.
-_COLLAPSED = 2.0  # `verdict` of the collapse probe: kept until the host has escalated it.
 # Every value in the state is finite, as everything else a checkpoint holds (a reader can audit
 # a checkpoint by finiteness): the scales (never negative) are _UNSET until the start check and
 # _NOTHING where it had nothing to compare; 'best' is _HUGE until there is one, as is a
 # 'reference' or scale that was not finite.
 _SCALES = ('output_rms', 'label_rms', 'input_rms', 'output_max')
-_UNSET, _NOTHING = -1.0, -2.0
+_NOTHING = -2.0
 _HUGE = float(np.finfo(np.float32).max)
-_I = {name: i for i, name in enumerate(_FIELDS)}
-_COUNT_CAP = 2.0**20  # `count` only gates the warm-up and the start check: capped, exact in f32.
-START_MARGIN = 1.5  # A smoothed loss this far above the untrained model's is never healthy.
-OUTLIER_CAP = 4.0  # A loss enters the average as at most this multiple of it.
-RISE_FACTOR = 2.0  # A rising streak fires once the smoothed loss doubled along it...
-RISE_FLOOR = 0.1  # ...and is at least this fraction of the starting level.
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
 # A classifier's broken start: a cross-entropy this many times a uniform guess's (`init_bad` then
 # _CHANCE, else 1.0); an untrained EfficientNetB0's is 3.3x, a GRU's with N(0, 3) kernels 8.9x.
 CHANCE_EXCESS, _CHANCE = 5.0, 2.0
 INITIAL_COPY_LIMIT = 2**24  # Weights (16M) up to which the start check keeps the initial ones.
-COLLAPSE_LOSS = 0.1  # The collapse probe runs while the smoothed loss is above this x the start.
 
 
 def _number(arg, value, **kwargs):
@@ -52,10 +44,10 @@ def _number(arg, value, **kwargs):
 class DivergenceCheck(interfaces.Policy):
   """Flags a finite divergence and a start the run cannot train from (in the default stack).
 
-  Kept in the graph, on applied steps with a finite loss, at a few scalar ops per step: the
-  smoothed loss (an EMA; the plain mean of the first `warmup` losses, which is also the run's
-  starting level), its best value after the warm-up, and two streaks. The host hears of it only
-  when a rule fires (the step is flagged), so a healthy run pays no host work:
+  Folded on the host from each loop's reports (`observe`, a `LoopObserver`: nothing in the
+  traced step), over applied steps with a finite loss: the smoothed loss (an EMA; the plain mean
+  of the first `warmup` losses, which is also the run's starting level), its best value after
+  the warm-up, and two streaks. The policies decide when a rule fires (the loop is noticed):
     - 'above_best': the smoothed loss stayed above both `factor` × its best and the starting
       level for `patience` steps in a row (the run climbed back above where it started);
     - 'rising': it rose on `rise_patience` steps in a row, doubling along the streak, and is
@@ -77,7 +69,7 @@ class DivergenceCheck(interfaces.Policy):
   are not positive are not judged (the ratios need a positive scale).
   """
 
-  decides_on_clean_loops = False  # Clean loops carry no flag: nothing fired.
+  decides_on_clean_loops = False  # A loop where a rule fired is noticed (`observe`).
   decides_after_act = True  # A collapse or a damaged model found by a check escalates at once.
   uses_first_batch = True  # The start check and the reference re-run.
 
@@ -116,6 +108,10 @@ class DivergenceCheck(interfaces.Policy):
     self.state = tf.Variable(initial, trainable=False, name='state')
     self._initial = None  # Host copies of the initial weights, until the start check.
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
+    self._flagged_step = None  # The last loop's first flagged step (`observe`).
+    self._fold = trend.Fold(smoothing=self.smoothing, factor=self.factor, warmup=self.warmup,
+                            patience=self.patience, rise_patience=self.rise_patience,
+                            collapse_every=self.collapse_every)
 
   def build(self, variables, variable_paths):
     del variable_paths
@@ -125,69 +121,45 @@ class DivergenceCheck(interfaces.Policy):
         INITIAL_COPY_LIMIT):
       self._initial = [np.array(v.numpy()) for v in variables]
 
-  # -- in-graph ---------------------------------------------------------------------------------
   def threshold(self, start, best):
     """The smoothed loss above which a step counts towards 'above_best': back above the start
     and `factor` x the best, or `START_MARGIN` x the start (a run that never trained has no
-    good best). Tensors in the step, floats on the host."""
-    if isinstance(start, float):
-      return max(start, min(self.factor * best, START_MARGIN * start))
-    return tf.maximum(start, tf.minimum(self.factor * best, START_MARGIN * start))
+    good best). Floats; `trend.Fold` computes it in float32."""
+    return max(start, min(self.factor * best, trend.START_MARGIN * start))
 
-  def update_state(self, report, applied):
-    s = tf.convert_to_tensor(self.state)
-    fields = tf.unstack(s)  # One op for all the fields (a slice each costs an op per step).
-    get = lambda name: fields[_I[name]]
-    loss = tf.cast(report['loss'], tf.float32)
-    ok = tf.logical_and(applied, tf.math.is_finite(loss))
-    count = get('count')
-    warm = count < self.warmup
-    # The plain mean during the warm-up (it becomes the starting level), then the EMA.
-    weight = tf.where(warm, 1.0 / (count + 1.0), 1.0 - self.smoothing)
-    # One loss moves the average by at most OUTLIER_CAP x it: a bad batch is not a trend.
-    capped = tf.where(count > 0, tf.minimum(loss, OUTLIER_CAP * get('smoothed')), loss)
-    smoothed = get('smoothed') + weight * (capped - get('smoothed'))  # The loss itself at first.
-    counted = tf.minimum(count + 1.0, _COUNT_CAP)
-    start = tf.where(tf.equal(count, 0.0), loss, get('start'))  # The untrained model's loss.
-    best = tf.where(counted > self.warmup, tf.minimum(get('best'), smoothed), get('best'))
-    positive = tf.logical_and(start > 0.0, best > 0.0)
-    above = tf.where(tf.logical_and(positive, smoothed > self.threshold(start, best)),
-                     get('above') + 1.0, 0.0)
-    rises = tf.logical_and(counted > self.warmup, smoothed > get('smoothed'))
-    rising = tf.where(rises, get('rising') + 1.0, 0.0)
-    rise_base = tf.where(rises, tf.where(get('rising') > 0.0, get('rise_base'), get('smoothed')),
-                         smoothed)
-    # A streak's verdict (set by the host) lasts while the streak does; a collapse until handled.
-    collapsed = tf.equal(get('verdict'), _COLLAPSED)
-    verdict = tf.where(tf.logical_or(tf.logical_or(above > 0.0, rising > 0.0), collapsed),
-                       get('verdict'), 0.0)
-    new = tf.stack([smoothed, best, start, counted, above, rising, rise_base, verdict] +
-                   [get(n) for n in _FIELDS[8:]])
-    self.state.assign(tf.where(ok, new, s))
-    fired = tf.logical_or(
-        above >= self.patience,
-        tf.logical_and(tf.logical_and(rising >= self.rise_patience, positive),
-                       tf.logical_and(smoothed >= RISE_FACTOR * rise_base,
-                                      smoothed > RISE_FLOOR * start)))
-    start_check = tf.logical_and(tf.equal(counted, self.rise_patience), get('init_bad') > 0.0)
-    flag = tf.logical_and(ok, tf.logical_or(tf.logical_or(fired, start_check), collapsed))
-    if self.collapse_every is not None:  # Probe a run whose loss has not come down far.
-      due = tf.logical_and(tf.logical_and(counted > self.warmup, counted < _COUNT_CAP),
-                           tf.equal(tf.math.floormod(counted, float(self.collapse_every)), 0.0))
-      due = tf.logical_and(due, tf.logical_and(positive, smoothed > COLLAPSE_LOSS * start))
-      flag = tf.logical_or(flag, tf.logical_and(ok, due))
-    if self.output_ratio is not None:  # Until the host has probed the outputs (a skipped first
-      flag = tf.logical_or(flag, tf.equal(get('output_rms'), _UNSET))  # step counts too).
-    return flag
+  # -- host, every loop -------------------------------------------------------------------------
+  def observe(self, reports) -> bool:
+    """Folds the loop into the state (`fold`); True when a step flagged it for `decide`."""
+    flagged = np.flatnonzero(self.fold(reports))
+    self._flagged_step = int(reports.step[flagged[0]]) if flagged.size else None
+    return self._flagged_step is not None
+
+  def fold(self, reports) -> np.ndarray:
+    """Folds one loop's steps into the state, step by step in float32 (applied steps with a
+    finite loss only); returns one flag per step: a rule fired, the start check or a collapse
+    probe is due, or a collapse awaits the host."""
+    old = state_lib.host_value(self.state)
+    s = list(old)
+    flags = np.zeros(reports.num_steps, bool)
+    unprobed = self.output_ratio is not None and s[_I['output_rms']] == _UNSET
+    with np.errstate(over='ignore'):  # `factor` x an unset best (float32's max) is inf.
+      for i, (loss, applied) in enumerate(zip(reports.loss.astype(np.float32).tolist(),
+                                              reports.applied.tolist())):
+        if applied and math.isfinite(loss):
+          flags[i] = self._fold.step(s, np.float32(loss))
+        flags[i] |= unprobed  # Until the host has probed the outputs (a skipped first step too).
+    if any(a != b for a, b in zip(s, old)):
+      state_lib.host_assign(self.state, np.array(s, np.float32))
+    return flags
 
   # -- host -------------------------------------------------------------------------------------
   def decide(self, reports, context):
     del context
-    flagged = np.flatnonzero(reports.flagged)
-    if not flagged.size:
+    del reports  # Folded by `observe`, which found the first flagged step.
+    if self._flagged_step is None:
       return None
     state = dict(zip(_FIELDS, self.state.numpy().tolist()))
-    step = int(reports.step[flagged[0]])
+    step = self._flagged_step
     act = lambda check, **details: interfaces.Decision(
         action=interfaces.ACT, policy=self.name, trigger='divergence_check', step=step,
         details=dict(details, check=check, best=_shown('best', state['best']),
@@ -218,7 +190,7 @@ class DivergenceCheck(interfaces.Policy):
                               f"{state['rise_base']:.4g}")
     else:  # The collapse probe, or the start check with a loss that came down.
       due = self.collapse_every is not None and (
-          state['smoothed'] > COLLAPSE_LOSS * state['start'] > 0)
+          state['smoothed'] > trend.COLLAPSE_LOSS * state['start'] > 0)
       return act('collapse') if due else None
     if state['verdict'] == 0:  # Is it the model, or only the batches? Checked once per streak.
       return act('reference', rule=rule, threshold=threshold)
@@ -266,7 +238,7 @@ class DivergenceCheck(interfaces.Policy):
     last one ran, so that a net that died after it never ends 'completed' (a `EndCheck`)."""
     state = self.state.numpy()
     fields = dict(zip(_FIELDS, state.tolist()))
-    if self.collapse_every is None or not fields['smoothed'] > COLLAPSE_LOSS * fields['start'] > 0:
+    if self.collapse_every is None or not fields['smoothed'] > trend.COLLAPSE_LOSS * fields['start'] > 0:
       return None
     if fields['verdict'] != _COLLAPSED:
       _probe_collapse(self._collapse, state, run.step, {

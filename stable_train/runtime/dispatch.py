@@ -66,18 +66,19 @@ class Dispatcher:
     self._mark_fault = mark_fault
     self.acted = False  # Whether the last `after_loop` carried anything out.
     self._unresolved: List[Decision] = []  # The last `decide`'s non-ACT decisions.
+    self._observers = [p for p in self._policies if isinstance(p, interfaces.LoopObserver)]
     # The steps before trouble, written out when a loop skips, acts or ends the run.
     self.history = history_lib.RunHistory()
     self.loss_check = loss_check.LossOutputCheck()  # Once, after the first loop.
 
-  def decide(self, reports) -> Tuple[List[Decision], Decision]:
+  def decide(self, reports, noticed: bool = False) -> Tuple[List[Decision], Decision]:
     """Every policy's decision, pure: (the ACT decisions in policy order, the resolved one).
 
     A policy that does not override `decide` is not asked, nor, on a clean loop (every step
-    applied, none faulty or an overflow), one whose `decides_on_clean_loops` is False; the
-    context is built only when some policy is asked.
+    applied, none faulty or an overflow) that no `LoopObserver` `noticed`, one whose
+    `decides_on_clean_loops` is False; the context is built only when some policy is asked.
     """
-    clean = reports.clean()
+    clean = reports.clean() and not noticed
     asked = [p for p in self._policies
              if type(p).decide is not interfaces.Policy.decide
              and (p.decides_on_clean_loops or not clean)]
@@ -108,7 +109,8 @@ class Dispatcher:
     it (a `history` event, for the doctor)."""
     self.history.add(reports)
     self.loss_check.after_loop(self._run, int(reports.step[-1]), reports.loss)
-    acts, decision = self.decide(reports)
+    noticed = [p.observe(reports) for p in self._observers]  # Every observer folds its loop.
+    acts, decision = self.decide(reports, any(noticed))
     ended, decision = self._carry_out(reports, acts, decision)
     self.acted = bool(acts) or decision.action != interfaces.CONTINUE
     self.history.after_loop(reports, decision.action, ended, self._run.emit)
