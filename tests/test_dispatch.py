@@ -122,5 +122,46 @@ class RedecideTest(tf.test.TestCase):
     self.assertEqual(int(policy.flagged_loops.numpy()), 1)  # The second count is undone.
 
 
+class _Observer(interfaces.Policy):
+  """Counts the loops it observed; notices the ones `notice` says."""
+  decides_on_clean_loops = False
+
+  def __init__(self, notice, name='observer'):
+    super().__init__(name=name)
+    self.notice, self.observed, self.asked = notice, 0, 0
+
+  def observe(self, reports):
+    self.observed += 1
+    return self.notice
+
+  def decide(self, reports, context):
+    self.asked += 1
+    return None
+
+
+class _CleanReports:
+
+  def clean(self):
+    return True
+
+
+class ObserveTest(tf.test.TestCase):
+
+  def test_observers_see_every_loop_and_a_noticed_clean_loop_is_decided_on(self):
+    quiet, noticing = _Observer(False, name='quiet'), _Observer(True, name='noticing')
+    d = dispatch.Dispatcher(policies=[quiet], run=None, context=lambda: None,
+                            mark_fault=lambda step: None)
+    self.assertIsInstance(quiet, interfaces.LoopObserver)
+    self.assertEqual([p.observe(_CleanReports()) for p in d._observers], [False])
+    d.decide(_CleanReports(), noticed=False)
+    self.assertEqual(quiet.asked, 0)  # Clean and not noticed: not asked.
+    d.decide(_CleanReports(), noticed=True)
+    self.assertEqual(quiet.asked, 1)
+    d = dispatch.Dispatcher(policies=[quiet, noticing], run=None, context=lambda: None,
+                            mark_fault=lambda step: None)
+    self.assertEqual(len(d._observers), 2)
+    self.assertNotIsInstance(_Handler(name='h'), interfaces.LoopObserver)
+
+
 if __name__ == '__main__':
   tf.test.main()
