@@ -9,7 +9,6 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from stable_train.core import guard as core_guard
 from stable_train.core import losses
 from stable_train.core import numerics
 from stable_train import errors
@@ -316,52 +315,6 @@ class AdaptiveGradClipTest(parameterized.TestCase, tf.test.TestCase):
                                               poison_batches=[1]), num_steps=4)
     self.assertEqual(summary['skipped_steps'], 1)
     self.assertEqual(summary['applied_steps'], 3)
-
-
-class DeferredClipTest(tf.test.TestCase):
-  """Outside XLA on one device the Trainer's step applies AdaptiveClip inside its apply-or-skip
-  conditional (`GradientStats.defer`): the update is the clipped one, as in its own conditional."""
-
-  def _first_step(self, policies_, xla=False):
-    """(initial weights, weights after one step, the step's report) of an SGD(1.0) Trainer."""
-    keras.utils.set_random_seed(0)
-    t = trainer_lib.Trainer(
-        model=models.mlp(input_dim=16, hidden=(8,)), optimizer=keras.optimizers.SGD(1.0),
-        loss=keras.losses.MeanSquaredError(), model_dir=None, policies=policies_,
-        jit_compile=xla, steps_per_loop=1)
-    dataset = data.synthetic_regression(num_features=16, num_examples=32, batch_size=32)
-    t.build(dataset)
-    before = [v.numpy() for v in t.model.trainable_variables]
-    t.fit(dataset, num_steps=1)
-    return before, [v.numpy() for v in t.model.trainable_variables]
-
-  def test_a_clipped_step_applies_the_clipped_update(self):
-    # On the first step only max_norm applies: 0.05 is far below this MLP's first norm.
-    before, after = self._first_step([clipping.AdaptiveClip(max_norm=0.05)])
-    moved = math.sqrt(sum(((a - b).astype(np.float64) ** 2).sum()
-                          for a, b in zip(after, before)))
-    self.assertAllClose(moved, 0.05, rtol=1e-4)  # SGD(1.0): the step is the clipped gradient.
-    # The same step with the clip in its own conditional (a later transform forbids deferring).
-    _, own = self._first_step([clipping.AdaptiveClip(max_norm=0.05),
-                               clipping.ClipByValue(clip_value=1e9)])
-    for a, b in zip(after, own):
-      self.assertAllEqual(a, b)
-
-  def test_only_the_last_transform_of_a_single_device_step_is_deferred(self):
-    grads = [tf.constant([30.0, 40.0])]
-    guard = lambda policies_, can_defer: core_guard.guard(
-        grads, tf.constant(1.0), tf.constant([0.0]), tf.constant(0.0), policies_, ['v'],
-        xla=False, can_defer=can_defer)
-    clip = clipping.AdaptiveClip(max_norm=5.0)
-    out, report, deferred = guard([clip], True)
-    self.assertIs(out[0], grads[0])  # Not clipped here: in the step's conditional.
-    self.assertAllClose(report['clipped_grad_norm'], 5.0)  # The stats of the clipped output.
-    self.assertTrue(bool(deferred.when))
-    self.assertAllClose(deferred.transform(grads)[0], [3.0, 4.0])
-    out, _, deferred = guard([clip, clipping.ClipByValue(clip_value=1e9)], True)
-    self.assertIsNone(deferred)
-    self.assertAllClose(out[0], [3.0, 4.0])
-    self.assertIsNone(guard([clip], False)[2])
 
 
 class MirroredTest(tf.test.TestCase):

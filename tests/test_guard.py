@@ -40,12 +40,9 @@ class Spy(interfaces.Policy):
 
 
 def _guard(grads, loss=1.0, inputs_bad=(0.0, 0.0), outputs_bad=0.0, policies_=()):
-  """(gradients, report) of `guard.guard`, no transform deferred."""
-  grads, report, deferred = guard.guard(
-      [tf.constant(g, tf.float32) for g in grads], tf.constant(loss), tf.constant(inputs_bad),
-      tf.constant(outputs_bad), list(policies_), ['a', 'b'], xla=False)
-  assert deferred is None  # can_defer=False
-  return grads, report
+  return guard.guard([tf.constant(g, tf.float32) for g in grads], tf.constant(loss),
+                    tf.constant(inputs_bad), tf.constant(outputs_bad), list(policies_),
+                    ['a', 'b'], xla=False)
 
 
 class GuardTest(tf.test.TestCase):

@@ -4,7 +4,7 @@
 gradients, lets every policy transform them and vote on the update, and fills the step's report.
 """
 
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -38,13 +38,6 @@ def aggregate(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
 MEASURED_STATS = interfaces.MEASURED_STATS
 
 
-class Deferred(NamedTuple):
-  """A transform the step applies inside its apply-or-skip conditional (`GradientStats.defer`):
-  the step applies `transform(grads)` where `when` holds, the gradients as they are otherwise."""
-  when: tf.Tensor
-  transform: Callable[[List[tf.Tensor]], List[tf.Tensor]]
-
-
 class GradientStats(dict):
   """The `stats` dict of `guard`: its `MEASURED_STATS` always describe the current gradients.
 
@@ -56,26 +49,12 @@ class GradientStats(dict):
   A key of the form '<policy name>/<what>' is a value a policy's transform hands on to its own
   `update_state` (`carried`): `guard` copies it into the report, so the policy reads its
   variables and computes what it derives from them once per step, not twice.
-
-  A conditional transform (a clip) may `defer` itself when `can_defer`: it returns the gradients
-  as they are, with the stats of its output, and the step applies it inside the apply-or-skip
-  conditional instead (`Deferred`), so an untouched step takes one conditional, not two.
   """
 
   def __init__(self, grads, **values):
     super().__init__(**values)
     self._grads = list(grads)
     self._written = set()
-    self.can_defer = False  # Set by `guard` for the last transform, where the step allows it.
-    self.deferred = None
-
-  def defer(self, when: tf.Tensor, transform) -> None:
-    """Hands `transform` (gradients -> transformed gradients) to the step, to apply where the
-    scalar bool `when` holds; the caller returns the gradients it got and sets the stats of
-    the transformed ones itself."""
-    if not self.can_defer:
-      raise ValueError('GradientStats.defer: only the last transform of a step that allows it.')
-    self.deferred = Deferred(when, transform)
 
   def __missing__(self, key):
     if key == 'grad_finite_flags':
@@ -118,8 +97,7 @@ class GradientStats(dict):
 
 def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
           outputs_bad: tf.Tensor, policies: Sequence, variable_paths: Sequence[str],
-          xla: bool, loss_scale=None, can_defer: bool = False
-          ) -> Tuple[List[tf.Tensor], Dict[str, tf.Tensor], Optional[Deferred]]:
+          xla: bool, loss_scale=None) -> Tuple[List[tf.Tensor], Dict[str, tf.Tensor]]:
   """Checks aggregated gradients, lets the policies transform them and decide whether to apply.
 
   The `stats` passed to `transform_gradients` and `allow_update` always describe the gradients
@@ -136,11 +114,9 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
     xla: whether the step is compiled with XLA.
     loss_scale: the policy that scales the loss (`Policy.scales_loss`), or None: with it,
       non-finite gradients of a finite loss may be an fp16 overflow rather than a fault.
-    can_defer: the step can apply the last transform inside its apply-or-skip conditional
-      (`GradientStats.defer`).
 
   Returns:
-    (transformed gradients, report, the deferred transform or None) where report has the `reports.REPORT_FIELDS` the guard knows
+    (transformed gradients, report) where report has the `reports.REPORT_FIELDS` the guard knows
     ('step' and 'learning_rate' are the caller's) plus 'grad_finite_flags'. 'grad_norm' is the
     norm before any transform, 'clipped_grad_norm' the norm of the final gradients;
     'grads_finite' is False if the gradients were non-finite before or after the transforms;
@@ -154,19 +130,15 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
       grad_finite_flags=grad_flags, inputs_finite=tf.reduce_all(inputs_finite_flags),
       outputs_finite=tf.equal(outputs_bad, 0.0), grad_norm=grad_norm, raw_grad_norm=grad_norm,
       variable_paths=variable_paths, xla=xla, loss_scaled=loss_scale is not None)
-  transforms = [p for p in policies
-                if type(p).transform_gradients is not interfaces.Policy.transform_gradients]
   for p in policies:
-    stats.can_defer = can_defer and bool(transforms) and transforms[-1] is p
     grads = stats.transform(p, grads)
-  stats.can_defer = False
   allow = stats['inputs_finite']
   for p in policies:
     verdict = p.allow_update(stats)
     if verdict is not None:
       allow = tf.logical_and(allow, verdict)
   return grads, _report(stats, grad_flags, grad_norm, grads_finite, inputs_finite_flags, allow,
-                        loss_scale), stats.deferred
+                        loss_scale)
 
 
 def _report(stats, grad_flags, grad_norm, grads_finite, inputs_finite_flags, allow,

@@ -10,7 +10,6 @@ seed-generator states) and the process-wide generators are put back.
 
 import contextlib
 import dataclasses
-import functools
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -82,7 +81,6 @@ class GuardedStep:
   def __init__(self, parts: StepParts):
     self.parts = parts
     self.distributed = parts.distributed
-    self._deferred = None  # Trace time: `guard_gradients`' deferred transform, for `_agree`.
 
   # -- per replica ------------------------------------------------------------------------------
   def input_checks(self, features, labels) -> tf.Tensor:
@@ -153,22 +151,17 @@ class GuardedStep:
     grads, loss, inputs_bad, outputs_bad = guard_lib.aggregate(
         grads, loss, inputs_bad, outputs_bad, p.strategy.num_replicas_in_sync,
         mean=not p.replica_sum)
-    # On one device the last transform may be deferred into the apply-or-skip conditional
-    # (`_agree` takes it, in the same trace); replicas apply in their own context: not there.
-    grads, report, self._deferred = guard_lib.guard(
-        grads, loss, inputs_bad, outputs_bad, p.policies, p.variable_paths, p.xla,
-        loss_scale=p.loss_scale, can_defer=not self.distributed and not p.xla)
-    return grads, report
+    return guard_lib.guard(grads, loss, inputs_bad, outputs_bad, p.policies, p.variable_paths,
+                           p.xla, loss_scale=p.loss_scale)
 
   def restore_forward_state(self, snapshot) -> None:
     """Assigns a `replica_part` snapshot back (the skip branch; per replica). Traced."""
     for v, value in zip(self.parts.forward_state(), snapshot):
       v.assign(value)
 
-  def apply_aggregated(self, grads, metric_inputs=(), transform=None) -> None:
-    """Per replica, in the agreed apply: the update (of `transform(grads)` when given: a
-    deferred transform), then the metrics of this applied batch."""
-    self.parts.apply(list(grads) if transform is None else transform(list(grads)))
+  def apply_aggregated(self, grads, metric_inputs=()) -> None:
+    """Per replica, in the agreed apply: the update, then the metrics of this applied batch."""
+    self.parts.apply(list(grads))
     if metric_inputs:  # Applied steps only: a skipped batch never counts.
       # Under a strategy the metric variables are sync-on-read sums (created in its scope):
       # each replica adds its own shard; reading them sums the replicas.
@@ -188,9 +181,7 @@ class GuardedStep:
       report = {k: strategy.experimental_local_results(v)[0] for k, v in report.items()}
       run = strategy.run if self.distributed else (lambda fn, args: fn(*args))
       return self._agree(report, random_snapshot,
-                         apply=lambda transform=None: run(
-                             functools.partial(self.apply_aggregated, transform=transform),
-                             (grads, metric_inputs)),
+                         apply=lambda: run(self.apply_aggregated, (grads, metric_inputs)),
                          restore=lambda: run(self.restore_forward_state, (snapshot,)),
                          has_snapshot=bool(tf.nest.flatten(snapshot)))
 
@@ -239,9 +230,7 @@ class GuardedStep:
       each = lambda fn, args: strategy.extended.call_for_each_replica(fn, args=args)
       run = each if self.distributed else (lambda fn, args: fn(*args))
       report = self._agree(report, random_snapshot,
-                           apply=lambda transform=None: run(
-                               functools.partial(self.apply_aggregated, transform=transform),
-                               (grads, metric_inputs)),
+                           apply=lambda: run(self.apply_aggregated, (grads, metric_inputs)),
                            restore=lambda: run(self.restore_forward_state, (snapshot,)),
                            has_snapshot=bool(tf.nest.flatten(snapshot)))
       return report if record is None else record(report, batches)
@@ -255,7 +244,7 @@ class GuardedStep:
     applied = report['applied']
     learning_rate = tf.cast(p.learning_rate(), tf.float32)
 
-    def do_apply(transform=None):
+    def do_apply():
       if self.distributed:
         # The apply runs in replica context (Keras's optimizer merge_calls from there), without a
         # second all-reduce of the already aggregated gradients (switched off around it: replicas
@@ -264,9 +253,9 @@ class GuardedStep:
         with contextlib.ExitStack() as stack:
           for optimizer in optimizers:
             stack.enter_context(compat.gradients_already_aggregated(optimizer))
-          apply(transform)
+          apply()
       else:
-        apply(transform)
+        apply()
       return tf.constant(True)
 
     def do_skip():
@@ -277,12 +266,7 @@ class GuardedStep:
         v.assign(value)
       return tf.constant(False)
 
-    deferred, self._deferred = self._deferred, None
-    if deferred is None:
-      done = tf.cond(applied, do_apply, do_skip)
-    else:  # The common step (applied as it is) takes one conditional; a transform or a skip two.
-      done = tf.cond(tf.logical_and(applied, tf.logical_not(deferred.when)), do_apply,
-                     lambda: tf.cond(applied, lambda: do_apply(deferred.transform), do_skip))
+    done = tf.cond(applied, do_apply, do_skip)
     # Where a policy raises in `update_state` (CheckNumerics('raise')), the updates follow the
     # apply or skip (the raise finds the forward state put back) and the counters follow them (a
     # raise counts nothing); otherwise they run beside the apply, off its critical path.

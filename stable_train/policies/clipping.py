@@ -126,14 +126,12 @@ class AdaptiveClip(interfaces.Policy):
       a, b = tf.where(clip, a, one), tf.where(clip, b, one)
       grads = [(g * a) * b for g in grads]
     else:
-      # Outside XLA a scale of 1.0 would cost a pass over every gradient on every step: the clip
-      # is conditional, inside the step's apply-or-skip conditional where the step allows it
-      # (one conditional on an unclipped step instead of two), else in its own.
-      clipped = lambda g: numerics.clip_by_global_norm(g, threshold, norm=norm, all_finite=True)[0]
-      if getattr(stats, 'can_defer', False):
-        stats.defer(clip, clipped)
-      else:
-        grads = tf.cond(clip, lambda: clipped(grads), lambda: list(grads))
+      # The unclipped branch is the identity: multiplying by a scale of 1.0 instead would cost a
+      # pass over every gradient on every step outside XLA.
+      grads = tf.cond(
+          clip,
+          lambda: numerics.clip_by_global_norm(grads, threshold, norm=norm, all_finite=True)[0],
+          lambda: list(grads))
     after = tf.where(clip, threshold, norm)
     # Exact stats of the output, so the guard measures nothing again: only finite gradients are
     # scaled, by a positive factor of at most 1 (or clipped into range), so finiteness is as it was.
