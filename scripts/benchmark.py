@@ -255,6 +255,13 @@ def default_stack():
   return stable_train.default_policies()
 
 
+def skip_only():
+  """The skeleton that skips: SkipNonFinite alone (its vote on the gradients' finiteness is what
+  makes the apply wait for every gradient, as the floor's `tf.cond` does)."""
+  import stable_train  # pylint: disable=g-import-not-at-top
+  return [stable_train.SkipNonFinite()]
+
+
 def without_input_check():
   import stable_train  # pylint: disable=g-import-not-at-top
   stack = stable_train.default_policies()
@@ -779,8 +786,9 @@ def rss_child(a):
 def floor(a):
   """Interleaved rounds at 10 steps per call, without and with XLA: the bare step, the bare step
   with the global norm (n), with the apply in a tf.cond on its finiteness (m: the least a
-  bit-identical skip needs, no stable_train), the Trainer's skeleton (e: `policies=[]`), the
-  default stack (d) and the same without its input finiteness check (i); nothing on disk."""
+  bit-identical skip needs, no stable_train), the Trainer's skeleton (e: `policies=[]`, which
+  applies whatever the gradients), the skeleton that skips (s: SkipNonFinite alone), the default
+  stack (d) and the same without its input finiteness check (i); nothing on disk."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   work = Workload(a.model, a.batch, a.examples)
   root = tempfile.mkdtemp(prefix='st_bench.')
@@ -793,6 +801,7 @@ def floor(a):
     configs += [Bare(f'a.{m}', work, k, jit), Bare(f'n.{m}', work, k, jit, guard='norm'),
                 Bare(f'm.{m}', work, k, jit, guard='skip'),
                 Stable(f'e.{m}', work, root, k, jit, model_dir=False, stack=no_policies),
+                Stable(f's.{m}', work, root, k, jit, model_dir=False, stack=skip_only),
                 Stable(f'i.{m}', work, root, k, jit, model_dir=False, stack=without_input_check),
                 Stable(f'd.{m}', work, root, k, jit, model_dir=False)]
   try:
@@ -812,6 +821,10 @@ def floor(a):
                note="(the Trainer's step and loop above the floor)")
     ratios.add(f'floor.policies.d_over_e.{m}', f'd.{m}', f'e.{m}',
                note='(the default policies above the skeleton)')
+    ratios.add(f'floor.skipping.s_over_m.{m}', f's.{m}', f'm.{m}',
+               note="(the skeleton that skips, SkipNonFinite alone, above the floor)")
+    ratios.add(f'floor.policies.d_over_s.{m}', f'd.{m}', f's.{m}',
+               note='(the default policies above the skeleton that skips)')
     ratios.add(f'floor.inputs.d_over_i.{m}', f'd.{m}', f'i.{m}',
                note="(the default stack's input finiteness check)")
     ratios.add(f'floor.total.d_over_a.{m}', f'd.{m}', f'a.{m}')

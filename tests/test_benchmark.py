@@ -71,6 +71,7 @@ def test_floor_section_prints_each_layer_above_the_bare_step():
   ratios = _figures(result.stdout, 'RATIO')
   names = [f'floor.{kind}.{mode}' for kind in ('norm.n_over_a', 'skip.m_over_a',
                                                'skeleton.e_over_m', 'policies.d_over_e',
+                                               'skipping.s_over_m', 'policies.d_over_s',
                                                'total.d_over_a') for mode in ('k10', 'k10.xla')]
   for name in names:
     assert name in ratios and math.isfinite(ratios[name]) and ratios[name] > 0, (name, ratios)
