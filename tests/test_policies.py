@@ -194,6 +194,28 @@ class CheckNumericsTest(tf.test.TestCase):
 
 
 
+class ProtocolsTest(tf.test.TestCase):
+  """Capabilities with methods are protocols: a policy has one by defining its methods."""
+
+  def test_the_built_in_policies_and_a_users_ceiling(self):
+    from stable_train.core import views  # pylint: disable=g-import-not-at-top
+    from stable_train.policies import clipping, precision  # pylint: disable=g-import-not-at-top
+
+    class Ceiling(interfaces.Policy):
+      def set_norm_ceiling(self, norm):
+        self.ceiling = norm
+
+    clip, skip, mine = clipping.AdaptiveClip(), policies.SkipNonFinite(), Ceiling(name='mine')
+    self.assertIsInstance(precision.DynamicLossScale(), interfaces.LossScaler)
+    for p in (clip, skip, mine):
+      self.assertNotIsInstance(p, interfaces.LossScaler)
+    self.assertEqual([isinstance(p, interfaces.NormCeiling) for p in (clip, skip, mine)],
+                     [True, False, True])
+    self.assertTrue(views.apply_norm_ceiling([skip, clip, mine], 2.0))
+    self.assertEqual((float(clip.norm_ceiling.numpy()), mine.ceiling), (2.0, 2.0))
+    self.assertFalse(views.apply_norm_ceiling([skip], 2.0))
+
+
 class InputFaultWordingTest(tf.test.TestCase):
   """A batch that failed an input check (say, a finite label out of range) is not a NaN."""
 

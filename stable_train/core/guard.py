@@ -112,7 +112,7 @@ def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,
     policies: the Trainer's policies (their in-graph hooks are called).
     variable_paths: names of the trainable variables.
     xla: whether the step is compiled with XLA.
-    loss_scale: the policy that scales the loss (`Policy.scales_loss`), or None: with it,
+    loss_scale: the policy that scales the loss (`interfaces.LossScaler`), or None: with it,
       non-finite gradients of a finite loss may be an fp16 overflow rather than a fault.
 
   Returns:

@@ -17,7 +17,7 @@ import tensorflow as tf
 from stable_train.core.reports import (  # pylint: disable=unused-import  (the public names)
     REPORT_FIELDS, ReportField, StepReports, fault_kind, first_false, flatten_inputs,
     input_paths, offending_tensor, step_faulty)
-from stable_train.core.views import PolicyContext, RunHandle  # pylint: disable=unused-import
+from stable_train.core.views import NormCeiling, PolicyContext, RunHandle  # pylint: disable=unused-import
 
 CONTINUE = 'continue'
 ESCALATE = 'escalate'  # "something is wrong that this policy cannot fix": a recovery policy may act.
@@ -76,13 +76,13 @@ class Policy(tf.Module):
     update: that is the policy's state transition). Every action on the run (files, events,
     logs, a restore, the learning rate) happens in `execute(decision, run)`, through the
     `RunHandle`.
-  Host protocols a policy implements by defining the method: `LoopObserver.observe` (fold each
-    loop's reports into host-read statistics), `EndCheck.check_at_end`.
-  Capabilities the core asks for by name, never by class: `scales_loss` (with `scale_loss`,
-    `unscale_gradients`, `is_overflow`, `loss_scale`), `marks_best`, `reads_variables_finite`,
+  Protocols a policy implements by defining their methods (the core asks `isinstance`, never
+    the class): `LossScaler` (fp16 loss scaling, traced), `NormCeiling` (a fixed ceiling a
+    recovery sets), `LoopObserver` (fold each loop's reports into host-read statistics),
+    `EndCheck` (a last word on a run about to end).
+  Capabilities the core asks for by name: `marks_best`, `reads_variables_finite`,
     `decides_on_clean_loops`, `decides_after_act`, `uses_end_step`, `end_step_compiles`,
-    `updates_after_apply`, `wants_start_checkpoint`, `takes_norm_ceiling` (with
-    `set_norm_ceiling`), `uses_first_batch`.
+    `updates_after_apply`, `wants_start_checkpoint`, `uses_first_batch`.
   """
 
   # Set True by a policy whose host half reads `StepReports.variables_finite`: the loop then
@@ -127,37 +127,6 @@ class Policy(tf.Module):
   # True for a policy whose host half reads the run's first batch (`Probe.first_batch`): a guarded
   # Keras `fit`, which cannot re-read its data, then keeps a bounded copy of it in-graph.
   uses_first_batch = False
-
-  # True for a clip that takes a fixed ceiling on the global norm (`set_norm_ceiling`), the
-  # remedy a recovery applies to exploding gradients (`RunHandle.set_norm_ceiling`).
-  takes_norm_ceiling = False
-
-  def set_norm_ceiling(self, norm: float) -> None:
-    """Caps the global gradient norm at `norm` from the next step on (eager; checkpointed
-    state, not configuration: a remedy the run applied)."""
-    del norm
-
-  # True for a policy that scales the loss before differentiation (fp16 loss scaling; at most one
-  # per Trainer). The step differentiates `scale_loss(loss)`; every other hook sees the gradients
-  # `unscale_gradients` returns; `is_overflow(report)` tells a skipped overflow from a fault.
-  scales_loss = False
-
-  def scale_loss(self, loss):
-    """The loss to differentiate (traced; only called when `scales_loss`)."""
-    return loss
-
-  def unscale_gradients(self, grads):
-    """The true gradients of the scaled loss's gradients (traced; when `scales_loss`)."""
-    return grads
-
-  def is_overflow(self, report) -> tf.Tensor:
-    """Whether a step's non-finite gradients were a loss-scale overflow (traced; `scales_loss`)."""
-    del report
-    return tf.constant(False)
-
-  def loss_scale(self) -> tf.Tensor:
-    """The loss scale the step used, as the report records it (traced; `scales_loss`)."""
-    return tf.constant(1.0)
 
   def build(self, variables, variable_paths: Sequence[str]) -> None:
     """Called once before the step is traced, with the trainable variables and their names in
@@ -311,6 +280,26 @@ class Policy(tf.Module):
   def is_healthy(self) -> bool:
     """Whether a checkpoint written now may be marked as a known-good rollback target."""
     return True
+
+
+@runtime_checkable
+class LossScaler(Protocol):
+  """A policy that scales the loss before differentiation (fp16 loss scaling; at most one per
+  run). The step differentiates `scale_loss(loss)`; every other hook sees the gradients
+  `unscale_gradients` returns; `is_overflow(report)` tells a skipped overflow from a fault. All
+  four are traced."""
+
+  def scale_loss(self, loss: tf.Tensor) -> tf.Tensor:
+    """The loss to differentiate."""
+
+  def unscale_gradients(self, grads: Sequence[tf.Tensor]) -> Sequence[tf.Tensor]:
+    """The true gradients of the scaled loss's gradients."""
+
+  def is_overflow(self, report: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """Whether a step's non-finite gradients were a loss-scale overflow (a scalar bool)."""
+
+  def loss_scale(self) -> tf.Tensor:
+    """The loss scale the step used, as the report records it."""
 
 
 @runtime_checkable

@@ -45,7 +45,7 @@ class StepParts:
       the apply and the skip then run per replica.
     update_metrics: (labels, predictions) -> None, called for applied steps only; or None.
     xla: whether the step is compiled with XLA.
-    loss_scale: the policy that scales the loss (`Policy.scales_loss`), or None.
+    loss_scale: the policy that scales the loss (`interfaces.LossScaler`), or None.
     optimizer: the optimizer `apply` updates, or a list of them (under a strategy their own
       all-reduce of the already aggregated gradients is switched off), or None.
     label_classes: the class count of sparse labels (`labels.sparse_classes`), or None: a batch

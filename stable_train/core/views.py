@@ -1,7 +1,7 @@
 """What a policy sees of the run: `PolicyContext` (read-only, when it decides) and `RunHandle`
 (the one narrow handle, when it acts)."""
 
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 
 class PolicyContext:
@@ -124,15 +124,25 @@ class RunHandle:
 
   def set_norm_ceiling(self, norm: float) -> bool:
     """Caps the global gradient norm at `norm` from the next step on, through the policies that
-    take a ceiling (`Policy.takes_norm_ceiling`: AdaptiveClip), checkpointed; False when none
+    take a ceiling (`interfaces.NormCeiling`: AdaptiveClip), checkpointed; False when none
     does."""
     raise NotImplementedError
 
 
+@runtime_checkable
+class NormCeiling(Protocol):
+  """A clip that takes a fixed ceiling on the global norm: the remedy a recovery applies to
+  exploding gradients (`RunHandle.set_norm_ceiling`)."""
+
+  def set_norm_ceiling(self, norm: float) -> None:
+    """Caps the global gradient norm at `norm` from the next step on (eager; checkpointed
+    state, not configuration: a remedy the run applied)."""
+
+
 def apply_norm_ceiling(policies, norm: float) -> bool:
   """`RunHandle.set_norm_ceiling` over a run's policies: every policy that takes a ceiling
-  (`takes_norm_ceiling`) gets it; False when none does."""
-  takers = [p for p in policies if p.takes_norm_ceiling]
+  (`NormCeiling`) gets it; False when none does."""
+  takers = [p for p in policies if isinstance(p, NormCeiling)]
   for p in takers:
     p.set_norm_ceiling(norm)
   return bool(takers)

@@ -84,8 +84,6 @@ class AdaptiveClip(interfaces.Policy):
     self.norm_ceiling = tf.Variable(NO_CEILING, dtype=tf.float32, trainable=False,
                                     name='norm_ceiling')
 
-  takes_norm_ceiling = True
-
   def set_norm_ceiling(self, norm: float) -> None:
     self.norm_ceiling.assign(min(float(norm), float(self.norm_ceiling.numpy())))
 

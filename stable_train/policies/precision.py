@@ -96,8 +96,6 @@ class DynamicLossScale(interfaces.Policy):
   Keras's LossScaleOptimizer. The scale and the counters are variables, checkpointed with the run.
   """
 
-  scales_loss = True
-
   def __init__(self, *, initial_scale: float = 2.0**15, growth_interval: int = 2000,
                min_scale: float = 2.0**-24, max_scale: float = 2.0**24, name: str = 'loss_scale'):
     """Initialises the policy.

@@ -119,11 +119,11 @@ def policy_stack(policies, model, strategy, wrapper=None,
         f'{owner}: policies {best} would each mark a best checkpoint; keep one '
         '(EarlyStopping marks the best checkpoint too).')
   fp16 = wrapper is not None or precision.compute_dtype(model) == 'float16'
-  if fp16 and not any(p.scales_loss for p in policies):
+  if fp16 and not any(isinstance(p, interfaces.LossScaler) for p in policies):
     with strategy.scope():
       policies.insert(0, precision.default_loss_scale() if wrapper is None
                       else precision.loss_scale_like(wrapper))
-  scales = [p for p in policies if p.scales_loss]
+  scales = [p for p in policies if isinstance(p, interfaces.LossScaler)]
   if len(scales) > 1:
     raise errors.ConfigError(f'{owner}: policies hold more than one loss scale '
                              f'({[p.name for p in scales]}); keep one.')
