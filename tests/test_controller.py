@@ -69,6 +69,8 @@ def _pure_call(t, model_dir, name, decide, values, context):
     return ([v.numpy().copy() for v in t.model.variables + t.optimizer.variables],
             int(t.global_step.numpy()), t.data_position(), _files(model_dir))
 
+  if t.checkpoints is not None:  # A write in flight commits on its own thread, not in decide.
+    t.checkpoints.wait()
   before = state()
   t.deciding = name
   try:
