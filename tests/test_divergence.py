@@ -129,6 +129,12 @@ class StatisticsTest(tf.test.TestCase):
     self.assertFalse(feed(divergence.DivergenceCheck(output_ratio=None, warmup=2,
                                                      collapse_every=None), [1.0] * 12).any())
 
+  def test_a_subnormal_loss_counts_as_zero_as_in_tensorflow(self):
+    # TensorFlow's CPU kernels flush float32 subnormals to zero: not a positive loss to judge.
+    check = divergence.DivergenceCheck(output_ratio=None, warmup=2, collapse_every=2)
+    self.assertFalse(feed(check, [1e-39] * 12).any())
+    self.assertEqual(dict(zip(divergence._FIELDS, check.state.numpy()))['start'], 0.0)
+
   def test_no_probe_past_the_count_cap(self):
     check = divergence.DivergenceCheck(output_ratio=None, warmup=2, collapse_every=2)
     feed(check, [1.0] * 4)

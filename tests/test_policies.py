@@ -87,6 +87,20 @@ class SkipNonFiniteTest(tf.test.TestCase):
     self.assertEqual(int(p.consecutive_skips.numpy()), 0)
     self.assertEqual(int(p.total_skips.numpy()), 4)
 
+  def test_a_loop_is_counted_before_the_trainers_hook_sees_it(self):
+    # on_loop_end may save a checkpoint: the counts it sees (and saves) include the loop's steps.
+    skip = policies.SkipNonFinite(max_consecutive=100)
+    t = trainer_lib.Trainer(model=models.mlp(input_dim=16, hidden=(8,)),
+                            optimizer=keras.optimizers.SGD(0.01),
+                            loss=keras.losses.MeanSquaredError(), policies=[skip],
+                            model_dir=None, steps_per_loop=5)
+    seen = []
+    t.on_loop_end = lambda reports: seen.append(
+        (int(skip.total_skips.numpy()), int(skip.consecutive_skips.numpy())))
+    t.fit(data.synthetic_regression(num_features=16, num_examples=320,
+                                    poison_batches=[2, 3, 4, 7]), num_steps=10)
+    self.assertEqual(seen, [(3, 3), (4, 0)])
+
   def test_a_veto_on_finite_values_neither_counts_nor_ends_a_streak(self):
     # An OutlierSkip veto is that policy's skip: SkipNonFinite counts faulty steps only.
     p = policies.SkipNonFinite(max_consecutive=2)
@@ -214,6 +228,21 @@ class ProtocolsTest(tf.test.TestCase):
     self.assertTrue(views.apply_norm_ceiling([skip, clip, mine], 2.0))
     self.assertEqual((float(clip.norm_ceiling.numpy()), mine.ceiling), (2.0, 2.0))
     self.assertFalse(views.apply_norm_ceiling([skip], 2.0))
+
+  def test_a_policy_that_still_sets_an_old_flag_is_named(self):
+    class OldScale(interfaces.Policy):
+      scales_loss = True  # The flag stable_train read before LossScaler.
+
+      def scale_loss(self, loss):
+        return loss * 8.0
+
+    with self.assertRaisesRegex(errors.ConfigError, "policy 'old' sets scales_loss = True, "
+                                'which stable_train no longer reads; define scale_loss, '
+                                'unscale_gradients, is_overflow and loss_scale'):
+      trainer_lib.Trainer(model=models.mlp(input_dim=16, hidden=(8,)),
+                          optimizer=keras.optimizers.SGD(0.01),
+                          loss=keras.losses.MeanSquaredError(), policies=[OldScale(name='old')],
+                          model_dir=None)
 
 
 class InputFaultWordingTest(tf.test.TestCase):

@@ -28,7 +28,7 @@ _DAMAGED, _DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or on
 # 'reference' or scale that was not finite.
 _SCALES = ('output_rms', 'label_rms', 'input_rms', 'output_max')
 _NOTHING = -2.0
-_HUGE = float(np.finfo(np.float32).max)
+_HUGE, _TINY = float(np.finfo(np.float32).max), float(np.finfo(np.float32).tiny)
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
 # A classifier's broken start: a cross-entropy this many times a uniform guess's (`init_bad` then
 # _CHANCE, else 1.0); an untrained EfficientNetB0's is 3.3x, a GRU's with N(0, 3) kernels 8.9x.
@@ -145,8 +145,8 @@ class DivergenceCheck(interfaces.Policy):
     with np.errstate(over='ignore'):  # `factor` x an unset best (float32's max) is inf.
       for i, (loss, applied) in enumerate(zip(reports.loss.astype(np.float32).tolist(),
                                               reports.applied.tolist())):
-        if applied and math.isfinite(loss):
-          flags[i] = self._fold.step(s, np.float32(loss))
+        if applied and math.isfinite(loss):  # A subnormal loss is 0 (TF's CPU kernels flush it).
+          flags[i] = self._fold.step(s, np.float32(loss if abs(loss) >= _TINY else 0.0))
         flags[i] |= unprobed  # Until the host has probed the outputs (a skipped first step too).
     if any(a != b for a, b in zip(s, old)):
       state_lib.host_assign(self.state, np.array(s, np.float32))

@@ -129,6 +129,7 @@ class Controller:
       reports = self._read_reports(outputs)
       if reports.num_steps == 0:  # `fit(dataset.take(0))` builds everything, trains nothing.
         return self._data_end(num_steps, empty=step == start and self.input.position() == 0)
+      self.dispatch.observe(reports)  # The host-kept statistics first: hooks may save them.
       self._record(reports, int(outputs['skipped_steps'].numpy()))
       ended = self.dispatch.after_loop(reports)
       # An action may move the step (a rollback): read again after one acted.

@@ -67,6 +67,7 @@ class Dispatcher:
     self.acted = False  # Whether the last `after_loop` carried anything out.
     self._unresolved: List[Decision] = []  # The last `decide`'s non-ACT decisions.
     self._observers = [p for p in self._policies if isinstance(p, interfaces.LoopObserver)]
+    self._noticed = False  # Whether an observer noticed the loop `observe` last folded.
     # The steps before trouble, written out when a loop skips, acts or ends the run.
     self.history = history_lib.RunHistory()
     self.loss_check = loss_check.LossOutputCheck()  # Once, after the first loop.
@@ -103,14 +104,21 @@ class Dispatcher:
              if d is not None and d.action != interfaces.ACT]
     return resolve(self._unresolved + found, self._policies, context) if found else decision
 
+  def observe(self, reports) -> None:
+    """Every `LoopObserver` folds one loop of reports into its statistics: called as soon as the
+    front door has read them (before its hooks, checkpoints and `after_loop`, and on the way out
+    of a run that failed), so that anything saved or read after a loop counts every step of it."""
+    noticed = [p.observe(reports) for p in self._observers]
+    self._noticed = any(noticed)
+
   def after_loop(self, reports) -> Optional[outcome_lib.Outcome]:
-    """Decides on one loop of reports and carries it out; an Outcome when the run must end. The
-    first trouble of an episode (a skip, a rollback, an end) is recorded with the steps before
-    it (a `history` event, for the doctor)."""
+    """Decides on one loop of reports (folded by `observe` already) and carries it out; an
+    Outcome when the run must end. The first trouble of an episode (a skip, a rollback, an end)
+    is recorded with the steps before it (a `history` event, for the doctor)."""
     self.history.add(reports)
     self.loss_check.after_loop(self._run, int(reports.step[-1]), reports.loss)
-    noticed = [p.observe(reports) for p in self._observers]  # Every observer folds its loop.
-    acts, decision = self.decide(reports, any(noticed))
+    noticed, self._noticed = self._noticed, False
+    acts, decision = self.decide(reports, noticed)
     ended, decision = self._carry_out(reports, acts, decision)
     self.acted = bool(acts) or decision.action != interfaces.CONTINUE
     self.history.after_loop(reports, decision.action, ended, self._run.emit)

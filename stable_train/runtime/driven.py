@@ -182,6 +182,7 @@ class DrivenRun:
     reports = self.guard.read_reports(self._seen)
     if reports is not None:
       self._seen = int(reports.step[-1])
+      self.dispatch.observe(reports)  # Every read loop is folded, a failing run's last too.
       self.host.record(reports)
       if not reports.clean():
         self._skipped = int(self.guard.state.skipped_steps.numpy())

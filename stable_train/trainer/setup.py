@@ -46,6 +46,21 @@ def default_policies() -> List[interfaces.Policy]:
           divergence.DivergenceCheck()]
 
 
+# The capability flags that became protocols: a policy that still sets one is named, never
+# silently left out (a custom loss scale would not scale).
+_PROTOCOL_FLAGS = (('scales_loss', interfaces.LossScaler,
+                    'scale_loss, unscale_gradients, is_overflow and loss_scale'),
+                   ('takes_norm_ceiling', interfaces.NormCeiling, 'set_norm_ceiling'))
+
+
+def _check_protocols(owner: str, policy) -> None:
+  for flag, protocol, methods in _PROTOCOL_FLAGS:
+    if getattr(policy, flag, False) is True and not isinstance(policy, protocol):
+      raise errors.ConfigError(
+          f'{owner}: policy {policy.name!r} sets {flag} = True, which stable_train no longer '
+          f'reads; define {methods} (the {protocol.__name__} protocol) instead.')
+
+
 def model_parts(model, optimizer, loss, metrics, strategy, *, faults, model_dir):
   """(optimizer, loss, metrics, the Keras LossScaleOptimizer around the optimizer or None): a
   compiled model's own parts where none is given, Keras names resolved (in `strategy`'s scope),
@@ -106,6 +121,7 @@ def policy_stack(policies, model, strategy, wrapper=None,
     if not isinstance(p, interfaces.Policy):
       raise errors.ConfigError(
           f'{owner}: policies contains {p!r}, which is not a stable_train Policy.')
+    _check_protocols(owner, p)
     if p in _OWNED_POLICIES:  # A second Trainer would start with the first one's counts.
       raise errors.ConfigError(
           f'{owner}: policy {p.name!r} ({type(p).__name__}) already belongs to another '
