@@ -152,14 +152,16 @@ class ObserveTest(tf.test.TestCase):
     d = dispatch.Dispatcher(policies=[quiet], run=None, context=lambda: None,
                             mark_fault=lambda step: None)
     self.assertIsInstance(quiet, interfaces.LoopObserver)
-    self.assertEqual([p.observe(_CleanReports()) for p in d._observers], [False])
+    d.observe(_CleanReports())
+    self.assertEqual((quiet.observed, d._noticed), (1, False))
     d.decide(_CleanReports(), noticed=False)
     self.assertEqual(quiet.asked, 0)  # Clean and not noticed: not asked.
     d.decide(_CleanReports(), noticed=True)
     self.assertEqual(quiet.asked, 1)
     d = dispatch.Dispatcher(policies=[quiet, noticing], run=None, context=lambda: None,
                             mark_fault=lambda step: None)
-    self.assertEqual(len(d._observers), 2)
+    d.observe(_CleanReports())  # One observer that noticed is enough; both folded the loop.
+    self.assertEqual((quiet.observed, noticing.observed, d._noticed), (2, 1, True))
     self.assertNotIsInstance(_Handler(name='h'), interfaces.LoopObserver)
 
 

@@ -17,7 +17,8 @@ import tensorflow as tf
 from stable_train.core.reports import (  # pylint: disable=unused-import  (the public names)
     REPORT_FIELDS, ReportField, StepReports, fault_kind, first_false, flatten_inputs,
     input_paths, offending_tensor, step_faulty)
-from stable_train.core.views import NormCeiling, PolicyContext, RunHandle  # pylint: disable=unused-import
+from stable_train.core.views import (  # pylint: disable=unused-import  (the public names)
+    NormCeiling, PolicyContext, RunHandle)
 
 CONTINUE = 'continue'
 ESCALATE = 'escalate'  # "something is wrong that this policy cannot fix": a recovery policy may act.

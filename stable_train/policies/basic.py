@@ -226,13 +226,15 @@ class SkipNonFinite(interfaces.Policy):
       return False
     finite = reports.inputs_finite & reports.loss_finite & reports.grads_finite
     skipped = ~reports.applied & ~finite & ~reports.overflow  # `step_faulty`, on the host.
-    consecutive, peak = int(self.consecutive_skips.numpy()), int(self.peak_consecutive.numpy())
+    consecutive, peak = (int(state_lib.host_value(v))
+                         for v in (self.consecutive_skips, self.peak_consecutive))
     for applied, counts in zip(reports.applied.tolist(), skipped.tolist()):
       consecutive = 0 if applied else consecutive + counts
       peak = max(peak, consecutive)
-    self.total_skips.assign_add(int(skipped.sum()))
-    self.consecutive_skips.assign(consecutive)
-    self.peak_consecutive.assign(peak)
+    total = int(state_lib.host_value(self.total_skips)) + int(skipped.sum())
+    for v, value in ((self.total_skips, total), (self.consecutive_skips, consecutive),
+                     (self.peak_consecutive, peak)):
+      state_lib.host_assign(v, value)
     return False
 
   def decide(self, reports, context):

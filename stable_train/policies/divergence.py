@@ -238,7 +238,8 @@ class DivergenceCheck(interfaces.Policy):
     last one ran, so that a net that died after it never ends 'completed' (a `EndCheck`)."""
     state = self.state.numpy()
     fields = dict(zip(_FIELDS, state.tolist()))
-    if self.collapse_every is None or not fields['smoothed'] > trend.COLLAPSE_LOSS * fields['start'] > 0:
+    probing = fields['smoothed'] > trend.COLLAPSE_LOSS * fields['start'] > 0
+    if self.collapse_every is None or not probing:
       return None
     if fields['verdict'] != _COLLAPSED:
       _probe_collapse(self._collapse, state, run.step, {
