@@ -36,9 +36,8 @@ class ResolveTest(tf.test.TestCase):
 class _Checker(interfaces.Policy):
   """Asks for a check (ACT); once its execute found trouble, escalates."""
 
-  def __init__(self, *, after_act, name='checker'):
+  def __init__(self, *, name='checker'):
     super().__init__(name=name)
-    self.decides_after_act = after_act
     self.found = False
     self.asked = 0
 
@@ -54,6 +53,13 @@ class _Checker(interfaces.Policy):
     return None
 
 
+class _Rechecker(_Checker):
+  """A `_Checker` asked again after its ACT (the `Rechecker` protocol)."""
+
+  def decide_after_act(self, reports, context):
+    return self.decide(reports, context)
+
+
 class _Reports:
 
   def clean(self):
@@ -67,7 +73,7 @@ class RedecideTest(tf.test.TestCase):
                                mark_fault=lambda step: None)
 
   def test_a_finding_escalates_in_the_loop_of_its_check(self):
-    checker, handler = _Checker(after_act=True), _Handler(name='h')
+    checker, handler = _Rechecker(), _Handler(name='h')
     d = self._dispatcher([checker, handler])
     acts, decision = d.decide(_Reports())
     self.assertEqual(decision.action, interfaces.CONTINUE)
@@ -78,7 +84,7 @@ class RedecideTest(tf.test.TestCase):
     self.assertEqual(checker.asked, 2)
 
   def test_a_policy_that_does_not_opt_in_is_not_asked_again(self):
-    checker = _Checker(after_act=False)
+    checker = _Checker()
     d = self._dispatcher([checker])
     acts, decision = d.decide(_Reports())
     checker.execute(acts[0], None)
@@ -86,7 +92,7 @@ class RedecideTest(tf.test.TestCase):
     self.assertEqual(checker.asked, 1)
 
   def test_new_acts_are_dropped_and_an_abort_stands(self):
-    checker = _Checker(after_act=True)
+    checker = _Rechecker()
     d = self._dispatcher([checker])
     acts, decision = d.decide(_Reports())
     # Nothing found yet: asked again, it only asks for its check again, which is dropped.
@@ -96,13 +102,13 @@ class RedecideTest(tf.test.TestCase):
     self.assertIs(d.redecide(_Reports(), acts, abort), abort)
 
   def test_a_policy_that_misbehaves_when_asked_again_gets_a_clear_error(self):
-    class Stops(_Checker):
+    class Stops(_Rechecker):
       def decide(self, reports, context):
         if self.found:
           return interfaces.Decision(action=interfaces.STOP, trigger='found')
         return super().decide(reports, context)
 
-    class Counts(_Checker):  # A state transition in decide: asked again, it would count twice.
+    class Counts(_Rechecker):  # A state transition in decide: asked again, it would count twice.
       def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.flagged_loops = tf.Variable(0)
@@ -111,9 +117,9 @@ class RedecideTest(tf.test.TestCase):
         self.flagged_loops.assign_add(1)
         return super().decide(reports, context)
 
-    for policy, text in ((Stops(after_act=True), r"checker.decide returned action='stop'"),
-                         (Counts(after_act=True), r'checker.decide changed its variables when '
-                                                  r'asked again after its ACT')):
+    for policy, text in ((Stops(), r"checker.decide_after_act returned action='stop'"),
+                         (Counts(), r'checker.decide_after_act changed its variables when '
+                                    r'asked again after its ACT')):
       d = self._dispatcher([policy])
       acts, decision = d.decide(_Reports())
       policy.execute(acts[0], None)

@@ -1,6 +1,7 @@
 """Tests for stable_train.policies.basic: argument validation and in-graph state of the core policies."""
 
 import dataclasses
+import tempfile
 
 import keras
 import numpy as np
@@ -228,6 +229,44 @@ class ProtocolsTest(tf.test.TestCase):
     self.assertTrue(views.apply_norm_ceiling([skip, clip, mine], 2.0))
     self.assertEqual((float(clip.norm_ceiling.numpy()), mine.ceiling), (2.0, 2.0))
     self.assertFalse(views.apply_norm_ceiling([skip], 2.0))
+
+  def test_each_one_user_capability_is_its_policys_protocol_alone(self):
+    from stable_train.forensics import forensics  # pylint: disable=g-import-not-at-top
+    # pylint: disable=g-import-not-at-top
+    from stable_train.policies import clipping, divergence, recovery, stopping
+    built_in = {'rollback': recovery.Rollback(), 'divergence': divergence.DivergenceCheck(),
+                'best': stopping.BestCheckpoint(), 'early': stopping.EarlyStopping(),
+                'forensics': forensics.Forensics(), 'skip': policies.SkipNonFinite(),
+                'clip': clipping.AdaptiveClip(), 'numerics': policies.CheckNumerics()}
+    wanted = {interfaces.Recovery: {'rollback'}, interfaces.Rechecker: {'divergence'},
+              interfaces.EvalWatcher: {'best', 'early'}, interfaces.FitCheck: {'best', 'early'},
+              interfaces.BestMarker: {'best', 'early'},
+              interfaces.Stopper: {'early'}, interfaces.Investigator: {'forensics'}}
+    for protocol, names in wanted.items():
+      self.assertEqual({k for k, p in built_in.items() if isinstance(p, protocol)}, names,
+                       protocol.__name__)
+    # The base class carries none of their methods: a policy has one by defining it.
+    for name in ('handle_escalation', 'decide_after_act', 'decide_eval', 'check_fit', 'improves',
+                 'already_stopped', 'investigate', 'marks_best', 'wants_start_checkpoint',
+                 'reads_variables_finite', 'decides_after_act', 'end_step_compiles'):
+      self.assertFalse(hasattr(interfaces.Policy, name), name)
+
+  def test_a_recovery_of_ones_own_gets_the_start_checkpoint_and_the_variable_check(self):
+    class GiveUp(interfaces.Policy):  # Takes an escalation over with an abort of its wording.
+      def handle_escalation(self, decision, context):
+        return interfaces.Decision(action=interfaces.ABORT, reason='gave up', step=decision.step)
+
+    def run(policy):
+      model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
+      t = trainer_lib.Trainer(model=models.mlp(input_dim=16, hidden=(8,)),
+                              optimizer=keras.optimizers.SGD(0.01),
+                              loss=keras.losses.MeanSquaredError(), policies=[policy],
+                              model_dir=model_dir, steps_per_loop=2)
+      t.fit(data.synthetic_regression(num_examples=64, num_features=16, batch_size=16), num_steps=2)
+      return [e.step for e in t.checkpoints.entries], t.controller.loop.checks_variables
+
+    self.assertEqual(run(GiveUp(name='mine')), ([0, 2], True))
+    self.assertEqual(run(policies.SkipNonFinite()), ([2], False))
 
   def test_a_policy_that_still_sets_an_old_flag_is_named(self):
     class OldScale(interfaces.Policy):

@@ -30,7 +30,7 @@ class TrainLoop:
 
     Args:
       step: the `step.GuardedStep`.
-      policies: the policies (their `end_step` and `reads_variables_finite`).
+      policies: the policies (their `end_step`; a `Recovery` reads `variables_finite`).
       report_dtypes: the report's field dtypes (`reports.report_dtypes`).
       all_variables: () -> every model and optimizer float variable (checked at the loop's end
         when a policy reads `StepReports.variables_finite`).
@@ -43,7 +43,7 @@ class TrainLoop:
     self._all_variables = all_variables
     self._global_step = global_step
     self.needs_report = any(p.uses_end_step for p in self._policies)
-    self.checks_variables = any(p.reads_variables_finite for p in self._policies)
+    self.checks_variables = any(isinstance(p, interfaces.Recovery) for p in self._policies)
     self.step_fn = (self.packed_step if step.distributed
                     else tf.function(self.packed_step, jit_compile=jit_compile or None))
     self.loop_fn = tf.function(self.loop)

@@ -149,7 +149,7 @@ StepReports.__doc__ = """Per-step reports of one loop, as numpy arrays of length
     variable_paths: names of the trainable variables, in layer order.
     input_paths: names of the input tensors, in the order of the batch's flattened structure.
     variables_finite: whether every model and optimizer variable was finite after the loop;
-      None unless a policy reads it (`Policy.reads_variables_finite`).
+      None unless a policy reads it (a `Recovery`, e.g. Rollback).
   """
 
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train import errors
+from stable_train.core import interfaces
 from stable_train.core import keras_parts
 from stable_train.core import ring
 from stable_train.core import state as state_lib
@@ -243,13 +244,13 @@ class StepGuard(driven.DrivenGuard):
 
   def _check_policies(self) -> None:
     if self.jit_compile:
-      slow = [p.name for p in self.policies if not p.end_step_compiles]
+      slow = [p.name for p in self.policies if isinstance(p, interfaces.Investigator)]
       if slow:
         raise errors.ConfigError(
             f'StepGuard: policies {slow} need a step outside XLA; use jit_compile=False, or drop '
             'them.')
     if self.loss_fn is None:
-      rerun = [p.name for p in self.policies if type(p).__name__ == 'Forensics']
+      rerun = [p.name for p in self.policies if isinstance(p, interfaces.Investigator)]
       if rerun:
         raise errors.ConfigError(
             f'StepGuard: {rerun} re-runs the offending batch: pass loss_fn=(batch -> loss) and '

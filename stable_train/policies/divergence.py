@@ -70,7 +70,6 @@ class DivergenceCheck(interfaces.Policy):
   """
 
   decides_on_clean_loops = False  # A loop where a rule fired is noticed (`observe`).
-  decides_after_act = True  # A collapse or a damaged model found by a check escalates at once.
   uses_first_batch = True  # The start check and the reference re-run.
 
   def __init__(self, *, factor: float = 10.0, patience: int = 20, rise_patience: int = 50,
@@ -153,6 +152,11 @@ class DivergenceCheck(interfaces.Policy):
     return flags
 
   # -- host -------------------------------------------------------------------------------------
+  def decide_after_act(self, reports, context):
+    """A `Rechecker`: what a check's ACT found (a collapse, a damaged model) escalates in the
+    same loop; deciding reads the folded state and changes nothing, so it asks `decide` again."""
+    return self.decide(reports, context)
+
   def decide(self, reports, context):
     del context
     del reports  # Folded by `observe`, which found the first flagged step.

@@ -152,9 +152,6 @@ class Rollback(interfaces.Policy):
   other from disk; the `rollback` event says which (`restored_from`).
   """
 
-  reads_variables_finite = True
-  wants_start_checkpoint = True  # A run too hot from its first step can go back to its start.
-
   def __init__(self, *, max_rollbacks: int = 5, lr_backoff: float = 0.5,
                divergence_backoff: float = 0.1, probation: int = 100, skip_batches: int = 0,
                retry_window: int = 500, restore_lr_after: Optional[int] = None,

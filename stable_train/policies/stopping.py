@@ -1,9 +1,10 @@
 """Policies that read evaluations: BestCheckpoint (marks the best checkpoint) and EarlyStopping.
 
-Both act after each evaluation of `fit(eval_dataset=...)` through `Policy.decide_eval`: it reads
-the monitored value, updates the policy's own variables (best value, its step, evaluations without
-improvement: checkpointed, so a resumed run goes on counting) and returns a decision that `execute`
-carries out (mark the checkpoint of this step `best` in the manifest; record an early stop).
+Both act after each evaluation of `fit(eval_dataset=...)` through `decide_eval` (`EvalWatcher`): it
+reads the monitored value, updates the policy's own variables (best value, its step, evaluations
+without improvement: checkpointed, so a resumed run goes on counting) and returns a decision that
+`execute` carries out (mark the checkpoint of this step `best` in the manifest; record an early
+stop).
 """
 
 import logging
@@ -50,7 +51,6 @@ class BestCheckpoint(interfaces.Policy):
   """
 
   summary_key = 'best_checkpoint'
-  marks_best = True
 
   def __init__(self, *, monitor: str = 'eval_loss', mode: str = 'auto', min_delta: float = 0.0,
                name: str = 'best_checkpoint'):

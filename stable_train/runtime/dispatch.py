@@ -1,12 +1,12 @@
 """The one place that turns the policies' decisions, and the faults the run finds itself, into what
 happens next: go on, a policy's action, a rollback, an early stop or an abort.
 
-Deciding is pure (`Policy.decide` / `decide_eval` / `handle_escalation` read reports and a
-`PolicyContext`); carrying out is `Policy.execute(decision, run)` with the `RunHandle`. Precedence
-of the resolved decision: abort > escalation (to the first policy that handles it, else an abort)
-> rollback > continue. ACT decisions are not resolved: each is carried out, in policy order, before
-the resolved one. After the first loop it also runs the start's loss/output check
-(`loss_check.LossOutputCheck`), a warning for the doctor, never a decision.
+Deciding is pure (`Policy.decide`, `EvalWatcher.decide_eval`, `Recovery.handle_escalation` read
+reports and a `PolicyContext`); carrying out is `Policy.execute(decision, run)` with the
+`RunHandle`. Precedence of the resolved decision: abort > escalation (to the first policy that
+handles it, else an abort) > rollback > continue. ACT decisions are not resolved: each is carried
+out, in policy order, before the resolved one. After the first loop it also runs the start's
+loss/output check (`loss_check.LossOutputCheck`), a warning for the doctor, never a decision.
 """
 
 import dataclasses
@@ -34,6 +34,8 @@ def resolve(decisions: Sequence[Decision], policies: Sequence[interfaces.Policy]
   for d in decisions:
     if d.action == interfaces.ESCALATE:
       for p in policies:
+        if not isinstance(p, interfaces.Recovery):
+          continue
         handled = p.handle_escalation(d, context)
         if handled is not None:
           return handled
@@ -92,11 +94,12 @@ class Dispatcher:
     return acts, resolve(self._unresolved, self._policies, context)
 
   def redecide(self, reports, acts: Sequence[Decision], decision: Decision) -> Decision:
-    """The resolved decision once the ACTs ran: a policy that `decides_after_act` is asked again
+    """The resolved decision once the ACTs ran: a `Rechecker` policy is asked again
     (what its check found, e.g. a collapse or a damaged model, counts in the same loop, the last
     one included); its new ACTs are dropped. Pure, like `decide`."""
     again = [self._by_name[a.policy] for a in acts]
-    again = [p for i, p in enumerate(again) if p.decides_after_act and p not in again[:i]]
+    again = [p for i, p in enumerate(again)
+             if isinstance(p, interfaces.Rechecker) and p not in again[:i]]
     if not again or decision.action == interfaces.ABORT:
       return decision
     context = self._context()
@@ -156,6 +159,8 @@ class Dispatcher:
     context = self._context()
     decisions = []
     for p in self._policies:
+      if not isinstance(p, interfaces.EvalWatcher):
+        continue
       d = p.decide_eval(values, context)
       if d is None:
         continue
@@ -196,7 +201,7 @@ class Dispatcher:
     """STOPPED_EARLY when a policy's restored state says the run stopped before (the same command
     again after an early stop trains no more); None otherwise."""
     for p in self._policies:
-      reason = p.already_stopped()
+      reason = p.already_stopped() if isinstance(p, interfaces.Stopper) else None
       if reason is not None:
         return outcome_lib.Outcome(outcome_lib.Status.STOPPED_EARLY, reason=reason)
     return None
@@ -240,27 +245,29 @@ class Dispatcher:
     return stop
 
 
-def _ask(policy, reports, context) -> Optional[Decision]:
-  """One policy's `decide`, named after it unless it names another; a STOP is refused."""
-  d = policy.decide(reports, context)
+def _ask(policy, reports, context, again: bool = False) -> Optional[Decision]:
+  """One policy's `decide` (a `Rechecker`'s `decide_after_act` when asked `again`), named after
+  it unless it names another; a STOP is refused."""
+  method = 'decide_after_act' if again else 'decide'
+  d = getattr(policy, method)(reports, context)
   if d is not None and d.action == interfaces.STOP:
-    raise ValueError(f'{policy.name}.decide returned action={d.action!r}: a stop comes from '
+    raise ValueError(f'{policy.name}.{method} returned action={d.action!r}: a stop comes from '
                      'decide_eval (after an evaluation); from decide, ABORT stops the run.')
   # A decision names the policy that carries it out; by default the one that made it.
   return d if d is None or d.policy else dataclasses.replace(d, policy=policy.name)
 
 
 def _ask_again(policy, reports, context) -> Optional[Decision]:
-  """`_ask` on reports the policy has decided on: a state transition in its `decide` would run
-  twice, so one is undone and refused."""
+  """`_ask` again, after the ACTs, on reports the policy has decided on: a state transition in
+  `decide_after_act` would run twice, so one is undone and refused."""
   before = [v.numpy() for v in policy.variables]
-  d = _ask(policy, reports, context)
+  d = _ask(policy, reports, context, again=True)
   changed = [v for v, b in zip(policy.variables, before) if not np.array_equal(v.numpy(), b)]
   if changed:
     for v, b in zip(policy.variables, before):
       v.assign(b)
     raise ValueError(
-        f'{policy.name}.decide changed its variables when asked again after its ACT '
-        f'(decides_after_act=True; {changed[0].name}): it decides each loop twice, so its state '
-        'transition belongs in update_state or execute, or set decides_after_act=False.')
+        f'{policy.name}.decide_after_act changed its variables when asked again after its ACT '
+        f'({changed[0].name}): it decides each loop twice, so its state transition belongs in '
+        'decide, update_state or execute.')
   return d

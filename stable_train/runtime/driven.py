@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train import errors
+from stable_train.core import interfaces
 from stable_train.core import lr as lr_lib
 from stable_train.core import outcome as outcome_lib
 from stable_train.runfiles import checkpointing
@@ -129,7 +130,8 @@ class DrivenRun:
     host.events = events_lib.EventLog(os.path.join(out, 'events.jsonl') if out else None)
     host.scalars = events_lib.Scalars(os.path.join(out, 'tensorboard') if out else None)
     for p in g.policies:  # E.g. EarlyStopping needs the Trainer's evaluations: refused here.
-      p.check_fit(metric_names=[], has_eval=False)
+      if isinstance(p, interfaces.FitCheck):
+        p.check_fit(metric_names=[], has_eval=False)
     self._seen = host.step()
     self._skipped = int(g.state.skipped_steps.numpy())
     self._skipped_logged, self._unread, self.ended = None, 0, False
@@ -141,7 +143,7 @@ class DrivenRun:
         log_every=2**62, verbose=False)
     host.start_summary(self._seen)
     host.emit('start', self._seen)
-    if (self._seen == 0 and any(p.wants_start_checkpoint for p in g.policies)
+    if (self._seen == 0 and any(isinstance(p, interfaces.Recovery) for p in g.policies)
         and g.ready_for_checkpoint()):
       self.save('start')  # A rollback target before the first update, as the Trainer keeps.
     g.host = self

@@ -21,6 +21,7 @@ from stable_train.policies import clipping
 from stable_train.policies import divergence
 from stable_train.policies import precision
 from stable_train.runtime import distribute
+from stable_train.runtime import evaluation
 from stable_train.runtime import seams
 
 log = logging.getLogger('stable_train')
@@ -48,16 +49,24 @@ def default_policies() -> List[interfaces.Policy]:
 
 # The capability flags that became protocols: a policy that still sets one is named, never
 # silently left out (a custom loss scale would not scale).
-_PROTOCOL_FLAGS = (('scales_loss', interfaces.LossScaler,
-                    'scale_loss, unscale_gradients, is_overflow and loss_scale'),
-                   ('takes_norm_ceiling', interfaces.NormCeiling, 'set_norm_ceiling'))
+# The capability flags a policy once set, now protocols it implements by defining their methods:
+# (flag, the value that asked for the capability, the protocol, its methods).
+_PROTOCOL_FLAGS = (
+    ('scales_loss', True, interfaces.LossScaler,
+     'scale_loss, unscale_gradients, is_overflow and loss_scale'),
+    ('takes_norm_ceiling', True, interfaces.NormCeiling, 'set_norm_ceiling'),
+    ('reads_variables_finite', True, interfaces.Recovery, 'handle_escalation'),
+    ('wants_start_checkpoint', True, interfaces.Recovery, 'handle_escalation'),
+    ('decides_after_act', True, interfaces.Rechecker, 'decide_after_act'),
+    ('marks_best', True, interfaces.BestMarker, 'improves'),
+    ('end_step_compiles', False, interfaces.Investigator, 'investigate'))
 
 
 def _check_protocols(owner: str, policy) -> None:
-  for flag, protocol, methods in _PROTOCOL_FLAGS:
-    if getattr(policy, flag, False) is True and not isinstance(policy, protocol):
+  for flag, value, protocol, methods in _PROTOCOL_FLAGS:
+    if getattr(policy, flag, not value) is value and not isinstance(policy, protocol):
       raise errors.ConfigError(
-          f'{owner}: policy {policy.name!r} sets {flag} = True, which stable_train no longer '
+          f'{owner}: policy {policy.name!r} sets {flag} = {value}, which stable_train no longer '
           f'reads; define {methods} (the {protocol.__name__} protocol) instead.')
 
 
@@ -129,7 +138,7 @@ def policy_stack(policies, model, strategy, wrapper=None,
   names = [p.name for p in policies]
   if len(set(names)) != len(names):
     raise errors.ConfigError(f'{owner}: policy names must be unique, got {names}; pass name=... .')
-  best = [p.name for p in policies if p.marks_best]
+  best = [p.name for p in policies if isinstance(p, interfaces.BestMarker)]
   if len(best) > 1:
     raise errors.ConfigError(
         f'{owner}: policies {best} would each mark a best checkpoint; keep one '
@@ -173,6 +182,23 @@ def fit_length(dataset, num_steps, num_epochs, class_weight=None, global_step=No
   epochs = (num_epochs, steps_per_epoch(dataset))
   # num_steps until the controller knows the resumed position.
   return dataset.repeat(num_epochs), num_epochs * epochs[1], epochs
+
+
+def fit_plan(trainer, dataset, num_steps, num_epochs, class_weight, eval_dataset, eval_every,
+             eval_steps):
+  """`Trainer.fit`'s arguments checked: (dataset, num_steps, epochs, eval_every, eval_steps), the
+  dataset weighed and wrapped by the run's seams; each `EvalWatcher` asked whether it can work
+  with this fit (`check_fit`)."""
+  later = trainer.global_step if trainer.controller.fitted else None  # A later fit's start.
+  dataset, num_steps, epochs = fit_length(dataset, num_steps, num_epochs, class_weight, later)
+  eval_every, eval_steps = evaluation.check_eval_args(eval_dataset, eval_every, eval_steps)
+  for p in trainer.policies:
+    if isinstance(p, interfaces.FitCheck):
+      p.check_fit(metric_names=[m.name for m in trainer.metrics],
+                  has_eval=eval_dataset is not None)
+  if trainer.faults is not None:
+    dataset = trainer.faults.wrap_dataset(dataset)
+  return dataset, num_steps, epochs, eval_every, eval_steps
 
 
 def claim(policies: Sequence[interfaces.Policy]) -> None:

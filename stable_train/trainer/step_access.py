@@ -1,6 +1,8 @@
 """`StepAccess`: what the guarded step, the evaluator and forensics call of a Trainer, built from
 its overridable parts (`compute_loss`, `forward`, `split_batch`, `apply_gradients`, ...)."""
 
+from typing import List
+
 import tensorflow as tf
 
 from stable_train import errors
@@ -11,6 +13,16 @@ from stable_train.runtime import distribute
 
 class StepAccess:
   """The step's view of a `Trainer` (its parts, called while tracing)."""
+
+  def update_metrics(self, labels, predictions) -> None:
+    """Updates every metric with one applied batch. Traced (the step's apply branch only)."""
+    for m in self.metrics:
+      m.update_state(labels, predictions)
+
+  def forward_state(self) -> List[tf.Variable]:
+    """Variables a forward pass may assign (BatchNorm moving statistics, dropout and attention
+    seed-generator states): the model's non-trainable ones. A skip puts them back."""
+    return [v for v in self.model.variables if not v.trainable]
 
   def forward_loss(self, batch, training):
     """(loss, predictions, outputs finite): `compute_loss` and what its `forward` calls saw (the

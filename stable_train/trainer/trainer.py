@@ -15,7 +15,6 @@ from stable_train import errors
 from stable_train.runfiles import events as events_lib
 from stable_train.runtime import controller as controller_lib
 from stable_train.runtime import distribute
-from stable_train.runtime import evaluation
 from stable_train.runtime import options as options_lib
 from stable_train.runtime import seams
 from stable_train.trainer import run_access
@@ -137,16 +136,6 @@ class Trainer(step_access.StepAccess, run_access.RunAccess):
     """Applies aggregated, transformed gradients with the optimizer. Traced."""
     self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
 
-  def update_metrics(self, labels, predictions) -> None:
-    """Updates every metric with one applied batch. Traced (the step's apply branch only)."""
-    for m in self.metrics:
-      m.update_state(labels, predictions)
-
-  def forward_state(self) -> List[tf.Variable]:
-    """Variables a forward pass may assign (BatchNorm moving statistics, dropout and attention
-    seed-generator states): the model's non-trainable ones. A skip puts them back."""
-    return [v for v in self.model.variables if not v.trainable]
-
   def uses_own_loss(self) -> bool:
     """Whether `compute_loss` is the Trainer's own (the loss on `forward`'s outputs and labels)."""
     return type(self).compute_loss is Trainer.compute_loss
@@ -201,15 +190,8 @@ class Trainer(step_access.StepAccess, run_access.RunAccess):
     Returns:
       The run summary (also written to `<model_dir>/summary.json`).
     """
-    later = self.global_step if self.controller.fitted else None  # Where a later fit starts.
-    dataset, num_steps, epochs = setup.fit_length(dataset, num_steps, num_epochs, class_weight,
-                                                  later)
-    eval_every, eval_steps = evaluation.check_eval_args(eval_dataset, eval_every, eval_steps)
-    for p in self.policies:
-      p.check_fit(metric_names=[m.name for m in self.metrics],
-                  has_eval=eval_dataset is not None)
-    if self.faults is not None:
-      dataset = self.faults.wrap_dataset(dataset)
+    dataset, num_steps, epochs, eval_every, eval_steps = setup.fit_plan(
+        self, dataset, num_steps, num_epochs, class_weight, eval_dataset, eval_every, eval_steps)
     return self.controller.fit(dataset, num_steps, eval_dataset=eval_dataset,
                                eval_every=eval_every, eval_steps=eval_steps, epochs=epochs)
 

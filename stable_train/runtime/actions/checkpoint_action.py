@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, Iterator, Optional
 
 import tensorflow as tf
 
+from stable_train.core import interfaces
 from stable_train.core import state as state_lib
 from stable_train import errors
 from stable_train.runfiles import checkpointing
@@ -70,7 +71,7 @@ class RunCheckpoints:
       # (which the last fit saved) with the new dataset from its start.
       self._input.reset()
       if not committed and int(t.global_step.numpy()) == 0 and any(
-          p.wants_start_checkpoint for p in t.policies):
+          isinstance(p, interfaces.Recovery) for p in t.policies):
         t.save_checkpoint(reason='start')  # A rollback target before the first update.
       return None
     entry = t.restore_latest(committed)
