@@ -241,15 +241,53 @@ class ProtocolsTest(tf.test.TestCase):
     wanted = {interfaces.Recovery: {'rollback'}, interfaces.Rechecker: {'divergence'},
               interfaces.EvalWatcher: {'best', 'early'}, interfaces.FitCheck: {'best', 'early'},
               interfaces.BestMarker: {'best', 'early'},
-              interfaces.Stopper: {'early'}, interfaces.Investigator: {'forensics'}}
+              interfaces.Stopper: {'early'}}
     for protocol, names in wanted.items():
       self.assertEqual({k for k, p in built_in.items() if isinstance(p, protocol)}, names,
                        protocol.__name__)
     # The base class carries none of their methods: a policy has one by defining it.
     for name in ('handle_escalation', 'decide_after_act', 'decide_eval', 'check_fit', 'improves',
-                 'already_stopped', 'investigate', 'marks_best', 'wants_start_checkpoint',
-                 'reads_variables_finite', 'decides_after_act', 'end_step_compiles'):
+                 'check_monitor', 'already_stopped', 'marks_best', 'wants_start_checkpoint',
+                 'reads_variables_finite', 'decides_after_act'):
       self.assertFalse(hasattr(interfaces.Policy, name), name)
+
+    class Helper(interfaces.Policy):  # A method of the same name alone declares nothing.
+      def improves(self, value):
+        return value < 1.0
+
+    self.assertNotIsInstance(Helper(name='h'), interfaces.BestMarker)
+
+  def test_an_old_flag_is_refused_whatever_its_value(self):
+    from stable_train.policies import recovery  # pylint: disable=g-import-not-at-top
+
+    class NoStart(recovery.Rollback):
+      wants_start_checkpoint = False  # Once an opt-out; now read by nothing.
+
+    class Audit(interfaces.Policy):
+      reads_variables_finite = True
+
+    for policy, text in ((NoStart(name='r'), "policy 'r' sets wants_start_checkpoint, which "
+                                             'stable_train no longer reads; define '
+                                             'handle_escalation'),
+                         (Audit(name='a'), r'or read context.variables_finite\(\) in decide')):
+      with self.assertRaisesRegex(errors.ConfigError, text):
+        trainer_lib.Trainer(model=models.mlp(input_dim=16, hidden=(8,)),
+                            optimizer=keras.optimizers.SGD(0.01),
+                            loss=keras.losses.MeanSquaredError(), policies=[policy],
+                            model_dir=None)
+
+  def test_an_evaluation_policy_is_refused_where_no_evaluation_runs(self):
+    import stable_train  # pylint: disable=g-import-not-at-top
+
+    class OnEval(interfaces.Policy):
+      def decide_eval(self, values, context):
+        return None
+
+    model = models.mlp(input_dim=16, hidden=(8,))
+    guard = stable_train.StepGuard(model, keras.optimizers.SGD(0.01), policies=[OnEval(name='e')])
+    with self.assertRaisesRegex(errors.ConfigError, r"LoopHost: policies \['e'\] act on "
+                                r'evaluations .* only the Trainer\'s fit\(eval_dataset=...\)'):
+      stable_train.LoopHost(guard)
 
   def test_a_recovery_of_ones_own_gets_the_start_checkpoint_and_the_variable_check(self):
     class GiveUp(interfaces.Policy):  # Takes an escalation over with an abort of its wording.
@@ -275,7 +313,7 @@ class ProtocolsTest(tf.test.TestCase):
       def scale_loss(self, loss):
         return loss * 8.0
 
-    with self.assertRaisesRegex(errors.ConfigError, "policy 'old' sets scales_loss = True, "
+    with self.assertRaisesRegex(errors.ConfigError, "policy 'old' sets scales_loss, "
                                 'which stable_train no longer reads; define scale_loss, '
                                 'unscale_gradients, is_overflow and loss_scale'):
       trainer_lib.Trainer(model=models.mlp(input_dim=16, hidden=(8,)),

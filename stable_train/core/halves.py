@@ -26,6 +26,12 @@ class InGraphHalf:
   # policy's `update_state` after the apply or skip, and its counters after them.
   updates_after_apply = False
 
+  # False for a policy whose `end_step` cannot be compiled with XLA (Forensics stashes tensors of
+  # any shape; a `tf.py_function`). The Trainer's loop runs `end_step` outside XLA; a Keras `fit`
+  # with jit_compile=True compiles its whole step, and refuses such a policy, as does a
+  # `StepGuard(jit_compile=True)`.
+  end_step_compiles = True
+
   @property
   def uses_end_step(self) -> bool:
     """Whether `end_step` may act (the loop then hands it each step's report dict, which the

@@ -17,7 +17,7 @@ from stable_train.core.decision import (
     ABORT, ACT, ACTIONS, CONTINUE, DIVERGED, ESCALATE, ROLLBACK, STOP, STOP_STATUSES, Decision)
 from stable_train.core.halves import MEASURED_STATS, HostHalf, InGraphHalf
 from stable_train.core.protocols import (
-    BestMarker, EndCheck, EvalWatcher, FitCheck, Investigator, LoopObserver, LossScaler, Rechecker,
+    BestMarker, EndCheck, EvalWatcher, FitCheck, LoopObserver, LossScaler, Rechecker,
     Recovery, Stopper)
 from stable_train.core.reports import (
     REPORT_FIELDS, ReportField, StepReports, fault_kind, first_false, flatten_inputs,
@@ -38,8 +38,8 @@ class Policy(InGraphHalf, HostHalf, tf.Module):
     `Recovery` (take over an escalation), `Rechecker` (decide again after its own ACT),
     `EvalWatcher` (act on evaluations), `FitCheck` (refuse a fit it cannot work with),
     `BestMarker` (mark the best checkpoint), `Stopper` (a stop that outlives the process),
-    `Investigator` (re-run a faulty step), `EndCheck` (a last word on a run about to end),
+    `EndCheck` (a last word on a run about to end),
     `NormCeiling` (a fixed ceiling a recovery sets).
   Traits: `decides_on_clean_loops`, `uses_first_batch` (host); `updates_after_apply`,
-    `uses_end_step` (in-graph).
+    `end_step_compiles`, `uses_end_step` (in-graph).
   """

@@ -104,6 +104,9 @@ class FitCheck(Protocol):
 class BestMarker(Protocol):
   """A policy that marks the checkpoint of the best evaluation `best` (at most one per run)."""
 
+  def check_monitor(self, available: Sequence[str]) -> None:
+    """Raises a one-line ConfigError if the value it watches is not one of `available`."""
+
   def improves(self, value: float) -> bool:
     """Whether `value` beats the best so far (a checkpoint of it is then marked `best`)."""
 
@@ -115,17 +118,6 @@ class Stopper(Protocol):
 
   def already_stopped(self) -> Optional[str]:
     """Why the run already stopped, by this policy's (restored) state, or None."""
-
-
-@runtime_checkable
-class Investigator(Protocol):
-  """A policy that keeps a faulty step's batch in its `end_step` and re-runs the step on the host
-  (Forensics). Its stash takes a batch of any shape, so its `end_step` runs outside XLA: a Keras
-  `fit` compiled whole (`jit_compile=True`) refuses it, and a hand-written loop must give the
-  guard a `loss_fn` to re-run."""
-
-  def investigate(self, run: RunHandle, reports: StepReports, i: int) -> dict:
-    """Re-runs the loop's `i`-th step on its kept batch and returns what it found."""
 
 
 @runtime_checkable

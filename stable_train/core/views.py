@@ -7,8 +7,8 @@ from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, run
 class PolicyContext:
   """What a policy's host half may read when it decides: a small, read-only view of the run.
 
-  `decide`, `handle_escalation` and `decide_eval` get this: they return decisions (and may update
-  the policy's own variables); the run carries the decisions out.
+  `decide`, `handle_escalation`, `decide_eval` and `decide_after_act` get this: they return
+  decisions (the first three may update the policy's own variables); the run carries them out.
 
   Attributes:
     step: the global step after the loop.

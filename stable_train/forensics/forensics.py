@@ -114,6 +114,7 @@ class Forensics(interfaces.Policy):
   """
 
   WHEN = ('first', 'every', 'never')
+  end_step_compiles = False  # The stash's variables take a batch of any shape.
 
   def __init__(self, *, when: str = 'first', recheck: bool = False, name: str = 'forensics'):
     """Initialises the policy.

@@ -19,7 +19,6 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train.core import batch_check
-from stable_train.core import interfaces
 from stable_train.core import keras_parts
 from stable_train.core import labels as labels_lib
 from stable_train.core import loop as loop_lib
@@ -152,7 +151,7 @@ class KerasGuard(driven.DrivenGuard):
     distribute.check_optimizer(optimizer, self.strategy, 'stable_train.guard_fit')
     if m.jit_compile:
       distribute.check_jit(self.strategy, True, 'stable_train.guard_fit')
-      slow = [p.name for p in self.policies if isinstance(p, interfaces.Investigator)]
+      slow = [p.name for p in self.policies if not p.end_step_compiles]
       if slow:
         raise errors.ConfigError(
             f'stable_train.guard_fit: policies {slow} need a step outside XLA, but '

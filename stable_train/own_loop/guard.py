@@ -17,11 +17,11 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train import errors
-from stable_train.core import interfaces
 from stable_train.core import keras_parts
 from stable_train.core import ring
 from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
+from stable_train.forensics import forensics
 from stable_train.forensics import provenance
 from stable_train.keras import first_batch as first_batch_lib
 from stable_train.own_loop import scope as scope_lib
@@ -244,13 +244,13 @@ class StepGuard(driven.DrivenGuard):
 
   def _check_policies(self) -> None:
     if self.jit_compile:
-      slow = [p.name for p in self.policies if isinstance(p, interfaces.Investigator)]
+      slow = [p.name for p in self.policies if not p.end_step_compiles]
       if slow:
         raise errors.ConfigError(
             f'StepGuard: policies {slow} need a step outside XLA; use jit_compile=False, or drop '
             'them.')
     if self.loss_fn is None:
-      rerun = [p.name for p in self.policies if isinstance(p, interfaces.Investigator)]
+      rerun = [p.name for p in self.policies if isinstance(p, forensics.Forensics)]
       if rerun:
         raise errors.ConfigError(
             f'StepGuard: {rerun} re-runs the offending batch: pass loss_fn=(batch -> loss) and '

@@ -101,6 +101,14 @@ class DrivenRun:
             'the step (model.fit, or your own) owns the '
             'data iterator (after a rollback the stream goes on past the trigger batch); use '
             'skip_batches=0.')
+    idle = [p.name for p in guard.policies
+            if isinstance(p, (interfaces.EvalWatcher, interfaces.Stopper))
+            and not isinstance(p, interfaces.FitCheck)]  # A FitCheck says so itself, at begin.
+    if idle:
+      raise errors.ConfigError(
+          f'{options.owner}: policies {idle} act on evaluations or stop a run for good '
+          '(decide_eval, already_stopped), which only the Trainer\'s fit(eval_dataset=...) runs; '
+          'train with the Trainer, or drop them.')
     self.guard = guard
     self.model_dir = errors.check_dir(options.owner, 'model_dir', model_dir)
     self.host = host_lib.RunHost(DrivenModel(self), options, variables=guard.float_variables)

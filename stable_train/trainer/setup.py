@@ -47,27 +47,29 @@ def default_policies() -> List[interfaces.Policy]:
           divergence.DivergenceCheck()]
 
 
-# The capability flags that became protocols: a policy that still sets one is named, never
-# silently left out (a custom loss scale would not scale).
-# The capability flags a policy once set, now protocols it implements by defining their methods:
-# (flag, the value that asked for the capability, the protocol, its methods).
-_PROTOCOL_FLAGS = (
-    ('scales_loss', True, interfaces.LossScaler,
-     'scale_loss, unscale_gradients, is_overflow and loss_scale'),
-    ('takes_norm_ceiling', True, interfaces.NormCeiling, 'set_norm_ceiling'),
-    ('reads_variables_finite', True, interfaces.Recovery, 'handle_escalation'),
-    ('wants_start_checkpoint', True, interfaces.Recovery, 'handle_escalation'),
-    ('decides_after_act', True, interfaces.Rechecker, 'decide_after_act'),
-    ('marks_best', True, interfaces.BestMarker, 'improves'),
-    ('end_step_compiles', False, interfaces.Investigator, 'investigate'))
+# The capability flags that became protocols, with what to define instead: a policy that still
+# sets one, to any value, is named, never silently left out (a custom loss scale would not scale)
+# nor opted out (the base class has none of them).
+_OLD_FLAGS = {
+    'scales_loss': 'scale_loss, unscale_gradients, is_overflow and loss_scale (the LossScaler '
+                   'protocol)',
+    'takes_norm_ceiling': 'set_norm_ceiling (the NormCeiling protocol)',
+    'reads_variables_finite': 'handle_escalation (the Recovery protocol, which gets the variable '
+                              'check; return None to take no escalation), or read '
+                              'context.variables_finite() in decide',
+    'wants_start_checkpoint': 'handle_escalation (the Recovery protocol, which gets the start '
+                              'checkpoint)',
+    'decides_after_act': 'decide_after_act (the Rechecker protocol)',
+    'marks_best': 'check_monitor and improves (the BestMarker protocol)',
+}
 
 
 def _check_protocols(owner: str, policy) -> None:
-  for flag, value, protocol, methods in _PROTOCOL_FLAGS:
-    if getattr(policy, flag, not value) is value and not isinstance(policy, protocol):
+  for flag, instead in _OLD_FLAGS.items():
+    if hasattr(policy, flag):
       raise errors.ConfigError(
-          f'{owner}: policy {policy.name!r} sets {flag} = {value}, which stable_train no longer '
-          f'reads; define {methods} (the {protocol.__name__} protocol) instead.')
+          f'{owner}: policy {policy.name!r} sets {flag}, which stable_train no longer reads; '
+          f'define {instead} instead (docs/policies.md, "The hooks"); delete {flag}.')
 
 
 def model_parts(model, optimizer, loss, metrics, strategy, *, faults, model_dir):
