@@ -4,7 +4,7 @@ The core asks `isinstance(policy, Protocol)`, never the class, so a user's polic
 defining the methods (`NormCeiling`, a recovery's fixed norm ceiling, lives with the views).
 """
 
-from typing import Dict, Optional, Sequence, Protocol, runtime_checkable
+from typing import Dict, Optional, Protocol, Sequence, runtime_checkable
 
 import tensorflow as tf
 
@@ -49,8 +49,9 @@ class LoopObserver(Protocol):
 class Recovery(Protocol):
   """A policy that takes over another's escalation (Rollback). Where one is in the stack, a fresh
   run writes a checkpoint of its untrained state at step 0 (a run too hot from its first step can
-  go back that far), and each loop ends with a check of every model and optimizer variable, in
-  the same graph (`StepReports.variables_finite`)."""
+  go back that far), and each of the Trainer's loops ends with a check of every model and
+  optimizer variable, in the same graph (`StepReports.variables_finite`; None at the other front
+  doors, where `PolicyContext.variables_finite()` reads them)."""
 
   def handle_escalation(self, decision: Decision,
                         context: Optional[PolicyContext]) -> Optional[Decision]:

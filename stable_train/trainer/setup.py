@@ -189,8 +189,8 @@ def fit_length(dataset, num_steps, num_epochs, class_weight=None, global_step=No
 def fit_plan(trainer, dataset, num_steps, num_epochs, class_weight, eval_dataset, eval_every,
              eval_steps):
   """`Trainer.fit`'s arguments checked: (dataset, num_steps, epochs, eval_every, eval_steps), the
-  dataset weighed and wrapped by the run's seams; each `EvalWatcher` asked whether it can work
-  with this fit (`check_fit`)."""
+  dataset weighed and wrapped by the run's seams; each `FitCheck` asked whether it can work with
+  this fit."""
   later = trainer.global_step if trainer.controller.fitted else None  # A later fit's start.
   dataset, num_steps, epochs = fit_length(dataset, num_steps, num_epochs, class_weight, later)
   eval_every, eval_steps = evaluation.check_eval_args(eval_dataset, eval_every, eval_steps)
