@@ -189,6 +189,10 @@ def _start_rules(s: Symptoms, out: _Scores) -> None:
   if 'untrainable_start' in s.triggers:
     out.add('initialisation', 5, 'the loss never came down from a start whose outputs were far '
                                  'off scale', decisive=True)
+  if 'constant_outputs' in s.triggers:
+    out.add('initialisation', 4, 'at the end the outputs were still the same for every example, '
+                                 'as they were untrained: the initial weights never let the '
+                                 'input through (zeros or one constant keep every unit alike)')
   if s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO:
     if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
       out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '
@@ -215,6 +219,10 @@ def _rate_rules(s: Symptoms, out: _Scores) -> None:
       and s.global_step > int(s.rollbacks[-1].get('to_step') or 0)):
     out.add('learning_rate', 3, 'the run trained once Rollback had backed the rate off to '
                                 f"{s.rollbacks[-1].get('learning_rate'):.3g}", decisive=True)
+  if 'chance_level' in s.triggers:
+    out.add('learning_rate', 2, 'at the end the loss was no better than a uniform guess: a '
+                                'learning rate too high knocks a network to that level, one too '
+                                'low never leaves it')
   if s.collapsed:
     out.add('learning_rate', 4, "the model's outputs became the same for every example where "
                                 "an untrained model's were not: its units died, typically of a "
@@ -281,6 +289,7 @@ def _mismatch_rules(s: Symptoms, out: _Scores) -> None:
     out.add(MISMATCH, 3, 'no step was non-finite: a finite loss that the mismatch keeps from '
                          'training, not an overflow')
   stopped = [t for t in s.triggers
-             if t in ('divergence', 'stalled', 'untrainable_start', 'no_progress')]
+             if t in ('divergence', 'stalled', 'untrainable_start', 'no_progress',
+                      'constant_outputs', 'chance_level')]
   if stopped and not s.faults:
     out.add(MISMATCH, 3, f'the loss did not come down ({stopped[0]}) with that loss')

@@ -46,12 +46,10 @@ class CollapseProbe:
   def collapsed(self, probe) -> Optional[Tuple[float, float]]:
     """(the outputs' spread, the untrained model's deviation over the outputs' scale now) when
     the model collapsed, else None."""
-    for training in (False, True):  # The training-mode pass only when inference mode is constant.
-      found = diagnostics.output_deviation(probe, training=training)
-      if found is None or found[0] > COLLAPSE_SPREAD * found[1]:
-        return None
-      if not training:
-        deviation, scale = found
+    found = constant(probe)
+    if found is None:
+      return None
+    deviation, scale = found
     untrained = self.untrained(probe)
     reference = None if untrained is None else untrained[0] / max(scale, untrained[1], 1e-30)
     if reference is None or not reference > UNTRAINED_SPREAD:
@@ -74,6 +72,19 @@ class CollapseProbe:
     log.warning("step %d: the model's outputs on the first batch are the same for every example "
                 "(spread %.3g, an untrained model's %.3g): the network collapsed", step, *spreads)
     return True
+
+
+def constant(probe) -> Optional[Tuple[float, float]]:
+  """(the outputs' deviation, their scale) in inference mode when the model's outputs on the
+  first batch are the same for every row, within `COLLAPSE_SPREAD` of their scale, in inference
+  and in training mode; else None (or where the probe cannot tell)."""
+  for training in (False, True):  # The training-mode pass only when inference mode is constant.
+    found = diagnostics.output_deviation(probe, training=training)
+    if found is None or found[0] > COLLAPSE_SPREAD * found[1]:
+      return None
+    if not training:
+      inference = found
+  return inference
 
 
 def moved(probe, initial) -> bool:

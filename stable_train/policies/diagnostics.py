@@ -39,7 +39,7 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
     return None, None, None, None
   features, labels = probe.split_batch(first)
   try:
-    outputs = _outputs(probe.model, features, weights)
+    outputs = model_outputs(probe.model, features, weights)
   except (ValueError, TypeError, tf.errors.InvalidArgumentError):
     return None, None, None, None
   flat = tf.nest.flatten(labels)
@@ -81,7 +81,7 @@ def output_deviation(probe, weights=None, model=None,
             and len(t.shape) and t.shape[0] > 1]
   try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
     features = _head(probe.split_batch(first)[0])
-    outputs = _outputs(probe.model if model is None else model, features, weights, training)
+    outputs = model_outputs(probe.model if model is None else model, features, weights, training)
     inputs, outputs = rows(features, 'is_numeric'), rows(outputs, 'is_floating')
   except (ValueError, TypeError, tf.errors.OpError):
     return None
@@ -149,7 +149,7 @@ def first_outputs(probe) -> Optional[List[np.ndarray]]:
   if first is None:
     return None
   try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
-    outputs = _outputs(probe.model, _head(probe.split_batch(first)[0]), None)
+    outputs = model_outputs(probe.model, _head(probe.split_batch(first)[0]), None)
   except (ValueError, TypeError, tf.errors.OpError):
     return None
   return [np.asarray(o) for o in tf.nest.flatten(outputs)
@@ -169,7 +169,7 @@ def _deviation(arrays) -> Tuple[float, float]:
   return _rms([r - r[:1] for r in rows]), _rms(rows)
 
 
-def _outputs(model, features, weights, training=False):
+def model_outputs(model, features, weights, training=False):
   """The model's outputs on `features` in inference mode (or `training` mode: a Keras model's
   BatchNorm on the batch's statistics, its dropout drawn; nothing kept), with `weights` or the
   current ones.

@@ -17,6 +17,7 @@ from stable_train.forensics import provenance
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
 from stable_train.policies import trend
+from stable_train.policies import untrained
 
 log = logging.getLogger('stable_train')
 
@@ -65,8 +66,12 @@ class DivergenceCheck(interfaces.Policy):
   about to end 'completed', the outputs on the first batch are probed (`collapse`): the same
   output for every example, where an untrained model of the same architecture varied, is a
   network that collapsed, its units dead (a ReLU net a too-high rate knocked out). That escalates
-  as a divergence (rule 'collapsed'), and a checkpoint written after it is not good. Losses that
-  are not positive are not judged (the ratios need a positive scale).
+  as a divergence (rule 'collapsed'), and a checkpoint written after it is not good. With
+  `judge_end`, a run about to end 'completed' after 2 x `rise_patience` steps whose model did
+  not train at all ends 'diverged' instead (`untrained`: outputs still the same for every
+  example, trigger `constant_outputs`; a classifier no better than a uniform guess, trigger
+  `chance_level`). Losses that are not positive are not judged (the ratios need a positive
+  scale).
   """
 
   decides_on_clean_loops = False  # A loop where a rule fired is noticed (`observe`).
@@ -74,7 +79,8 @@ class DivergenceCheck(interfaces.Policy):
 
   def __init__(self, *, factor: float = 10.0, patience: int = 20, rise_patience: int = 50,
                smoothing: float = 0.9, warmup: int = 10, output_ratio=30.0,
-               collapse_every: Optional[int] = 50, name: str = 'divergence'):
+               collapse_every: Optional[int] = 50, judge_end: bool = True,
+               name: str = 'divergence'):
     """Initialises the check.
 
     Args:
@@ -87,6 +93,8 @@ class DivergenceCheck(interfaces.Policy):
       output_ratio: the start check's ratio of the outputs' RMS to the labels' (> 1; healthy
         runs start at 1.5 or less, broken inits at 15 and more), or None to skip that check.
       collapse_every: steps between collapse probes (>= 1), or None for none.
+      judge_end: whether a run about to end 'completed' after 2 x `rise_patience` steps or
+        more is judged on whether it trained at all (`check_at_end`).
       name: policy name.
     """
     super().__init__(name=name)
@@ -101,6 +109,7 @@ class DivergenceCheck(interfaces.Policy):
                                 allow_none=True)
     self.collapse_every = None if collapse_every is None else errors.check_int(
         'DivergenceCheck', 'collapse_every', collapse_every, minimum=1)
+    self.judge_end = errors.check_bool('DivergenceCheck', 'judge_end', judge_end)
     initial = np.zeros(len(_FIELDS), np.float32)
     initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
     initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
@@ -238,19 +247,31 @@ class DivergenceCheck(interfaces.Policy):
     return None
 
   def check_at_end(self, run) -> Optional[interfaces.Decision]:
-    """At the end of a run about to end 'completed': the collapse probe once more, whenever the
-    last one ran, so that a net that died after it never ends 'completed' (a `EndCheck`)."""
+    """At the end of a run about to end 'completed' (an `EndCheck`): the collapse probe once
+    more, whenever the last one ran, so that a net that died after it never ends 'completed';
+    then, with `judge_end` and after 2 x `rise_patience` steps, whether it trained at all
+    (`untrained.verdict`: 'diverged', trigger `constant_outputs` or `chance_level`)."""
     state = self.state.numpy()
     fields = dict(zip(_FIELDS, state.tolist()))
-    probing = fields['smoothed'] > trend.COLLAPSE_LOSS * fields['start'] > 0
-    if self.collapse_every is None or not probing:
+    if self.collapse_every is not None and (
+        fields['smoothed'] > trend.COLLAPSE_LOSS * fields['start'] > 0):
+      if fields['verdict'] != _COLLAPSED:
+        _probe_collapse(self._collapse, state, run.step, {
+            'smoothed': fields['smoothed'], 'best': _shown('best', fields['best'])}, run)
+        self.state.assign(state)
+      if state[_I['verdict']] == _COLLAPSED:
+        return _collapsed(run.step, dict(zip(_FIELDS, state.tolist())))
+    if not self.judge_end or fields['count'] < 2 * self.rise_patience:
       return None
-    if fields['verdict'] != _COLLAPSED:
-      _probe_collapse(self._collapse, state, run.step, {
-          'smoothed': fields['smoothed'], 'best': _shown('best', fields['best'])}, run)
-      self.state.assign(state)
-    collapsed = state[_I['verdict']] == _COLLAPSED
-    return _collapsed(run.step, dict(zip(_FIELDS, state.tolist()))) if collapsed else None
+    found = untrained.verdict(run.probe, fields['smoothed'], int(fields['count']),
+                              _bad_start(fields) if fields['init_bad'] > 0 else '')
+    if found is None:
+      return None
+    shown = {k: _shown(k, fields[k]) for k in ('smoothed', 'best', 'start', 'output_rms',
+                                               'label_rms')}
+    return interfaces.Decision(action=interfaces.ABORT, trigger=found[0], step=run.step,
+                               status=interfaces.DIVERGED, reason=found[1],
+                               details=dict(shown, rule=found[0]))
 
   def is_healthy(self) -> bool:
     """False while the smoothed loss is above the divergence threshold or the model collapsed:
