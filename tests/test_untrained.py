@@ -51,44 +51,97 @@ def fit_classifier(model, labels, steps=150):
   return model
 
 
+STALLED = 0.0  # `progress`: the smoothed loss no lower than at the run's midpoint.
+
+
+def verdict(model, labels, smoothed, progress=STALLED, **kwargs):
+  return untrained.verdict(probe_of(model, labels, **kwargs), smoothed=smoothed, steps=100,
+                           progress=progress)
+
+
 class VerdictTest(tf.test.TestCase):
 
   def test_outputs_the_same_for_every_example_did_not_train(self):
     model = classifier(kernel='zeros')  # Every unit alike, whatever the input.
-    rule, reason = untrained.verdict(probe_of(model, LEARNABLE), smoothed=1.3, steps=100)
+    rule, reason = verdict(model, LEARNABLE, smoothed=1.3)
     self.assertEqual(rule, untrained.CONSTANT)
     self.assertIn('same for every example', reason)
     self.assertIn('HeNormal', reason)
+    self.assertIsNone(verdict(model, LEARNABLE, smoothed=1.3, progress=0.05))  # Still coming down.
+    self.assertIsNone(verdict(model, LEARNABLE, smoothed=1.3, progress=None))  # Unknown.
+
+  def test_a_constant_output_for_constant_labels_is_the_right_answer(self):
+    model = classifier(kernel='zeros')
+    self.assertIsNone(verdict(model, np.zeros(512, np.int32), smoothed=1.3))  # One class.
+    regression = keras.losses.MeanSquaredError()
+    offset = (5.0 + 1e-7 * X[:, 0]).astype(np.float32)  # A target that is itself constant.
+    self.assertIsNone(verdict(model, offset, smoothed=1e-9, loss=regression))
 
   def test_a_uniform_guess_did_not_train_whatever_the_labels(self):
     model = classifier(last_scale=1e-3)  # Outputs that vary, but are a uniform guess.
     guess = math.log(CLASSES)
     for labels in (RANDOM, LEARNABLE):
-      rule, reason = untrained.verdict(probe_of(model, labels), smoothed=guess, steps=100)
+      rule, reason = verdict(model, labels, smoothed=guess)
       self.assertEqual(rule, untrained.CHANCE)
       self.assertIn(f'{guess:.4g}', reason)
     _, reason = untrained.verdict(probe_of(model, RANDOM), smoothed=guess, steps=100,
-                                  broken_start='the loss is 90, far above')
+                                  progress=STALLED, broken_start='the loss is 90, far above')
     self.assertIn('the initial weights are too large', reason)
+
+  def test_at_a_uniform_guess_but_still_coming_down_is_not_judged_unless_far_above(self):
+    model = classifier(last_scale=30.0)  # Large logits: far worse than a uniform guess.
+    guess = math.log(CLASSES)
+    self.assertGreater(np.mean(untrained.first_batch_losses(probe_of(model, RANDOM))), 2 * guess)
+    self.assertIsNone(verdict(model, RANDOM, smoothed=1.5 * guess, progress=0.1))
+    self.assertEqual(verdict(model, RANDOM, smoothed=2.5 * guess, progress=0.1)[0],
+                     untrained.CHANCE)
+
+  def test_a_weak_but_real_signal_is_not_a_uniform_guess(self):
+    # Labels that follow x0 55 % of the time: the best model's loss is 0.993 x log(2), but its
+    # predictions vary with the input, and a guess's do not.
+    flip = np.random.RandomState(1).rand(512) < 0.45
+    labels = ((X[:, 0] > 0) ^ flip).astype(np.float32)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    model.layers[0].kernel.assign(np.eye(8, 1, dtype=np.float32) * 0.4)
+    bce = keras.losses.BinaryCrossentropy(from_logits=True)
+    self.assertIsNone(verdict(model, labels, smoothed=math.log(2), loss=bce))
+    model.layers[0].kernel.assign(np.zeros((8, 1), np.float32) + 1e-4)  # Now a guess.
+    self.assertEqual(verdict(model, labels, smoothed=math.log(2), loss=bce)[0], untrained.CHANCE)
+
+  def test_at_chance(self):
+    guess, rng = 2.0, np.random.RandomState(0)
+    self.assertTrue(untrained.at_chance(guess + 1e-4 * rng.normal(size=64), guess))
+    self.assertTrue(untrained.at_chance(1.5 * guess + 0.5 * rng.normal(size=64), guess))
+    self.assertFalse(untrained.at_chance(guess + 0.5 * rng.normal(size=64), guess))  # Varied.
+    self.assertFalse(untrained.at_chance(0.9 * guess + 1e-4 * rng.normal(size=64), guess))
 
   def test_a_model_that_learnt_the_rule_is_not_judged(self):
     model = fit_classifier(classifier(), LEARNABLE)
     probe = probe_of(model, LEARNABLE)
-    self.assertLess(untrained.first_batch_loss(probe), 0.5 * math.log(CLASSES))
+    self.assertLess(np.mean(untrained.first_batch_losses(probe)), 0.5 * math.log(CLASSES))
     # Its training loss high (a large weight decay, class weights): the first batch decides.
-    self.assertIsNone(untrained.verdict(probe, smoothed=10.0, steps=100))
+    self.assertIsNone(verdict(model, LEARNABLE, smoothed=10.0))
 
   def test_a_training_loss_below_a_uniform_guess_is_not_judged(self):
     model = classifier(last_scale=1e-3)
-    self.assertIsNone(untrained.verdict(probe_of(model, RANDOM), smoothed=1.0, steps=100))
+    self.assertIsNone(verdict(model, RANDOM, smoothed=0.98 * math.log(CLASSES)))
 
-  def test_weighted_batches_and_other_losses_are_not_judged_on_the_guess(self):
+  def test_weighted_batches_summed_losses_and_other_losses_are_not_judged_on_the_guess(self):
     model = classifier(last_scale=1e-3)
     weighted = probe_of(model, RANDOM, weights=np.ones(64, np.float32))
     self.assertIsNone(untrained.uniform_guess(weighted))
-    self.assertIsNone(untrained.verdict(weighted, smoothed=5.0, steps=100))
-    mse = probe_of(model, RANDOM, loss=keras.losses.MeanSquaredError())
-    self.assertIsNone(untrained.verdict(mse, smoothed=5.0, steps=100))
+    self.assertIsNone(untrained.verdict(weighted, smoothed=5.0, steps=100, progress=STALLED))
+    summed = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction='sum')
+    self.assertIsNone(untrained.uniform_guess(probe_of(model, RANDOM, loss=summed)))
+    self.assertIsNone(verdict(model, RANDOM, smoothed=50.0, loss=summed))
+    self.assertIsNone(verdict(model, RANDOM, smoothed=5.0, loss=keras.losses.MeanSquaredError()))
+
+  def test_a_model_it_cannot_judge_gives_no_verdict_and_no_error(self):
+    inputs = keras.Input((8,))
+    model = keras.Model(inputs, {'cls': keras.layers.Dense(CLASSES)(inputs)})
+    probe = types.SimpleNamespace(model=model, loss=SCE, split_batch=lambda b: b,
+                                  first_batch=lambda: (X[:64], {'cls': RANDOM[:64]}))
+    self.assertIsNone(untrained.verdict(probe, smoothed=5.0, steps=100, progress=STALLED))
 
   def test_the_loss_on_the_first_batch_moves_no_state(self):
     keras.utils.set_random_seed(0)
@@ -96,9 +149,30 @@ class VerdictTest(tf.test.TestCase):
                               keras.layers.BatchNormalization(), keras.layers.Dropout(0.5),
                               keras.layers.Dense(CLASSES)])
     before = [v.numpy().copy() for v in model.variables]
-    self.assertTrue(math.isfinite(untrained.first_batch_loss(probe_of(model, RANDOM))))
+    self.assertEqual(untrained.first_batch_losses(probe_of(model, RANDOM)).shape, (64,))
     for b, v in zip(before, model.variables):
       np.testing.assert_array_equal(b, v.numpy())
+
+
+class TrailTest(tf.test.TestCase):
+
+  def test_progress_over_the_second_half(self):
+    trail = untrained.Trail()
+    self.assertIsNone(trail.progress())
+    trail.record(100.0, 2.0)
+    self.assertIsNone(trail.progress())  # No point at or before the midpoint yet.
+    for count, smoothed in ((200.0, 1.0), (300.0, 0.9), (400.0, 0.9)):
+      trail.record(count, smoothed)
+    self.assertAllClose(trail.progress(), 0.1)  # 0.9 now against 1.0 at step 200.
+    trail.record(250.0, 1.0)  # A restore took the count back: what came after it is gone.
+    self.assertAllClose(trail.progress(), 0.5)  # 1.0 now against 2.0 at step 100.
+
+  def test_bounded(self):
+    trail = untrained.Trail()
+    for count in range(1, 100001):
+      trail.record(float(count), 1.0 / count)
+    self.assertLessEqual(len(trail._points), untrained.TRAIL_LENGTH)
+    self.assertAllClose(trail.progress(), 0.5, atol=0.01)  # 1/N against about 2/N.
 
 
 def _dataset(labels):
@@ -119,16 +193,17 @@ def _triggers(model_dir):
 
 
 class EndOfRunTest(tf.test.TestCase):
-  """Through both front doors: 100 steps at a rate too low to move (lr 1e-7) leave a uniform
-  guess ('diverged', trigger chance_level); the same at a sound rate is 'completed'."""
+  """Through both front doors: 100 steps at a rate too low to move (lr 1e-7) leave a model
+  that starts as a uniform guess one ('diverged', trigger chance_level); the same at a sound
+  rate is 'completed'; a zero-initialised one ends 'diverged' (constant_outputs)."""
 
-  def _trainer(self, lr, labels, num_steps=100, **check):
+  def _trainer(self, lr, labels, num_steps=100, last_scale=1e-3, **check):
     model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
     policies = trainer_lib.default_policies()
     if check:
       policies = [p for p in policies if not isinstance(p, divergence.DivergenceCheck)]
       policies.append(divergence.DivergenceCheck(**check))
-    t = trainer_lib.Trainer(model=classifier(), optimizer=keras.optimizers.Adam(lr), loss=SCE,
+    t = trainer_lib.Trainer(model=classifier(last_scale), optimizer=keras.optimizers.Adam(lr), loss=SCE,
                             model_dir=model_dir, steps_per_loop=25, verbose=False,
                             policies=policies)
     return t.fit(_dataset(labels), num_steps=num_steps), model_dir

@@ -5,6 +5,7 @@ import logging
 from typing import Optional, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from stable_train.policies import diagnostics
 
@@ -77,7 +78,11 @@ class CollapseProbe:
 def constant(probe) -> Optional[Tuple[float, float]]:
   """(the outputs' deviation, their scale) in inference mode when the model's outputs on the
   first batch are the same for every row, within `COLLAPSE_SPREAD` of their scale, in inference
-  and in training mode; else None (or where the probe cannot tell)."""
+  and in training mode, while its labels are not (the same output for a batch of one class, or
+  for a target that is itself constant, is the right answer); else None (or where the probe
+  cannot tell)."""
+  if labels_constant(probe):
+    return None
   for training in (False, True):  # The training-mode pass only when inference mode is constant.
     found = diagnostics.output_deviation(probe, training=training)
     if found is None or found[0] > COLLAPSE_SPREAD * found[1]:
@@ -85,6 +90,22 @@ def constant(probe) -> Optional[Tuple[float, float]]:
     if not training:
       inference = found
   return inference
+
+
+def labels_constant(probe) -> bool:
+  """Whether the first batch's numeric labels are the same in every row (within
+  `COLLAPSE_SPREAD` of their scale); False without labels."""
+  first = probe.first_batch()
+  if first is None:
+    return False
+  labels = [np.asarray(t) for t in tf.nest.flatten(probe.split_batch(first)[1])
+            if np.ndim(t) and np.shape(t)[0] > 1]
+  labels = [t.reshape(len(t), -1).astype(np.float64) for t in labels if t.dtype.kind in 'fiub']
+  if not labels:
+    return False
+  deviation = np.sqrt(np.mean(np.concatenate([np.square(t - t[:1]).ravel() for t in labels])))
+  scale = np.sqrt(np.mean(np.concatenate([np.square(t).ravel() for t in labels])))
+  return bool(deviation <= COLLAPSE_SPREAD * scale)
 
 
 def moved(probe, initial) -> bool:

@@ -17,6 +17,8 @@ log = logging.getLogger('stable_train')
 
 INIT_REMEDY = ('use keras.initializers.GlorotUniform or HeNormal from gin (e.g. '
                'mlp.kernel_initializer = @keras.initializers.HeNormal())')
+# Keras reductions that keep a loss per example (a 'sum' grows with the batch).
+MEAN_REDUCTIONS = ('sum_over_batch_size', 'mean', 'mean_with_sample_weight')
 _OUTPUTS, _LOSS = 1, 2  # Bits of `warned`: each warning is given once per run.
 
 
@@ -113,9 +115,11 @@ def chance_excess(probe, start_loss: float) -> Optional[float]:
   """The untrained model's loss `start_loss` over a uniform guess's, log(K) for a Keras
   cross-entropy over K classes (K = 2 for a binary one): about 1 for sound initial weights, far
   above for logits far off scale (a classifier's analogue of outputs far above the labels). None
-  for any other loss (`loss_match.loss_terms`), several outputs or one categorical column."""
+  for any other loss (`loss_match.loss_terms`), a reduction other than a mean, several outputs
+  or one categorical column."""
   terms = None if probe.loss is None else loss_match.loss_terms(probe.loss)
-  if terms is None or not math.isfinite(start_loss):
+  reduction = getattr(probe.loss, 'reduction', MEAN_REDUCTIONS[0])  # A function's: the mean.
+  if terms is None or reduction not in MEAN_REDUCTIONS or not math.isfinite(start_loss):
     return None
   outputs = first_outputs(probe)
   if not outputs or len(outputs) != 1 or outputs[0].ndim == 0:

@@ -68,9 +68,9 @@ class DivergenceCheck(interfaces.Policy):
   network that collapsed, its units dead (a ReLU net a too-high rate knocked out). That escalates
   as a divergence (rule 'collapsed'), and a checkpoint written after it is not good. With
   `judge_end`, a run about to end 'completed' after 2 x `rise_patience` steps whose model did
-  not train at all ends 'diverged' instead (`untrained`: outputs still the same for every
-  example, trigger `constant_outputs`; a classifier no better than a uniform guess, trigger
-  `chance_level`). Losses that are not positive are not judged (the ratios need a positive
+  not train at all and whose loss stopped coming down ends 'diverged' instead (`untrained`:
+  outputs the same for every example while the labels are not, trigger `constant_outputs`; a
+  classifier no better than a uniform guess, trigger `chance_level`). Losses that are not positive are not judged (the ratios need a positive
   scale).
   """
 
@@ -116,6 +116,7 @@ class DivergenceCheck(interfaces.Policy):
     self.state = tf.Variable(initial, trainable=False, name='state')
     self._initial = None  # Host copies of the initial weights, until the start check.
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
+    self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
     self._fold = trend.Fold(smoothing=self.smoothing, factor=self.factor, warmup=self.warmup,
                             patience=self.patience, rise_patience=self.rise_patience,
@@ -158,6 +159,7 @@ class DivergenceCheck(interfaces.Policy):
         flags[i] |= unprobed  # Until the host has probed the outputs (a skipped first step too).
     if any(a != b for a, b in zip(s, old)):
       state_lib.host_assign(self.state, np.array(s, np.float32))
+    self._trail.record(float(s[_I['count']]), float(s[_I['smoothed']]))
     return flags
 
   # -- host -------------------------------------------------------------------------------------
@@ -264,6 +266,7 @@ class DivergenceCheck(interfaces.Policy):
     if not self.judge_end or fields['count'] < 2 * self.rise_patience:
       return None
     found = untrained.verdict(run.probe, fields['smoothed'], int(fields['count']),
+                              self._trail.progress(),
                               _bad_start(fields) if fields['init_bad'] > 0 else '')
     if found is None:
       return None

@@ -1,14 +1,17 @@
 """The last word of DivergenceCheck on a run about to end 'completed': whether it trained at all.
 
-Judged only on what a model that learned anything cannot show, never on a loss level a slow run
-may still be at: outputs that are still the same for every example (nothing of the input reaches
-them), or a classifier no better than a uniform guess, on its training loss *and* on the first
-batch (without sample weights or regularisation, the lower of inference and training mode).
+Judged only on what a model that learned anything cannot show, and only once its loss stopped
+coming down: outputs the same for every example while the labels are not (nothing of the input
+reaches them), or a classifier no better than a uniform guess, on its training loss *and* on the
+first batch (without sample weights or regularisation, the lower of inference and training
+mode; a guess for every example, or worse than one beyond the batch's noise); a classifier at
+twice a uniform guess's loss or more is judged even while it comes down.
 """
 
 import math
 from typing import Optional, Tuple
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -16,34 +19,81 @@ from stable_train.core import loss_match
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
 
-# A classifier that did not train: its cross-entropy at or above this fraction of a uniform
-# guess's, log(K) (a model that learned the classes' frequencies alone is already below it on
-# unbalanced labels; one that outputs 1/K for every class is at 1.0 on any batch).
-CHANCE_LEVEL = 0.99
+# A classifier that did not train: on the first batch, worse than a uniform guess's loss log(K)
+# by more than twice its standard error, or a uniform guess for every example (each example's
+# loss within `UNIFORM_SPREAD` of log(K) on average, at `CHANCE_LEVEL` x log(K) or above: a weak
+# but real signal varies from example to example, a guess does not); its smoothed training loss
+# at `CHANCE_LEVEL` x log(K) or above too.
+CHANCE_LEVEL, UNIFORM_SPREAD = 0.99, 0.05
+# ...and its smoothed loss came down by less than this fraction over the run's second half (a
+# slow run still on its way down is not judged), unless it is this many times the guess or more.
+PROGRESS, FAR = 0.02, 2.0
+TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when full.
 CONSTANT, CHANCE = 'constant_outputs', 'chance_level'
 
 
-def verdict(probe, smoothed: float, steps: int,
+class Trail:
+  """The smoothed loss along the run, once per loop (host only, not checkpointed: a resumed run
+  judges from what it saw since): how far it came down over the run's second half. Kept at
+  `TRAIL_LENGTH` points at most, spaced evenly by count (the spacing doubles when full)."""
+
+  def __init__(self):
+    self._points = []  # (count, smoothed), count increasing, at least `_stride` apart.
+    self._stride = 1.0
+    self._now = None
+
+  def record(self, count: float, smoothed: float) -> None:
+    while self._points and self._points[-1][0] >= count:  # A restore took the count back.
+      self._points.pop()
+    self._now = (count, smoothed)
+    if not self._points or count >= self._points[-1][0] + self._stride:
+      self._points.append(self._now)
+      if len(self._points) > TRAIL_LENGTH:
+        self._stride *= 2
+        self._points = self._points[::2]
+
+  def progress(self) -> Optional[float]:
+    """1 - smoothed now / smoothed at the run's midpoint (the last point at or before half the
+    count), or None before there is such a point."""
+    if self._now is None:
+      return None
+    count, now = self._now
+    earlier = [v for c, v in self._points if c <= count / 2]
+    return None if not earlier or not earlier[-1] > 0 else 1.0 - now / earlier[-1]
+
+
+def verdict(probe, smoothed: float, steps: int, progress: Optional[float],
             broken_start: str = '') -> Optional[Tuple[str, str]]:
   """(rule, reason) when the run's model did not train after `steps` applied steps (its
-  smoothed training loss `smoothed`), else None. Rules: `CONSTANT`, `CHANCE`. `broken_start`:
-  what the start check found wrong, if anything (`diagnostics.bad_start`), named as the cause."""
-  if collapse.constant(probe) is not None:
+  smoothed training loss `smoothed`, down by `progress` over the second half, see `Trail`),
+  else None; never raises (a diagnostic never ends a run). Rules: `CONSTANT`, `CHANCE`.
+  `broken_start`: what the start check found wrong, if anything (`diagnostics.bad_start`)."""
+  try:
+    return _verdict(probe, smoothed, steps, progress, broken_start)
+  except Exception:  # pylint: disable=broad-except  (a model or batch it cannot judge)
+    return None
+
+
+def _verdict(probe, smoothed, steps, progress, broken_start):
+  stalled = progress is not None and progress < PROGRESS
+  if stalled and collapse.constant(probe) is not None:
     return CONSTANT, (
-        f'the model did not train: after {steps} steps its outputs on the first batch are '
-        'still the same for every example, as they were untrained: nothing of the input reaches '
-        'them (weights initialised to zeros or to one constant keep every unit alike); '
-        f'{diagnostics.INIT_REMEDY}')
+        f'the model did not train: after {steps} steps its outputs on the first batch are the '
+        'same for every example while its labels are not, and its loss stopped coming down: '
+        'nothing of the input reaches them (weights initialised to zeros or to one constant '
+        f'keep every unit alike); {diagnostics.INIT_REMEDY}')
   guess = uniform_guess(probe)
-  if guess is None or not smoothed >= CHANCE_LEVEL * guess:
+  if guess is None or not smoothed >= CHANCE_LEVEL * guess or not (
+      stalled or smoothed >= FAR * guess):
     return None
-  first = first_batch_loss(probe)
-  if first is None or not first >= CHANCE_LEVEL * guess:
+  losses = first_batch_losses(probe)
+  if losses is None or not at_chance(losses, guess):
     return None
+  first = float(np.mean(losses))
   why = (f'from a start where {broken_start}: the initial weights are too large; '
          f'{diagnostics.INIT_REMEDY}' if broken_start else
-         'the outputs carry nothing of the input (a learning rate too high knocks a network to '
-         'this level; one too low, or a warm-up longer than the run, never leaves it)')
+         'and it stopped coming down (a learning rate too high knocks a network to this level; '
+         'one too low never leaves it)')
   return CHANCE, (
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
       f"{first:.4g} on the first batch) is no better than a uniform guess's, {guess:.4g}, "
@@ -61,22 +111,40 @@ def uniform_guess(probe) -> Optional[float]:
   return None if excess is None else 1.0 / excess
 
 
-def first_batch_loss(probe) -> Optional[float]:
-  """The loss function on the run's first batch (no sample weights, no regularisation losses),
-  the lower of inference and training mode (BatchNorm's moving statistics may lag the weights);
-  None where it cannot be computed or is not finite. No variable moves."""
+def at_chance(losses, guess: float) -> bool:
+  """Whether per-example `losses` are no better than a uniform guess's `guess`: above it by
+  more than twice their standard error, or all close to it (see `UNIFORM_SPREAD`)."""
+  mean, error = float(np.mean(losses)), float(np.std(losses) / math.sqrt(len(losses)))
+  if mean - 2 * error >= guess:
+    return True
+  spread = float(np.sqrt(np.mean(np.square(losses - guess))))
+  return mean >= CHANCE_LEVEL * guess and spread <= UNIFORM_SPREAD * guess
+
+
+def first_batch_losses(probe) -> Optional[np.ndarray]:
+  """The cross-entropy of each example of the run's first batch (no sample weights, label
+  smoothing or regularisation losses), in inference or in training mode, whichever is lower on
+  average (BatchNorm's moving statistics may lag the weights); None where it cannot be computed
+  or is not finite. No variable moves."""
   terms = None if probe.loss is None else loss_match.loss_terms(probe.loss)
   first = probe.first_batch()
   if terms is None or first is None:
     return None
+  per_example = {'sparse': keras.losses.sparse_categorical_crossentropy,
+                 'categorical': keras.losses.categorical_crossentropy,
+                 'binary': keras.losses.binary_crossentropy}[terms.family]
   features, labels = probe.split_batch(first)
-  losses = []
+  found = []
   try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
     for training in (False, True):
-      outputs = diagnostics.model_outputs(probe.model, features, None, training)
-      outputs = tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
-      losses.append(float(np.mean(np.asarray(probe.loss(labels, outputs), np.float64))))
-  except (ValueError, TypeError, tf.errors.OpError):
+      outputs = tf.cast(diagnostics.model_outputs(probe.model, features, None, training),
+                        tf.float32)
+      target = labels
+      if terms.family != 'sparse' and np.size(labels) == np.size(outputs):  # (B,) to (B, 1).
+        target = tf.reshape(tf.cast(labels, tf.float32), tf.shape(outputs))
+      losses = per_example(target, outputs, from_logits=terms.from_logits)
+      found.append(np.asarray(losses, np.float64).reshape(len(np.asarray(outputs)), -1).mean(1))
+  except Exception:  # pylint: disable=broad-except
     return None
-  found = min(losses)
-  return found if math.isfinite(found) else None
+  losses = min(found, key=np.mean)
+  return losses if np.all(np.isfinite(losses)) else None
