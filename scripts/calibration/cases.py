@@ -8,9 +8,10 @@ from typing import Any, Callable, List, Optional, Tuple
 CAUSES = ('exploding_gradients', 'learning_rate', 'initialisation', 'division_or_log',
           'softmax_overflow', 'precision', 'bad_input', 'transient', 'loss_output_mismatch')
 DOORS = ('trainer', 'fit')
-# 'tune' (the rules may be tuned on it), 'held_out' (fixed, never tuned on) and 'fresh' (written
-# later, blind to the doctor's rules: sick_fresh.py).
-SPLITS = ('tune', 'held_out', 'fresh')
+# 'tune' (the rules may be tuned on it), 'held_out' (fixed, never tuned on), 'fresh' (written
+# later, blind to the doctor's rules: sick_fresh.py) and 'blind' (written later still, blind to
+# the rules that came after the fresh split was read: sick_blind.py).
+SPLITS = ('tune', 'held_out', 'fresh', 'blind')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 
