@@ -250,9 +250,8 @@ class DivergenceCheck(interfaces.Policy):
 
   def check_at_end(self, run) -> Optional[interfaces.Decision]:
     """At the end of a run about to end 'completed' (an `EndCheck`): the collapse probe once
-    more, whenever the last one ran, so that a net that died after it never ends 'completed';
-    then, with `judge_end` and after 2 x `rise_patience` steps, whether it trained at all
-    (`untrained.verdict`: 'diverged', trigger `constant_outputs` or `chance_level`)."""
+    more (a net that died after the last one never ends 'completed'), then, with `judge_end`
+    after 2 x `rise_patience` steps, whether it trained at all (`untrained.verdict`)."""
     state = self.state.numpy()
     fields = dict(zip(_FIELDS, state.tolist()))
     if self.collapse_every is not None and (
