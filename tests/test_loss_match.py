@@ -57,6 +57,26 @@ class FindMismatchTest(tf.test.TestCase):
     self.assertIsNone(_kind(SCCE(), z, 'softmax'))
     self.assertIsNone(_kind(SCCE(from_logits=True), _softmax(z), 'linear'))
 
+  def test_a_softmax_over_one_unit_is_a_mismatch_under_any_cross_entropy(self):
+    ones = np.ones((32, 1), np.float32)  # What a softmax over one unit outputs, every time.
+    for loss in (keras.losses.BinaryCrossentropy(), SCCE(), 'categorical_crossentropy',
+                 keras.losses.BinaryCrossentropy(from_logits=True)):
+      found = loss_match.find_mismatch(loss, ones, 'softmax')
+      self.assertEqual(found.kind, loss_match.ONE_UNIT_SOFTMAX, loss)
+      self.assertIn('sigmoid', found.fix)
+      gin.parse_config(found.gin)
+      gin.clear_config()
+    self.assertIsNone(_kind(keras.losses.BinaryCrossentropy(), ones * 0.5, 'sigmoid'))
+
+  def test_an_activation_that_makes_no_probabilities_under_a_probability_loss(self):
+    # A relu head's outputs may start inside [0, 1]; what it is, not where it starts, decides.
+    relu = np.abs(_logits(scale=0.1))
+    found = loss_match.find_mismatch(SCCE(), relu, 'relu')
+    self.assertEqual(found.kind, loss_match.LOGITS_TO_PROBABILITIES)
+    self.assertIn('no probabilities', found.message)
+    self.assertIsNone(_kind(SCCE(from_logits=True), relu, 'relu'))  # Logits: as it should be.
+    self.assertIsNone(_kind(SCCE(), _softmax(_logits()), 'softmax'))
+
   def test_agreeing_pairs_and_other_losses_give_no_finding(self):
     z = _logits()
     for loss, outputs, activation in (

@@ -14,8 +14,9 @@ PROBABILITIES_TO_LOGITS = 'probabilities_to_logits_loss'
 LOGITS_TO_PROBABILITIES = 'logits_to_probability_loss'
 SIGMOID_TO_CATEGORICAL = 'sigmoid_to_categorical_loss'
 BOUNDED_OUTPUTS = 'bounded_outputs_under_a_regression_loss'
+ONE_UNIT_SOFTMAX = 'softmax_over_one_unit'
 KINDS = (PROBABILITIES_TO_LOGITS, LOGITS_TO_PROBABILITIES, SIGMOID_TO_CATEGORICAL,
-         BOUNDED_OUTPUTS)
+         BOUNDED_OUTPUTS, ONE_UNIT_SOFTMAX)
 # The range each bounded activation's outputs lie in (a softmax over one unit: 1 for every input).
 _BOUNDS = {'sigmoid': (0.0, 1.0), 'softmax': (0.0, 1.0), 'tanh': (-1.0, 1.0)}
 _REGRESSION = ('mean_squared_error', 'mean_absolute_error', 'huber', 'log_cosh',
@@ -151,8 +152,10 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[M
 
   The numbers must show it, and a known activation must not contradict them: probabilities
   (rows in [0, 1] summing to 1, or a softmax/sigmoid in [0, 1]) into a from_logits=True
-  cross-entropy; values clearly outside [0, 1] into a from_logits=False one; values in [0, 1]
-  whose rows clearly do not sum to 1 (a sigmoid) into a categorical one of two classes or more.
+  cross-entropy; values clearly outside [0, 1], or a known last activation that makes no
+  probabilities (relu, linear, ...), into a from_logits=False one; values in [0, 1] whose rows
+  clearly do not sum to 1 (a sigmoid) into a categorical one of two classes or more; a softmax
+  over one unit (1 for every input) into any of them.
   """
   terms = loss_terms(loss)
   if terms is None or outputs is None:
@@ -164,6 +167,8 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[M
   shape = _shape(outputs)
   columns = outputs.shape[-1]
   categorical = terms.family != 'binary'
+  if activation == 'softmax' and columns == 1:
+    return _one_unit_softmax(terms)
   if terms.family == 'categorical' and columns == 1:
     return _one_column(terms, activation)
   if shape is None or (categorical and columns < 2):
@@ -175,7 +180,8 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[M
                    else in_unit and activation in _PROBABILITY_ACTIVATIONS)
   if terms.from_logits and probabilities:
     return _probabilities_to_logits(terms, activation)
-  if not terms.from_logits and shape == 'outside' and activation not in _PROBABILITY_ACTIVATIONS:
+  if not terms.from_logits and activation not in _PROBABILITY_ACTIVATIONS and (
+      shape == 'outside' or activation is not None):
     return _logits_to_probabilities(terms, outputs, activation)
   if (not terms.from_logits and categorical and shape == 'unit'
       and activation in (None, 'sigmoid')):
@@ -207,10 +213,12 @@ def _probabilities_to_logits(terms: LossTerms, activation: Optional[str]) -> Mis
 def _logits_to_probabilities(terms: LossTerms, outputs: np.ndarray,
                              activation: Optional[str]) -> Mismatch:
   shown = f'{activation}: ' if activation else ''
+  where = ('outside [0, 1]' if _shape(outputs) == 'outside' else
+           'no probabilities, whatever their values now')
   return Mismatch(
       LOGITS_TO_PROBABILITIES,
       f"the model's outputs are logits ({shown}values from {float(np.min(outputs)):.3g} to "
-      f'{float(np.max(outputs)):.3g}, outside [0, 1]) but the loss {terms.shown} expects '
+      f'{float(np.max(outputs)):.3g}, {where}) but the loss {terms.shown} expects '
       'probabilities: it clips them into [1e-7, 1 - 1e-7], and the clipped ones give no '
       'gradient',
       f'use {_loss_code(terms, True)} (the stable form), or end the model in a '
@@ -249,6 +257,17 @@ def _one_column(terms: LossTerms, activation: Optional[str]) -> Mismatch:
       'keras.losses.BinaryCrossentropy() for a 0/1 label (a sigmoid output), or one output per '
       'class with a softmax and keras.losses.CategoricalCrossentropy()',
       _loss_gin('BinaryCrossentropy', False))
+
+
+def _one_unit_softmax(terms: LossTerms) -> Mismatch:
+  """A softmax over one unit: 1 for every input, so the loss cannot move it (its gradient is 0)."""
+  return Mismatch(
+      ONE_UNIT_SOFTMAX,
+      f'the model ends in a softmax over one unit, which is 1 for every input, under the loss '
+      f'{terms.shown}: the output never moves, and nothing trains',
+      "a sigmoid on the one unit with keras.losses.BinaryCrossentropy() for a 0/1 label "
+      "(activation='sigmoid'), or one unit per class with the softmax",
+      _loss_gin('BinaryCrossentropy', False) + "  # and activation='sigmoid' in the model")
 
 
 def regression_loss(loss) -> Optional[str]:

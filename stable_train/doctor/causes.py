@@ -186,9 +186,10 @@ def _precision_rules(s: Symptoms, out: _Scores) -> None:
 
 def _start_rules(s: Symptoms, out: _Scores) -> None:
   inputs_large = s.input_rms is not None and s.input_rms > 10  # NaN compares False.
+  explained = s.mismatch is not None  # A loss that does not fit the outputs starts off scale.
   if 'untrainable_start' in s.triggers:
-    out.add('initialisation', 5, 'the loss never came down from a start whose outputs were far '
-                                 'off scale', decisive=True)
+    out.add('initialisation', 1 if explained else 5, 'the loss never came down from a start '
+            'whose outputs were far off scale', decisive=not explained)
   if 'constant_outputs' in s.triggers:
     out.add('initialisation', 4, 'at the end the outputs were still the same for every example, '
                                  'as they were untrained: the initial weights never let the '
@@ -200,7 +201,7 @@ def _start_rules(s: Symptoms, out: _Scores) -> None:
     else:
       out.add('initialisation', 4, f"the model's outputs at the start were "
                                    f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
-  if 'initialisation' in s.warnings and not inputs_large:
+  if 'initialisation' in s.warnings and not inputs_large and not explained:
     out.add('initialisation', 3, 'a warning at the start: outputs or a loss far off scale '
                                  '(DivergenceCheck, InitialisationCheck)')
 
