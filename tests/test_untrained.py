@@ -156,23 +156,27 @@ class VerdictTest(tf.test.TestCase):
 
 class TrailTest(tf.test.TestCase):
 
-  def test_progress_over_the_second_half(self):
+  def test_progress_from_the_second_quarter_to_the_last(self):
     trail = untrained.Trail()
     self.assertIsNone(trail.progress())
     trail.record(100.0, 2.0)
-    self.assertIsNone(trail.progress())  # No point at or before the midpoint yet.
-    for count, smoothed in ((200.0, 1.0), (300.0, 0.9), (400.0, 0.9)):
+    self.assertIsNone(trail.progress())  # No point in the second quarter yet.
+    for count, smoothed in ((200.0, 1.0), (300.0, 0.9), (400.0, 0.9), (500.0, 1.1),
+                            (600.0, 0.9), (700.0, 0.7)):
       trail.record(count, smoothed)
-    self.assertAllClose(trail.progress(), 0.1)  # 0.9 now against 1.0 at step 200.
-    trail.record(250.0, 1.0)  # A restore took the count back: what came after it is gone.
-    self.assertAllClose(trail.progress(), 0.5)  # 1.0 now against 2.0 at step 100.
+    # Second quarter (175-350): 1.0, 0.9; last (from 525): 0.9, 0.7 (now counted once more).
+    self.assertAllClose(trail.progress(), 1 - np.mean([0.9, 0.7, 0.7]) / 0.95)
+    trail.record(450.0, 1.0)  # A restore took the count back: what came after it is gone.
+    # Second quarter (112-225): 1.0; last (from 337): 0.9, 1.0 (now counted once more).
+    self.assertAllClose(trail.progress(), 1 - np.mean([0.9, 1.0, 1.0]) / 1.0)
 
   def test_bounded(self):
     trail = untrained.Trail()
     for count in range(1, 100001):
       trail.record(float(count), 1.0 / count)
     self.assertLessEqual(len(trail._points), untrained.TRAIL_LENGTH)
-    self.assertAllClose(trail.progress(), 0.5, atol=0.01)  # 1/N against about 2/N.
+    # 1/count: the last quarter's mean about 1.15/N, the second quarter's about 2.8/N.
+    self.assertAllClose(trail.progress(), 1 - np.log(4 / 3) / np.log(2), atol=0.02)
 
 
 def _dataset(labels):

@@ -1,7 +1,7 @@
 """The last word of DivergenceCheck on a run about to end 'completed': whether it trained at all.
 
 Judged only on what a model that learned anything cannot show, and only once its loss stopped
-coming down: outputs the same for every example while the labels are not (nothing of the input
+coming down (`Trail`): outputs the same for every example while the labels are not (nothing of the input
 reaches them), or a classifier no better than a uniform guess, on its training loss *and* on the
 first batch (without sample weights or regularisation, the lower of inference and training
 mode; a guess for every example, or worse than one beyond the batch's noise); a classifier at
@@ -25,16 +25,17 @@ from stable_train.policies import diagnostics
 # but real signal varies from example to example, a guess does not); its smoothed training loss
 # at `CHANCE_LEVEL` x log(K) or above too.
 CHANCE_LEVEL, UNIFORM_SPREAD = 0.99, 0.05
-# ...and its smoothed loss came down by less than this fraction over the run's second half (a
-# slow run still on its way down is not judged), unless it is this many times the guess or more.
-PROGRESS, FAR = 0.02, 2.0
+# ...and its smoothed loss came down by less than this fraction from the run's second quarter to
+# its last (a slow run still on its way down is not judged; the smoothed loss of a stalled run
+# wanders by a few % from batch to batch), unless it is this many times the guess or more.
+PROGRESS, FAR = 0.05, 2.0
 TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when full.
 CONSTANT, CHANCE = 'constant_outputs', 'chance_level'
 
 
 class Trail:
   """The smoothed loss along the run, once per loop (host only, not checkpointed: a resumed run
-  judges from what it saw since): how far it came down over the run's second half. Kept at
+  judges from what it saw since): how far it came down in the run's second half. Kept at
   `TRAIL_LENGTH` points at most, spaced evenly by count (the spacing doubles when full)."""
 
   def __init__(self):
@@ -53,13 +54,17 @@ class Trail:
         self._points = self._points[::2]
 
   def progress(self) -> Optional[float]:
-    """1 - smoothed now / smoothed at the run's midpoint (the last point at or before half the
-    count), or None before there is such a point."""
+    """1 - the mean smoothed loss over the run's last quarter / its mean over the second quarter
+    (means of the points kept, the loss being noisy from batch to batch), or None before both
+    quarters hold a point."""
     if self._now is None:
       return None
-    count, now = self._now
-    earlier = [v for c, v in self._points if c <= count / 2]
-    return None if not earlier or not earlier[-1] > 0 else 1.0 - now / earlier[-1]
+    count = self._now[0]
+    second = [v for c, v in self._points if count / 4 <= c <= count / 2]
+    last = [v for c, v in self._points if c >= 3 * count / 4] + [self._now[1]]
+    if not second or not np.mean(second) > 0:
+      return None
+    return 1.0 - float(np.mean(last)) / float(np.mean(second))
 
 
 def verdict(probe, smoothed: float, steps: int, progress: Optional[float],
