@@ -104,6 +104,18 @@ class RulesTest(tf.test.TestCase):
     _, scores = top([skip(k) for k in range(1, 12)], summary)
     self.assertEqual(scores['initialisation'][0], 0)
 
+  def test_a_loss_far_off_scale_from_outputs_in_range_is_no_decisive_initialisation(self):
+    # untrainable_start from a loss far above a uniform guess's while the outputs are in range
+    # (a softmax over one unit the mismatch check could not read): initialisation, not high.
+    events = [{'event': 'diverged', 'step': 50, 'trigger': 'untrainable_start', 'reason': 'r'},
+              {'event': 'warning', 'step': 1, 'cause': 'initialisation', 'message': 'm'}]
+    in_range = {'divergence': {'output_rms': 1.0, 'label_rms': 1.0, 'input_rms': 1.0}}
+    found = doctor.diagnose(events, dict(in_range, status='diverged'))
+    self.assertEqual((found['cause'], found['confidence']), ('initialisation', 'medium'))
+    off_scale = {'divergence': {'output_rms': 1e5, 'label_rms': 1.0, 'input_rms': 1.0}}
+    found = doctor.diagnose(events, dict(off_scale, status='diverged'))
+    self.assertEqual((found['cause'], found['confidence']), ('initialisation', 'high'))
+
   def test_float16_activations_beyond_65504(self):
     record = {'op_level': {'found': False}, 'inputs': [],
               'activations': [{'layer': 'dense_0', 'dtype': 'float16', 'finite': False,

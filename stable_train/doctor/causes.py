@@ -187,9 +187,12 @@ def _precision_rules(s: Symptoms, out: _Scores) -> None:
 def _start_rules(s: Symptoms, out: _Scores) -> None:
   inputs_large = s.input_rms is not None and s.input_rms > 10  # NaN compares False.
   explained = s.mismatch is not None  # A loss that does not fit the outputs starts off scale.
+  # Outputs far off the labels' scale are the weights'; a loss far above a uniform guess's from
+  # outputs in range may be the loss's (a softmax over one unit that no check could read).
+  off_scale = s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO
   if 'untrainable_start' in s.triggers:
     out.add('initialisation', 1 if explained else 5, 'the loss never came down from a start '
-            'whose outputs were far off scale', decisive=not explained)
+            'whose outputs or loss were far off scale', decisive=off_scale and not explained)
   if 'constant_outputs' in s.triggers:
     out.add('initialisation', 4, 'at the end the outputs were still the same for every example, '
                                  'as they were untrained: the initial weights never let the '
