@@ -207,9 +207,9 @@ class EndOfRunTest(tf.test.TestCase):
     if check:
       policies = [p for p in policies if not isinstance(p, divergence.DivergenceCheck)]
       policies.append(divergence.DivergenceCheck(**check))
-    t = trainer_lib.Trainer(model=classifier(last_scale), optimizer=keras.optimizers.Adam(lr), loss=SCE,
-                            model_dir=model_dir, steps_per_loop=25, verbose=False,
-                            policies=policies)
+    t = trainer_lib.Trainer(model=classifier(last_scale), optimizer=keras.optimizers.Adam(lr),
+                            loss=SCE, model_dir=model_dir, steps_per_loop=num_steps // 4,
+                            verbose=False, policies=policies)
     return t.fit(_dataset(labels), num_steps=num_steps), model_dir
 
   def test_the_trainer(self):
@@ -221,8 +221,11 @@ class EndOfRunTest(tf.test.TestCase):
     self.assertEqual(self._trainer(1e-2, LEARNABLE)[0]['status'], 'completed')
 
   def test_a_short_run_or_judge_end_off_is_not_judged(self):
-    self.assertEqual(self._trainer(1e-7, LEARNABLE, num_steps=75)[0]['status'], 'completed')
-    self.assertEqual(self._trainer(1e-7, LEARNABLE, judge_end=False)[0]['status'], 'completed')
+    # Judged from 2 x rise_patience steps on: 20 here (100 by default, test_the_trainer).
+    self.assertEqual(self._trainer(1e-7, LEARNABLE, num_steps=16, rise_patience=10)[0]['status'],
+                     'completed')
+    self.assertEqual(self._trainer(1e-7, LEARNABLE, num_steps=20, rise_patience=10,
+                                   judge_end=False)[0]['status'], 'completed')
 
   @pytest.mark.slow
   def test_guard_fit(self):
