@@ -17,6 +17,7 @@ import tensorflow as tf
 from stable_train import errors
 from stable_train.keras import fit as keras_fit
 from stable_train.policies import divergence
+from stable_train.policies import precision
 from stable_train.policies import untrained
 from stable_train.trainer import trainer as trainer_lib
 
@@ -93,8 +94,18 @@ class VerdictTest(tf.test.TestCase):
     guess = math.log(CLASSES)
     self.assertGreater(np.mean(untrained.first_batch_losses(probe_of(model, RANDOM))), 2 * guess)
     self.assertIsNone(verdict(model, RANDOM, smoothed=1.5 * guess, progress=0.1))
-    self.assertEqual(verdict(model, RANDOM, smoothed=2.5 * guess, progress=0.1)[0],
-                     untrained.CHANCE)
+    rule, reason = verdict(model, RANDOM, smoothed=2.5 * guess, progress=0.1)
+    self.assertEqual(rule, untrained.CHANCE)
+    self.assertIn('2.5 x it at the end, far above', reason)  # Not "stopped coming down".
+
+  def test_under_mixed_float16(self):
+    with precision.using('mixed_float16'):
+      guess_model, zero_model = classifier(last_scale=1e-3), classifier(kernel='zeros')
+    self.assertEqual(guess_model.layers[-1].compute_dtype, 'float16')
+    guess = math.log(CLASSES)
+    self.assertEqual(verdict(guess_model, RANDOM, smoothed=guess)[0], untrained.CHANCE)
+    self.assertEqual(verdict(zero_model, LEARNABLE, smoothed=1.3)[0], untrained.CONSTANT)
+    self.assertIsNone(verdict(classifier(), LEARNABLE, smoothed=1.3))  # float32, varied: alive.
 
   def test_a_weak_but_real_signal_is_not_a_uniform_guess(self):
     # Labels that follow x0 55 % of the time: the best model's loss is 0.993 x log(2), but its

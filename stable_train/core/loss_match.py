@@ -182,7 +182,7 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[M
     return _probabilities_to_logits(terms, activation)
   if not terms.from_logits and activation not in _PROBABILITY_ACTIVATIONS and (
       shape == 'outside' or activation is not None):
-    return _logits_to_probabilities(terms, outputs, activation)
+    return _logits_to_probabilities(terms, outputs, activation, shape == 'outside')
   if (not terms.from_logits and categorical and shape == 'unit'
       and activation in (None, 'sigmoid')):
     return _sigmoid_to_categorical(terms, outputs)
@@ -211,10 +211,9 @@ def _probabilities_to_logits(terms: LossTerms, activation: Optional[str]) -> Mis
 
 
 def _logits_to_probabilities(terms: LossTerms, outputs: np.ndarray,
-                             activation: Optional[str]) -> Mismatch:
+                             activation: Optional[str], outside: bool) -> Mismatch:
   shown = f'{activation}: ' if activation else ''
-  where = ('outside [0, 1]' if _shape(outputs) == 'outside' else
-           'no probabilities, whatever their values now')
+  where = 'outside [0, 1]' if outside else 'no probabilities, whatever their values now'
   return Mismatch(
       LOGITS_TO_PROBABILITIES,
       f"the model's outputs are logits ({shown}values from {float(np.min(outputs)):.3g} to "

@@ -194,10 +194,10 @@ def _start_rules(s: Symptoms, out: _Scores) -> None:
     out.add('initialisation', 1 if explained else 5, 'the loss never came down from a start '
             'whose outputs or loss were far off scale', decisive=off_scale and not explained)
   if 'constant_outputs' in s.triggers:
-    out.add('initialisation', 4, 'at the end the outputs were still the same for every example, '
-                                 'as they were untrained: the initial weights never let the '
-                                 'input through (zeros or one constant keep every unit alike)')
-  if s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO:
+    out.add('initialisation', 4, 'at the end the outputs were the same for every example while '
+                                 'the labels were not: nothing of the input reached them (weights '
+                                 'initialised to zeros or one constant keep every unit alike)')
+  if off_scale:
     if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
       out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '
                               f"outputs start at {s.output_ratio:.3g}x the labels' scale")

@@ -112,20 +112,26 @@ def untrained_deviation(probe, training: bool = False) -> Optional[Tuple[float, 
 
 
 def chance_excess(probe, start_loss: float) -> Optional[float]:
-  """The untrained model's loss `start_loss` over a uniform guess's, log(K) for a Keras
-  cross-entropy over K classes (K = 2 for a binary one): about 1 for sound initial weights, far
-  above for logits far off scale (a classifier's analogue of outputs far above the labels). None
-  for any other loss (`loss_match.loss_terms`), a reduction other than a mean, several outputs
-  or one categorical column."""
+  """The untrained model's loss `start_loss` over a uniform guess's (`uniform_guess`): about 1
+  for sound initial weights, far above for logits far off scale (a classifier's analogue of
+  outputs far above the labels). None where there is no guess to compare with."""
+  guess = uniform_guess(probe) if math.isfinite(start_loss) else None
+  return None if guess is None else start_loss / guess
+
+
+def uniform_guess(probe) -> Optional[float]:
+  """A uniform guess's loss, log(K), for a Keras cross-entropy over K classes (K = 2 for a
+  binary one) reduced by a mean; None for any other loss (`loss_match.loss_terms`), another
+  reduction, several outputs or one categorical column."""
   terms = None if probe.loss is None else loss_match.loss_terms(probe.loss)
   reduction = getattr(probe.loss, 'reduction', MEAN_REDUCTIONS[0])  # A function's: the mean.
-  if terms is None or reduction not in MEAN_REDUCTIONS or not math.isfinite(start_loss):
+  if terms is None or reduction not in MEAN_REDUCTIONS:
     return None
   outputs = first_outputs(probe)
   if not outputs or len(outputs) != 1 or outputs[0].ndim == 0:
     return None
   classes = 2 if terms.family == 'binary' else int(outputs[0].shape[-1])
-  return start_loss / math.log(classes) if classes >= 2 else None
+  return math.log(classes) if classes >= 2 else None
 
 
 def bad_start(chance: bool, start: float, ratio: float) -> str:

@@ -181,8 +181,7 @@ class DivergenceCheck(interfaces.Policy):
                      smoothed=state['smoothed']))
     if state['output_rms'] == _UNSET and self.output_ratio is not None:
       return act('start')
-    fields = {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference',
-                                               'output_rms', 'label_rms')}
+    fields = _reported(state)
     if (state['init_bad'] > 0 and state['count'] >= self.rise_patience
         and state['smoothed'] > KEEP_FRACTION * state['start']):
       return interfaces.Decision(
@@ -269,11 +268,9 @@ class DivergenceCheck(interfaces.Policy):
                               _bad_start(fields) if fields['init_bad'] > 0 else '')
     if found is None:
       return None
-    shown = {k: _shown(k, fields[k]) for k in ('smoothed', 'best', 'start', 'output_rms',
-                                               'label_rms')}
     return interfaces.Decision(action=interfaces.ABORT, trigger=found[0], step=run.step,
                                status=interfaces.DIVERGED, reason=found[1],
-                               details=dict(shown, rule=found[0]))
+                               details=dict(_reported(fields), rule=found[0]))
 
   def is_healthy(self) -> bool:
     """False while the smoothed loss is above the divergence threshold or the model collapsed:
@@ -297,9 +294,7 @@ def _bad_start(state) -> str:
 
 
 def _collapsed(step, state) -> interfaces.Decision:
-  fields = {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference',
-                                             'output_rms', 'label_rms')}
-  return _diverged(step, fields, 'collapsed', (
+  return _diverged(step, _reported(state), 'collapsed', (
       f"the model collapsed by step {step}: its outputs on the first batch are the same for "
       f"every example (an untrained one's were not), its smoothed loss {state['smoothed']:.4g} "
       f"against the untrained model's {state['start']:.4g}; its units died, typically of a "
@@ -307,8 +302,7 @@ def _collapsed(step, state) -> interfaces.Decision:
 
 
 def _probe_collapse(prober, state, step, details, run) -> None:
-  """Marks the model collapsed (`verdict`) when `prober` (a `collapse.CollapseProbe`) finds it so
-  (and reports it)."""
+  """Marks the model collapsed (`verdict`) when a `collapse.CollapseProbe` finds (and reports) it."""
   if prober.report(run, step, details):
     state[_I['verdict']] = _COLLAPSED
 
@@ -334,6 +328,12 @@ def _diverged(step, fields, rule, reason) -> interfaces.Decision:
   return interfaces.Decision(
       action=interfaces.ESCALATE, trigger='divergence', step=step, status=interfaces.DIVERGED,
       details=dict(fields, rule=rule), reason=reason)
+
+
+def _reported(state):
+  """The state's fields a decision reports (`_shown`)."""
+  return {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference',
+                                           'output_rms', 'label_rms')}
 
 
 def _shown(name: str, value: float):

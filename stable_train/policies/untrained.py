@@ -95,10 +95,14 @@ def _verdict(probe, smoothed, steps, progress, broken_start):
   if losses is None or not at_chance(losses, guess):
     return None
   first = float(np.mean(losses))
-  why = (f'from a start where {broken_start}: the initial weights are too large; '
-         f'{diagnostics.INIT_REMEDY}' if broken_start else
-         'and it stopped coming down (a learning rate too high knocks a network to this level; '
-         'one too low never leaves it)')
+  if broken_start:
+    why = (f'from a start where {broken_start}: the initial weights are too large; '
+           f'{diagnostics.INIT_REMEDY}')
+  elif stalled:
+    why = ('and it stopped coming down (a learning rate too high knocks a network to this '
+           'level; one too low never leaves it)')
+  else:  # Judged for how far above the guess it still is.
+    why = f'and {smoothed / guess:.3g} x it at the end, far above'
   return CHANCE, (
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
       f"{first:.4g} on the first batch) is no better than a uniform guess's, {guess:.4g}, "
@@ -107,13 +111,12 @@ def _verdict(probe, smoothed, steps, progress, broken_start):
 
 def uniform_guess(probe) -> Optional[float]:
   """A uniform guess's cross-entropy, log(K), for a Keras cross-entropy loss over K classes
-  (`diagnostics.chance_excess`) on unweighted batches; None otherwise (class weights scale the
+  (`diagnostics.uniform_guess`) on unweighted batches; None otherwise (class weights scale the
   loss)."""
   first = probe.first_batch()
   if first is None or (isinstance(first, (tuple, list)) and len(first) == 3):
     return None
-  excess = diagnostics.chance_excess(probe, 1.0)
-  return None if excess is None else 1.0 / excess
+  return diagnostics.uniform_guess(probe)
 
 
 def at_chance(losses, guess: float) -> bool:
