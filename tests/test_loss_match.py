@@ -68,6 +68,21 @@ class FindMismatchTest(tf.test.TestCase):
       gin.clear_config()
     self.assertIsNone(_kind(keras.losses.BinaryCrossentropy(), ones * 0.5, 'sigmoid'))
 
+  def test_one_unit_at_one_on_every_row_reads_as_a_softmax_when_the_activation_is_unknown(self):
+    bce = keras.losses.BinaryCrossentropy()
+    ones = np.ones((16, 1), np.float32)  # A Lambda(tf.nn.softmax) over one unit, untrained.
+    found = loss_match.find_mismatch(bce, ones)
+    self.assertEqual(found.kind, loss_match.ONE_UNIT_SOFTMAX)
+    self.assertIn('Lambda', found.message)
+    # A known sigmoid at 1 is a saturated sigmoid, not this; one row off 1, too few rows to
+    # tell, or a sigmoid's spread: no finding.
+    self.assertIsNone(_kind(bce, ones, 'sigmoid'))
+    near = ones.copy()
+    near[3] = 0.999
+    self.assertIsNone(_kind(bce, near))
+    self.assertIsNone(_kind(bce, ones[:4]))
+    self.assertIsNone(_kind(bce, _sigmoid(_logits()[:, :1])))
+
   def test_an_activation_that_makes_no_probabilities_under_a_probability_loss(self):
     # A relu head's outputs may start inside [0, 1]; what it is, not where it starts, decides.
     relu = np.abs(_logits(scale=0.1))

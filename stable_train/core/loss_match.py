@@ -36,6 +36,8 @@ _PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid')
 # this far from 1 is no softmax. Between "sums to 1" and "clearly not" the verdict is unsure.
 _OUTSIDE = 0.01
 _NOT_ONE = 0.1
+# Rows a batch needs before one unit at 1 on every row reads as a softmax over it.
+_MIN_ROWS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +157,8 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[M
   cross-entropy; values clearly outside [0, 1], or a known last activation that makes no
   probabilities (relu, linear, ...), into a from_logits=False one; values in [0, 1] whose rows
   clearly do not sum to 1 (a sigmoid) into a categorical one of two classes or more; a softmax
-  over one unit (1 for every input) into any of them.
+  over one unit (1 for every input) into any of them, also where the activation cannot be read
+  (a Lambda) and one unit is 1 on every row of an untrained model's batch (`_all_ones`).
   """
   terms = loss_terms(loss)
   if terms is None or outputs is None:
@@ -167,8 +170,8 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[M
   shape = _shape(outputs)
   columns = outputs.shape[-1]
   categorical = terms.family != 'binary'
-  if activation == 'softmax' and columns == 1:
-    return _one_unit_softmax(terms)
+  if columns == 1 and (activation == 'softmax' or (activation is None and _all_ones(outputs))):
+    return _one_unit_softmax(terms, activation)
   if terms.family == 'categorical' and columns == 1:
     return _one_column(terms, activation)
   if shape is None or (categorical and columns < 2):
@@ -258,11 +261,22 @@ def _one_column(terms: LossTerms, activation: Optional[str]) -> Mismatch:
       _loss_gin('BinaryCrossentropy', False))
 
 
-def _one_unit_softmax(terms: LossTerms) -> Mismatch:
+def _all_ones(outputs: np.ndarray) -> bool:
+  """Whether one unit is 1 within rounding on every row of a batch of at least _MIN_ROWS: what
+  a softmax over one unit gives, and a sigmoid only from logits beyond 16 on every row at once."""
+  eps = float(np.finfo(outputs.dtype).eps)
+  rows = outputs.astype(np.float64).reshape(-1)
+  return rows.size >= _MIN_ROWS and float(np.max(np.abs(rows - 1.0))) <= 8 * eps
+
+
+def _one_unit_softmax(terms: LossTerms, activation: Optional[str]) -> Mismatch:
   """A softmax over one unit: 1 for every input, so the loss cannot move it (its gradient is 0)."""
+  what = ('a softmax over one unit' if activation == 'softmax' else
+          'one unit that is 1.0 for every input before training (a softmax over one unit, perhaps '
+          'inside a Lambda)')
   return Mismatch(
       ONE_UNIT_SOFTMAX,
-      f'the model ends in a softmax over one unit, which is 1 for every input, under the loss '
+      f'the model ends in {what}, which is 1 for every input, under the loss '
       f'{terms.shown}: the output never moves, and nothing trains',
       "a sigmoid on the one unit with keras.losses.BinaryCrossentropy() for a 0/1 label "
       "(activation='sigmoid'), or one unit per class with the softmax",
