@@ -110,7 +110,7 @@ class EvaluatorTest(tf.test.TestCase):
                     eval_dataset=tf.data.Dataset.from_tensor_slices((x, y)).batch(8), eval_every=2)
     self.assertEqual(summary['status'], 'completed')
     with self.assertRaisesRegex(errors.ConfigError, r'every eval batch \(4\) has a label outside '
-                                r'\[0, 4\) \(the model.s classes\) or a non-finite input'):
+                                r'\[0, 4\) \(the model.s classes\) or a non-finite or fill-sized input'):
       evaluation.Evaluator(t).evaluate(
           tf.data.Dataset.from_tensor_slices((x * np.nan, y)).batch(8), None)
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 import pytest
 
 from stable_train.core import interfaces
+from stable_train.core import numerics
 from stable_train import errors
 from stable_train.policies import basic as policies
 from stable_train.trainer import trainer as trainer_lib
@@ -187,6 +188,20 @@ class CheckNumericsTest(tf.test.TestCase):
     with self.assertLogs('stable_train', level='WARNING') as logs:
       self.assertIsNone(p.execute(decision, None))
     self.assertIn('dense/kernel', logs.output[0])
+
+  def test_the_input_check_refuses_non_finite_values_and_fills_in_every_float_dtype(self):
+    check = policies.CheckNumerics()
+    for dtype in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
+      x = np.zeros((4, 3), np.float32)
+      for bad, wanted in ((0.0, True), (1e4, True), (np.nan, False), (-np.inf, False)):
+        x[2, 1] = bad
+        ok = check.check_batch(tf.constant(x, dtype), tf.constant([0, 1, 2, 3]))
+        self.assertEqual(ok.numpy().tolist(), [wanted, True], (dtype, bad))
+    fill = np.zeros((4, 3), np.float32)
+    fill[0, 0] = -np.finfo(np.float32).max  # GDAL's NoData: finite, and no measurement.
+    for x, wanted in ((fill, False), (fill * 1e-10, True)):
+      self.assertEqual(bool(numerics.input_ok(tf.constant(x))), wanted)
+    self.assertIsNone(policies.CheckNumerics(check_inputs=False).check_batch(fill, None))
 
   @pytest.mark.slow
   def test_only_raise_mode_has_the_loop_return_the_report(self):

@@ -226,3 +226,27 @@ def widen(loss) -> tf.Tensor:
   never work in a half-precision loss."""
   loss = tf.convert_to_tensor(loss)
   return loss if loss.dtype == tf.float64 else tf.cast(loss, tf.float32)
+
+
+def dense_values(t):
+  """A dense tensor's values: a SparseTensor's `values`, a RaggedTensor's `flat_values`."""
+  if isinstance(t, tf.SparseTensor):
+    return t.values
+  return t.flat_values if isinstance(t, tf.RaggedTensor) else t
+
+
+# An input value this large is a fill, not a measurement: float32's largest (-3.4e38, GDAL's
+# NoData), NetCDF's default fill (9.97e36). Its square overflows float32; nothing trains on it.
+INPUT_LIMIT = 1e30
+
+
+def input_ok(t) -> tf.Tensor:
+  """Whether every value of a floating input tensor is finite and below INPUT_LIMIT in magnitude
+  (True for other dtypes); one reduction. NaN fails both comparisons, and in a dtype whose range
+  ends below the limit (float16) the limit is inf and only inf fails. Comparisons only: no op here
+  makes a NaN of its own for an op-level check (`Forensics`) to find before the model's."""
+  t = dense_values(t)
+  if not t.dtype.is_floating:
+    return tf.constant(True)
+  limit = tf.cast(INPUT_LIMIT, t.dtype)
+  return tf.reduce_all(tf.logical_and(t < limit, t > -limit))

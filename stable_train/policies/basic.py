@@ -18,19 +18,6 @@ from stable_train import errors
 log = logging.getLogger('stable_train')
 
 
-def _values(t):
-  """A dense tensor's values: a SparseTensor's `values`, a RaggedTensor's `flat_values`."""
-  if isinstance(t, tf.SparseTensor):
-    return t.values
-  return t.flat_values if isinstance(t, tf.RaggedTensor) else t
-
-
-def all_finite(t) -> tf.Tensor:
-  """Whether every value of a floating input tensor is finite (True for other dtypes)."""
-  t = _values(t)
-  return tf.reduce_all(tf.math.is_finite(t)) if t.dtype.is_floating else tf.constant(True)
-
-
 @gin.register(module='stable_train')
 class CheckNumerics(interfaces.Policy):
   """Checks the loss and every gradient each step and names the first offending tensor.
@@ -50,8 +37,9 @@ class CheckNumerics(interfaces.Policy):
 
     Args:
       mode: 'flag' (log and record, keep going) or 'raise' (stop with a clear error).
-      check_inputs: whether every floating input tensor (features and labels) must be finite:
-        one reduction each per step; a batch that fails is not applied and counts as an *input*
+      check_inputs: whether every floating input tensor (features and labels) must be finite
+        and below 1e30 in magnitude (`numerics.input_ok`: a larger value is a fill): one
+        reduction each per step; a batch that fails is not applied and counts as an *input*
         fault (the data's, not the model's: checkpoints after it may still be marked good).
       name: policy name (unique within a Trainer; also its checkpoint key).
     """
@@ -87,7 +75,7 @@ class CheckNumerics(interfaces.Policy):
     if not self.check_inputs:
       return None
     # Same order as interfaces.flatten_inputs: features first, then labels.
-    return tf.stack([all_finite(t) for t in interfaces.flatten_inputs(features, labels)])
+    return tf.stack([numerics.input_ok(t) for t in interfaces.flatten_inputs(features, labels)])
 
   def allow_update(self, stats):
     if self.mode != 'raise':
@@ -316,8 +304,8 @@ class ValidateInputs(interfaces.Policy):
     self.value_range = value_range
 
   def _tensor_ok(self, t, is_label: bool) -> tf.Tensor:
-    t = _values(t)
-    ok = all_finite(t)
+    t = numerics.dense_values(t)
+    ok = numerics.input_ok(t)
     if t.dtype.is_floating:
       if self.value_range is not None and not is_label:
         low, high = (tf.cast(v, t.dtype) for v in self.value_range)

@@ -139,7 +139,7 @@ class Evaluator:
       raise errors.ConfigError(
           f'every eval batch ({left_out}) has '
           + (f'a label outside [0, {classes}) (the model\'s classes) or '
-             if classes is not None else '') + 'a non-finite input: check '
+             if classes is not None else '') + 'a non-finite or fill-sized (|x| >= 1e30) input: check '
           'train.eval_dataset_fn / fit(eval_dataset=...).')
     result = {'loss': total / count, 'batches': count,
               'metrics': {m.name: float(m.result()) for m in self.metrics}}

@@ -129,7 +129,7 @@ class EvalAction:
     t.emit('eval', step, loss=result['loss'], batches=result['batches'],
            metrics=result['metrics'], **left_out)
     if left_out:
-      log.warning('step %d: eval left out %d batch(es) with a non-finite input%s', step,
+      log.warning('step %d: eval left out %d batch(es) with a non-finite or fill-sized input%s', step,
                   left_out['left_out'], '' if t.label_classes is None
                   else f' or a label outside [0, {t.label_classes})')
     if t.verbose:
