@@ -257,6 +257,7 @@ class CliTest(tf.test.TestCase):
     self.assertIn('operative_config.gin', err)
     self.assertNotIn('Traceback', err)
 
+  @pytest.mark.slow
   def test_a_full_disk_inside_a_checkpoint_write_is_named_in_the_stop_line(self):
     model_dir = self.get_temp_dir() + '/full'
     full = tf.errors.ResourceExhaustedError(None, None, (  # TensorFlow's words (test_errors.py).
@@ -484,6 +485,7 @@ class UserModulesTest(tf.test.TestCase):
     with open(os.path.join(self.folder, 'run', 'operative_config.gin')) as f:
       self.assertIn('import user_factories_flag', f.read().splitlines())
 
+  @pytest.mark.slow
   def test_a_gin_import_line_sees_the_current_directory(self):
     config = self._module('user_factories_line', 'user_regression_line')
     with open(config) as f:

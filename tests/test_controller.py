@@ -274,6 +274,7 @@ class EvalDecisionsTest(tf.test.TestCase):
     self.assertContainsSubset(['best_checkpoint', 'early_stop', 'done'], events)
     self.assertEqual(t.checkpoints.best().step, 2)
 
+  @pytest.mark.slow
   def test_a_stop_from_decide_or_a_rollback_from_decide_eval_is_refused(self):
 
     class StopInDecide(interfaces.Policy):

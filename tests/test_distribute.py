@@ -143,6 +143,7 @@ class MirroredStepTest(TestCase):
     for n in per_replica_norms:  # Not either replica's own norm.
       self.assertGreater(abs(reported - n.numpy()), 1e-3)
 
+  @pytest.mark.slow
   def test_one_packed_all_reduce_beyond_the_gradients(self):
     calls = []
     original = tf.distribute.ReplicaContext.all_reduce

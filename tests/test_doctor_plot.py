@@ -15,6 +15,7 @@ from unittest import mock
 
 import keras
 import tensorflow as tf
+import pytest
 
 from stable_train.doctor import doctor
 from stable_train.doctor import plot
@@ -130,6 +131,7 @@ class PlotTest(tf.test.TestCase):
     self.assertEqual([{k: r[k] for k in ('from', 'to')} for r in marks['rollbacks']], [ROLLBACK])
     self.assertLessEqual(marks['steps'][0], 6)  # The window before the first trouble.
 
+  @pytest.mark.slow
   def test_a_directory_with_no_per_step_records_still_draws_its_marks(self):
     # The records of a run written before the doctor: skips and an abort, no history, no
     # TensorBoard scalars.

@@ -73,6 +73,7 @@ class ExamplesTest(tf.test.TestCase):
     loaded = keras.models.load_model(result['export'])
     self.assertTrue(all(np.all(np.isfinite(v.numpy())) for v in loaded.variables))
 
+  @pytest.mark.slow
   def test_a_gan_in_a_hand_written_loop(self):
     model_dir = self.get_temp_dir()
     result = own_loop_gan.main(['--epochs=2', '--steps_per_epoch=6', '--no_shuffle',

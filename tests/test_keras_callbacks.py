@@ -98,6 +98,7 @@ class RollbackTest(parameterized.TestCase, tf.test.TestCase):
     for a, b in zip(first, restored):
       np.testing.assert_array_equal(a, b)
 
+  @pytest.mark.slow
   def test_from_a_model_dir_under_mirrored_strategy(self):
     strategy = tf.distribute.MirroredStrategy(
         ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())

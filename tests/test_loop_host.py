@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 import stable_train
+import pytest
 from stable_train import errors
 from stable_train.policies import basic as policies
 from stable_train.policies import recovery
@@ -389,6 +390,7 @@ class TwoModelsTest(tf.test.TestCase):
   """A GAN-like step: two models, two optimizers, one verdict; a rollback restores them all."""
   test_session = None
 
+  @pytest.mark.slow
   def test_a_rollback_restores_both_models_and_both_optimizers(self):
     generator = models.mlp(input_dim=4, hidden=(8,), outputs=FEATURES, seed=1, activation='linear',
                            name='generator')

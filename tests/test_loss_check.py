@@ -9,6 +9,7 @@ import types
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train import errors
 from stable_train.doctor import doctor
@@ -220,6 +221,7 @@ class OneColumnCategoricalTest(tf.test.TestCase):
                   callbacks=[keras_fit.guard_fit(model).callback(model_dir=model_dir)])
     return _records(model_dir), model_dir
 
+  @pytest.mark.slow
   def test_both_doors(self):
     for door in ('trainer', 'fit'):
       (warnings, summary), model_dir = self._fit(door)

@@ -5,6 +5,7 @@ import os
 import keras
 import numpy as np
 import tensorflow as tf
+import pytest
 
 from stable_train.core import lr
 
@@ -160,6 +161,7 @@ class SerializationTest(tf.test.TestCase):
     for step in (0, 3, 50):
       self.assertAllClose(again(step), schedule(step), rtol=1e-7)
 
+  @pytest.mark.slow
   def test_keras_file_saved_with_the_trainers_optimizer_reloads(self):
     from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
     from stable_train.zoo import models  # pylint: disable=g-import-not-at-top

@@ -9,6 +9,7 @@ import re
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import stable_train
@@ -167,6 +168,7 @@ def test_a_step_guard_step_is_vetoed(tmp_path):
   assert [e['steps'] for e in events if e['event'] == 'loss_above'] == [[1]]
 
 
+@pytest.mark.slow
 def test_guard_fit_skips_them_too(tmp_path):
   bad = [2, 5]
   x, y = regression(bad, num_batches=8)

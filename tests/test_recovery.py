@@ -150,6 +150,7 @@ class RollbackTest(tf.test.TestCase):
     self.assertTrue(t.variables_finite())
     self.assertEqual(read(model_dir, 'checkpoint_refused'), [])  # Rolled back before any save.
 
+  @pytest.mark.slow
   def test_a_repeat_steps_further_back_and_backs_off_again(self):
     model_dir = self.get_temp_dir()
     spike = recovery.LossSpike(window=8, warmup=4, num_stds=3.0, min_ratio=3.0)

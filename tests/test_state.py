@@ -199,6 +199,7 @@ class SkippedStepChangesNothingTest(TestCase):
     self._check(trainer, 'convnet_bn')
     self.assertTrue(os.path.isdir(os.path.join(model_dir, 'forensics', 'step_4')))
 
+  @pytest.mark.slow
   def test_a_check_numerics_raise_leaves_the_convnet_as_before_the_step(self):
     # Its forward pass assigned the BatchNorm statistics (NaN) and the dropout seed: the in-graph
     # raise comes after the skip that put them back.

@@ -261,6 +261,7 @@ class EarlyStoppingFitTest(tf.test.TestCase):
     self.assertEqual(best[0], (4, None))
     self.assertGreater(summary['best_checkpoint']['best'], 0.0)
 
+  @pytest.mark.slow
   def test_a_refused_checkpoint_is_never_marked_best(self):
 
     class PoisonAtFour(ScriptedEvalTrainer):

@@ -231,6 +231,7 @@ class EndOfRunTest(tf.test.TestCase):
     self.assertEqual(_summary(model_dir)['diagnosis']['cause'], 'learning_rate')
     self.assertEqual(self._trainer(1e-2, LEARNABLE)[0]['status'], 'completed')
 
+  @pytest.mark.slow
   def test_a_short_run_or_judge_end_off_is_not_judged(self):
     # Judged from 2 x rise_patience steps on: 20 here (100 by default, test_the_trainer).
     self.assertEqual(self._trainer(1e-7, LEARNABLE, num_steps=16, rise_patience=10)[0]['status'],
