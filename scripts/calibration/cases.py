@@ -9,9 +9,11 @@ CAUSES = ('exploding_gradients', 'learning_rate', 'initialisation', 'division_or
           'softmax_overflow', 'precision', 'bad_input', 'transient', 'loss_output_mismatch')
 DOORS = ('trainer', 'fit')
 # 'tune' (the rules may be tuned on it), 'held_out' (fixed, never tuned on), 'fresh' (written
-# later, blind to the doctor's rules: sick_fresh.py) and 'blind' (written later still, blind to
-# the rules that came after the fresh split was read: sick_blind.py).
-SPLITS = ('tune', 'held_out', 'fresh', 'blind')
+# later, blind to the doctor's rules: sick_fresh.py), 'blind' (written later still, blind to
+# the rules that came after the fresh split was read: sick_blind.py) and 'blind2' (a second blind
+# set, written without reading the doctor, its policies or the other sick files, on new
+# architectures: sick_blind2.py).
+SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 
