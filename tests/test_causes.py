@@ -116,6 +116,34 @@ class RulesTest(tf.test.TestCase):
     found = doctor.diagnose(events, dict(off_scale, status='diverged'))
     self.assertEqual((found['cause'], found['confidence']), ('initialisation', 'high'))
 
+  def test_outputs_off_scale_from_kernels_at_a_standard_scale_are_no_decisive_initialisation(self):
+    # A sum over an unnormalised adjacency, a division by a small temperature: sound weights,
+    # outputs off scale. The kernels' ratio in the start warning tells them from a wide init.
+    off_scale = {'divergence': {'output_rms': 1e5, 'label_rms': 1.0, 'input_rms': 1.0},
+                 'status': 'diverged'}
+    def diagnose(kernel_ratio):
+      events = [{'event': 'diverged', 'step': 50, 'trigger': 'untrainable_start', 'reason': 'r'},
+                {'event': 'warning', 'step': 1, 'cause': 'initialisation', 'message': 'm',
+                 'kernel_ratio': kernel_ratio}]
+      found = doctor.diagnose(events, off_scale)
+      return found['cause'], found['confidence']
+    self.assertEqual(diagnose(12.0), ('initialisation', 'high'))  # Kernels off scale.
+    cause, confidence = diagnose(1.2)
+    self.assertNotEqual(confidence, 'high')
+    self.assertEqual(diagnose(None), ('initialisation', 'high'))  # Not measured: as before.
+
+  def test_isolated_non_finite_losses_from_finite_outputs_are_the_losss_arithmetic(self):
+    # Two batches of 200 whose loss divides by a count of 0 (a Cox loss on a batch without an
+    # event), outputs finite: the loss, not a flake; the same steps with only the gradients
+    # non-finite (a backward-pass flake, or a derivative infinite at a point) keep transient's
+    # points.
+    summary = {'inputs_checked': True}
+    cause, scores = top([skip(40), skip(150)], summary)
+    self.assertEqual((cause, scores['transient'][0]), ('division_or_log', 1))
+    gradient_only = [dict(skip(k, fault='gradient', tensor='gradient of net/d/kernel'),
+                          loss=1.0) for k in (40, 150)]
+    self.assertEqual(top(gradient_only, summary)[1]['transient'][0], 3)
+
   def test_float16_activations_beyond_65504(self):
     record = {'op_level': {'found': False}, 'inputs': [],
               'activations': [{'layer': 'dense_0', 'dtype': 'float16', 'finite': False,

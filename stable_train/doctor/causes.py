@@ -27,6 +27,9 @@ FLOAT16_MAX = 65504.0
 EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
 OUTPUT_RATIO = 30.0  # Outputs this many times the labels' scale: the initial weights (as
 # DivergenceCheck's start check).
+# Initial kernels whose RMS is this many times LeCun's sqrt(1 / fan_in) or more are off the
+# standard scale (policies/weight_scale.py): He's is 1.41 times it, Glorot's at most that.
+KERNEL_OFF_SCALE = 3.0
 # A finite gradient norm this many times the run's median one: a cliff (exploding gradients). A
 # rate too high raises the norm with the loss by tens to thousands; a cliff is far beyond.
 CLIFF = 1e4
@@ -123,7 +126,15 @@ def _transient_rules(s: Symptoms, out: _Scores) -> None:
   loss_growth, norm_growth, _ = s.growth()
   quiet = (s.isolated() and not s.fault_kinds().get('input') and not s.rechecks
            and not s.input_bad() and norm_growth < 10 and loss_growth < 10)
-  if quiet and s.outputs_non_finite() == 0:
+  if quiet and s.faults and _loss_only(s) == len(s.faults):  # The loss's arithmetic on those
+    # batches, as deterministic as their labels: a count that can be 0, a log of 0.
+    out.add('division_or_log', 2.5, f'{len(s.faults)} isolated step(s) with a non-finite loss '
+                                    'from finite model outputs, the run healthy before and '
+                                    "after: the loss's arithmetic on those batches (a division "
+                                    'by a count that can be 0, a log of 0; add Forensics() to '
+                                    'name the op)')
+    out.add('transient', 1, 'isolated non-finite steps, the run healthy before and after')
+  elif quiet and s.outputs_non_finite() == 0:
     out.add('transient', 3, f'{len(s.faults)} isolated non-finite step(s) with finite model '
                             'outputs, the run healthy before and after')
   elif quiet and s.inputs_checked and len(s.faults) == 1:  # A one-off in the forward pass; a
@@ -190,9 +201,13 @@ def _start_rules(s: Symptoms, out: _Scores) -> None:
   # Outputs far off the labels' scale are the weights'; a loss far above a uniform guess's from
   # outputs in range may be the loss's (a softmax over one unit that no check could read).
   off_scale = s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO
+  # Outputs off scale from kernels at a standard scale come from the forward computation (a sum
+  # over an unnormalised adjacency, a division by a small temperature): no decisive evidence.
+  sound = s.kernel_ratio is not None and s.kernel_ratio < KERNEL_OFF_SCALE
   if 'untrainable_start' in s.triggers:
     out.add('initialisation', 1 if explained else 5, 'the loss never came down from a start '
-            'whose outputs or loss were far off scale', decisive=off_scale and not explained)
+            'whose outputs or loss were far off scale',
+            decisive=off_scale and not explained and not sound)
   if 'constant_outputs' in s.triggers:
     out.add('initialisation', 4, 'at the end the outputs were the same for every example while '
                                  'the labels were not: nothing of the input reached them (weights '
@@ -201,6 +216,11 @@ def _start_rules(s: Symptoms, out: _Scores) -> None:
     if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
       out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '
                               f"outputs start at {s.output_ratio:.3g}x the labels' scale")
+    elif sound:
+      out.add('initialisation', 2, f"the model's outputs at the start were "
+                                   f"{s.output_ratio:.3g}x the labels' scale, from kernels at "
+                                   f"{s.kernel_ratio:.3g}x LeCun's scale: the forward pass "
+                                   'scales them up, not the initialiser')
     else:
       out.add('initialisation', 4, f"the model's outputs at the start were "
                                    f"{s.output_ratio:.3g}x the labels' scale", decisive=True)

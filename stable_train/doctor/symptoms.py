@@ -65,6 +65,7 @@ class Symptoms:
   output_rms: Optional[float] = None
   input_rms: Optional[float] = None  # The float features' RMS on the first batch.
   output_max: Optional[float] = None  # The outputs' largest magnitude there.
+  kernel_ratio: Optional[float] = None  # The initial kernels' RMS over LeCun's (weight_scale).
   clipped_steps: int = 0
   healthy_norm: Optional[float] = None
 
@@ -119,6 +120,8 @@ class Symptoms:
         s.warnings.append(e.get('cause', ''))
         if e.get('cause') == MISMATCH and s.mismatch is None:
           s.mismatch = e
+        if e.get('kernel_ratio') is not None:  # A broken start's: were the weights off scale?
+          s.kernel_ratio = number(e['kernel_ratio'])
       elif kind == 'forensics' and e.get('recheck'):
         s.rechecks.append(e['recheck'])
       elif kind == 'history' and s.history is None:

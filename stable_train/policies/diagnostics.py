@@ -142,13 +142,13 @@ def bad_start(chance: bool, start: float, ratio: float) -> str:
   return f"the model's outputs are {ratio:.3g}x the labels"
 
 
-def warn_bad_start(run, step: int, what: str, patience: int, policy: str) -> None:
+def warn_bad_start(run, step: int, what: str, patience: int, policy: str, **fields) -> None:
   """A broken start (`what`, see `bad_start`), named once by `policy`: a `warning` event (cause
-  'initialisation', the doctor's) and a log line, whether or not the run then recovers."""
+  'initialisation', the doctor's; `fields` added) and a log line, recovered from or not."""
   message = f'{what}; the run stops unless its loss comes down within {patience} steps'
   log.warning('step %d: %s', step, message)
   run.emit('warning', step, policy=policy, cause='initialisation', message=message,
-           fix=INIT_REMEDY)
+           fix=INIT_REMEDY, **fields)
 
 
 def first_outputs(probe) -> Optional[List[np.ndarray]]:

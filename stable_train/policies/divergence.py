@@ -17,6 +17,7 @@ from stable_train.forensics import provenance
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
 from stable_train.policies import trend
+from stable_train.policies import weight_scale
 from stable_train.policies import untrained
 
 log = logging.getLogger('stable_train')
@@ -70,8 +71,8 @@ class DivergenceCheck(interfaces.Policy):
   `judge_end`, a run about to end 'completed' after 2 x `rise_patience` steps whose model did
   not train at all and whose loss stopped coming down ends 'diverged' instead (`untrained`:
   outputs the same for every example while the labels are not, trigger `constant_outputs`; a
-  classifier no better than a uniform guess, trigger `chance_level`). Losses that are not positive are not judged (the ratios need a positive
-  scale).
+  classifier no better than a uniform guess, trigger `chance_level`). Losses that are not
+  positive are not judged (the ratios need a positive scale).
   """
 
   decides_on_clean_loops = False  # A loop where a rule fired is noticed (`observe`).
@@ -114,7 +115,7 @@ class DivergenceCheck(interfaces.Policy):
     initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
     initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
     self.state = tf.Variable(initial, trainable=False, name='state')
-    self._initial = None  # Host copies of the initial weights, until the start check.
+    self._initial, self._variables = None, []  # Initial weights (to the start check), of these.
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
@@ -124,8 +125,8 @@ class DivergenceCheck(interfaces.Policy):
 
   def build(self, variables, variable_paths):
     del variable_paths
-    # The start check runs after the first loop; it judges the initial weights when a copy of
-    # them is cheap, the weights after that loop otherwise.
+    # The start check (after the first loop) judges the initial weights where a copy is cheap.
+    self._variables = variables
     if self.output_ratio is not None and sum(int(np.prod(v.shape)) for v in variables) <= (
         INITIAL_COPY_LIMIT):
       self._initial = [np.array(v.numpy()) for v in variables]
@@ -197,8 +198,7 @@ class DivergenceCheck(interfaces.Policy):
     if state['above'] >= self.patience:
       rule, what = 'above_best', (
           f"stayed above {threshold:.4g} (its best {_text('best', state['best'])}, the untrained "
-          "model's "
-          f"{state['start']:.4g}) for {int(state['above'])} steps")
+          f"model's {state['start']:.4g}) for {int(state['above'])} steps")
     elif state['rising'] >= self.rise_patience:
       rule, what = 'rising', (f"rose on {int(state['rising'])} steps in a row, from "
                               f"{state['rise_base']:.4g}")
@@ -233,7 +233,8 @@ class DivergenceCheck(interfaces.Policy):
       state[[_I[k] for k in _SCALES + ('init_bad',)]] = [*scales, bad]
       if bad:
         diagnostics.warn_bad_start(run, decision.step, _bad_start(dict(zip(
-            _FIELDS, state.tolist()))), self.rise_patience, self.name)
+            _FIELDS, state.tolist()))), self.rise_patience, self.name,
+                                   **weight_scale.fields(self._variables, initial))
       # It comes before the probe: probe too, once the loop trained (a first loop that killed
       # the net, or weights a fit resumed dead, e.g. BackupAndRestore's backup of such a run).
       if self.collapse_every is not None and initial is not None:
@@ -288,7 +289,7 @@ class DivergenceCheck(interfaces.Policy):
                            'output_max': value('output_max')}}
 
 
-def _bad_start(state) -> str:
+def _bad_start(state) -> str:  # What was wrong at a broken start.
   return diagnostics.bad_start(state['init_bad'] == _CHANCE, state['start'],
                                state['output_rms'] / max(state['label_rms'], 1.0))
 
@@ -332,8 +333,7 @@ def _diverged(step, fields, rule, reason) -> interfaces.Decision:
 
 def _reported(state):
   """The state's fields a decision reports (`_shown`)."""
-  return {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference',
-                                           'output_rms', 'label_rms')}
+  return {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference') + _SCALES[:2]}
 
 
 def _shown(name: str, value: float):

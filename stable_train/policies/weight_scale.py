@@ -1,0 +1,38 @@
+"""The initial weights' scale against the standard one: whether outputs that start far off scale
+come from the weights (an initialiser too wide, a mean taken for a standard deviation) or from
+a forward computation that scales sound weights up (a sum over an unnormalised adjacency, a
+division by a small temperature). Host-side, at a broken start's check; the doctor reads 3 or
+more as off scale (`causes.KERNEL_OFF_SCALE`: He's initialiser gives 1.41, Glorot's less)."""
+
+import math
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+
+
+def kernel_ratio(variables: Sequence, values: Optional[Sequence] = None) -> Optional[float]:
+  """The largest RMS / sqrt(1 / fan_in) over the kernels among `variables` (Keras variables whose
+  path ends in 'kernel', rank 2 or more; fan_in the product of all but the last dimension), with
+  `values` (numpy, in the same order) or their current ones; None without such a kernel or with
+  a non-finite one. Embeddings, biases and scales are not kernels: each row of an embedding is
+  read alone, so it has no fan-in."""
+  values = [None] * len(variables) if values is None else values
+  ratios = []
+  for v, value in zip(variables, values):
+    path = str(getattr(v, 'path', getattr(v, 'name', '')))
+    shape = tuple(int(d) for d in v.shape)
+    if not path.split(':')[0].endswith('kernel') or len(shape) < 2 or 0 in shape:
+      continue
+    array = np.asarray(v.numpy() if value is None else value, np.float64)
+    rms = float(np.sqrt(np.mean(np.square(array))))
+    if not math.isfinite(rms):
+      return None
+    ratios.append(rms * math.sqrt(float(np.prod(shape[:-1]))))
+  return max(ratios) if ratios else None
+
+
+def fields(variables: Sequence, values: Optional[Sequence] = None) -> Dict[str, float]:
+  """`{'kernel_ratio': kernel_ratio(...)}` for a broken start's warning event; {} where None."""
+  ratio = kernel_ratio(variables, values)
+  return {} if ratio is None else {'kernel_ratio': ratio}

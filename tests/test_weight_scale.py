@@ -1,0 +1,47 @@
+"""Tests for stable_train.policies.weight_scale: the initial kernels' scale against LeCun's."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train.policies import weight_scale
+
+
+def _model(kernel_initializer='glorot_uniform', seed=0):
+  keras.utils.set_random_seed(seed)
+  return keras.Sequential([
+      keras.Input((6,), dtype='int32'), keras.layers.Embedding(5000, 32),
+      keras.layers.Conv1D(16, 3, kernel_initializer=kernel_initializer),
+      keras.layers.GlobalAveragePooling1D(),
+      keras.layers.Dense(64, activation='relu', kernel_initializer=kernel_initializer),
+      keras.layers.Dense(3, kernel_initializer=kernel_initializer)])
+
+
+class KernelRatioTest(tf.test.TestCase):
+
+  def test_standard_initialisers_are_on_scale_and_a_wide_one_is_not(self):
+    for init in ('glorot_uniform', 'he_normal', 'lecun_normal', 'orthogonal'):
+      ratio = weight_scale.kernel_ratio(_model(init).trainable_variables)
+      self.assertBetween(ratio, 0.3, 1.6, init)
+    # A standard deviation of 1 (a mean taken for it, say): RMS 1 x sqrt(fan_in), 8 to 10.
+    wide = weight_scale.kernel_ratio(_model(keras.initializers.RandomNormal(stddev=1.0))
+                                     .trainable_variables)
+    self.assertGreater(wide, 7.0)
+
+  def test_the_embedding_is_no_kernel_and_given_values_are_read(self):
+    model = _model()
+    variables = model.trainable_variables
+    values = [v.numpy() for v in variables]
+    values[0] = values[0] * 100.0  # The embedding: rows read alone, no fan-in.
+    self.assertAllClose(weight_scale.kernel_ratio(variables, values),
+                        weight_scale.kernel_ratio(variables))
+    values[-2] = values[-2] * 100.0  # The last Dense's kernel.
+    self.assertGreater(weight_scale.kernel_ratio(variables, values), 50.0)
+    self.assertEqual(weight_scale.fields(variables, values).keys(), {'kernel_ratio'})
+    values[-2][0, 0] = np.nan
+    self.assertIsNone(weight_scale.kernel_ratio(variables, values))
+    self.assertEqual(weight_scale.fields(variables[:1]), {})  # No kernel at all.
+
+
+if __name__ == '__main__':
+  tf.test.main()
