@@ -310,6 +310,39 @@ class DivergenceRunTest(tf.test.TestCase):
     self.assertLess(summary['divergence']['smoothed_loss'], summary['divergence']['start'])
 
 
+class ByDesignStartTest(tf.test.TestCase):
+  """Outputs far off scale from kernels and inputs at a standard scale are the model's own scale
+  (logits over a temperature): not a broken start. The same outputs from wide kernels are."""
+
+  def _fit(self, widen):
+    keras.utils.set_random_seed(0)
+    inner = models.mlp(input_dim=FEATURES, hidden=(32,), outputs=1)
+    for v in inner.trainable_variables:
+      v.assign(v * widen)
+    model = keras.Sequential([keras.Input((FEATURES,)), inner,
+                              keras.layers.Rescaling(100.0 / widen)])
+    model_dir = os.path.join(self.get_temp_dir(), f'widen{widen}')
+    t = trainer_lib.Trainer(
+        model=model, optimizer=keras.optimizers.SGD(1e-7), loss=keras.losses.MeanSquaredError(),
+        policies=[divergence.DivergenceCheck(rise_patience=20, collapse_every=None)],
+        model_dir=model_dir, steps_per_loop=10, verbose=False)
+    summary = t.fit(data.synthetic_regression(num_features=FEATURES, num_examples=256),
+                    num_steps=50)
+    warnings = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
+                if e['event'] == 'warning']
+    return summary, warnings
+
+  def test_a_temperatures_scale_is_left_alone_and_wide_kernels_are_not(self):
+    summary, warnings = self._fit(widen=1.0)
+    self.assertGreater(summary['divergence']['output_rms'],
+                       30 * summary['divergence']['label_rms'])
+    self.assertEqual((summary['status'], warnings), ('completed', []))
+    summary, warnings = self._fit(widen=20.0)  # The same outputs, from kernels 20x Glorot's.
+    self.assertEqual(summary['status'], 'diverged')
+    self.assertIn('the initial weights are too large', summary['reason'])
+    self.assertGreater(warnings[0]['kernel_ratio'], 10.0)
+
+
 class ClassifierStartTest(tf.test.TestCase):
   """A classifier's broken start read from its cross-entropy against a uniform guess's, log(K):
   logits far off scale that do not come down stop the run; a sound start is left alone."""

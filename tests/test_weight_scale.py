@@ -42,6 +42,13 @@ class KernelRatioTest(tf.test.TestCase):
     self.assertIsNone(weight_scale.kernel_ratio(variables, values))
     self.assertEqual(weight_scale.fields(variables[:1]), {})  # No kernel at all.
 
+  def test_by_design_needs_kernels_on_scale_and_inputs_normalised(self):
+    self.assertTrue(weight_scale.by_design({'kernel_ratio': 1.2}, 1.0))
+    self.assertFalse(weight_scale.by_design({'kernel_ratio': 8.0}, 1.0))  # A wide initialiser.
+    self.assertFalse(weight_scale.by_design({'kernel_ratio': 1.2}, 300.0))  # Raw inputs.
+    self.assertFalse(weight_scale.by_design({}, 1.0))  # Not measured: judged as before.
+    self.assertFalse(weight_scale.by_design({'kernel_ratio': 1.2}, -2.0))  # No input scale.
+
 
 if __name__ == '__main__':
   tf.test.main()

@@ -57,11 +57,11 @@ class DivergenceCheck(interfaces.Policy):
   Either escalates (trigger `divergence`): a Rollback takes it over (rollback, learning-rate
   backoff, until the run is stable); without one the run stops with status 'diverged', its last
   good checkpoint intact and named.
-  With `output_ratio`, the model's outputs on the first batch with its initial weights (kept
-  until the first loop ends, up to 16M weights; beyond, the weights after that loop) are compared
-  with the labels in inference mode, as InitialisationCheck does: outputs over `output_ratio` x
-  max(label RMS, 1) whose loss is still above half its start after `rise_patience` steps stop the
-  run ('diverged', trigger `untrainable_start`, the initialiser remedy named).
+  With `output_ratio`, the model's outputs on the first batch with its initial weights (up to
+  16M; beyond, those after the first loop) are compared with the labels in inference mode:
+  outputs over `output_ratio` x max(label RMS, 1), unless the kernels and inputs are at a
+  standard scale (`weight_scale.by_design`: a temperature's logits), whose loss is still above
+  half its start after `rise_patience` steps stop the run ('diverged', `untrainable_start`).
   With `collapse_every`, every that many steps while the smoothed loss is above a tenth of its
   start, at the start check once the first loop moved a weight, and once more at the end of a run
   about to end 'completed', the outputs on the first batch are probed (`collapse`): the same
@@ -228,15 +228,15 @@ class DivergenceCheck(interfaces.Policy):
         ratio = scales[0] / max(scales[1], 1.0)
         scales = [x if math.isfinite(x) else _HUGE for x in scales]
       excess = diagnostics.chance_excess(run.probe, float(state[_I['start']]))
+      kernels = weight_scale.fields(self._variables, initial)
       bad = (_CHANCE if excess is not None and excess > CHANCE_EXCESS else
-             float(math.isfinite(ratio) and ratio > self.output_ratio))
+             float(math.isfinite(ratio) and ratio > self.output_ratio
+                   and not weight_scale.by_design(kernels, scales[2])))
       state[[_I[k] for k in _SCALES + ('init_bad',)]] = [*scales, bad]
       if bad:
         diagnostics.warn_bad_start(run, decision.step, _bad_start(dict(zip(
-            _FIELDS, state.tolist()))), self.rise_patience, self.name,
-                                   **weight_scale.fields(self._variables, initial))
-      # It comes before the probe: probe too, once the loop trained (a first loop that killed
-      # the net, or weights a fit resumed dead, e.g. BackupAndRestore's backup of such a run).
+            _FIELDS, state.tolist()))), self.rise_patience, self.name, **kernels)
+      # Probed too once the loop trained: a first loop (or a fit's resumed weights) may kill it.
       if self.collapse_every is not None and initial is not None:
         self._collapse.measure_initial(run.probe, initial)
         if collapse.moved(run.probe, initial):

@@ -9,6 +9,10 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
+# Kernels whose RMS is this many times LeCun's or more are off the standard scale (the doctor's
+# `causes.KERNEL_OFF_SCALE` too); inputs whose RMS is above INPUTS_LARGE are not normalised.
+OFF_SCALE, INPUTS_LARGE = 3.0, 10.0
+
 
 
 def kernel_ratio(variables: Sequence, values: Optional[Sequence] = None) -> Optional[float]:
@@ -36,3 +40,12 @@ def fields(variables: Sequence, values: Optional[Sequence] = None) -> Dict[str, 
   """`{'kernel_ratio': kernel_ratio(...)}` for a broken start's warning event; {} where None."""
   ratio = kernel_ratio(variables, values)
   return {} if ratio is None else {'kernel_ratio': ratio}
+
+
+def by_design(fields_: Dict[str, float], input_rms: float) -> bool:
+  """Whether outputs far off scale are the model's design, not a broken start: the kernels at a
+  standard scale (`fields`'s ratio below OFF_SCALE) and the inputs normalised (RMS at most
+  INPUTS_LARGE), so the forward computation itself scales them (logits over a temperature of
+  0.01, a sum over an unnormalised adjacency). False where the kernels were not measured."""
+  ratio = fields_.get('kernel_ratio')
+  return ratio is not None and ratio < OFF_SCALE and 0 <= input_rms <= INPUTS_LARGE
