@@ -231,3 +231,27 @@ class OneColumnCategoricalTest(tf.test.TestCase):
       events, summary, forensics, names = doctor.load(model_dir)
       d = doctor.diagnose(events, summary, forensics, names=names)
       self.assertEqual((d['cause'], d['confidence']), ('loss_output_mismatch', 'high'), door)
+
+
+class SignedRatesTest(tf.test.TestCase):
+  """A linear head under a Poisson loss (its log of a negative rate is NaN): named at the start
+  through the Trainer, and the doctor names the mismatch, not the division it makes."""
+
+  def test_named_at_the_start_and_diagnosed(self):
+    keras.utils.set_random_seed(0)
+    x = np.random.RandomState(0).normal(size=(ROWS, FEATURES)).astype(np.float32)
+    counts = np.random.RandomState(1).poisson(np.exp(0.5 * x[:, :1])).astype(np.float32)
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, activation='relu'),
+                              keras.layers.Dense(1)])
+    model_dir = os.path.join(self.get_temp_dir(), 'poisson')
+    trainer_lib.Trainer(model=model, optimizer=keras.optimizers.Adam(1e-2), loss='poisson',
+                        model_dir=model_dir, verbose=False).fit(
+                            tf.data.Dataset.from_tensor_slices((x, counts)).batch(BATCH),
+                            num_steps=ROWS // BATCH)
+    warnings, _ = _records(model_dir)
+    self.assertEqual([w['kind'] for w in warnings], ['signed_outputs_under_a_rate_loss'])
+    self.assertIn("activation='softplus'", warnings[0]['fix'])
+    events, summary, forensics, names = doctor.load(model_dir)
+    d = doctor.diagnose(events, summary, forensics, names=names)
+    self.assertEqual(d['cause'], 'loss_output_mismatch')
+

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train.core import loss_match
+from stable_train.core import rate_match
 from stable_train.doctor import symptoms
 from stable_train.policies import diagnostics
 
@@ -100,7 +101,8 @@ class LossOutputCheck:
       found = None if not outputs or len(outputs) != 1 else (
           loss_match.find_mismatch(probe.loss, outputs[0], activation)
           or loss_match.find_unreachable_labels(probe.loss, _labels(probe), activation,
-                                                outputs[0].shape[-1]))
+                                                outputs[0].shape[-1])
+          or rate_match.find_signed_rates(probe.loss, outputs[0], activation))
     except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])

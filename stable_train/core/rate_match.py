@@ -1,0 +1,52 @@
+"""A rate loss on outputs that can be negative: Keras's Poisson loss is y_pred - y_true *
+log(y_pred + 1e-7), so a model whose last layer is linear (or a tanh) feeds log() negative
+values, a NaN loss, from the first step or whenever a rate dips below 0. Judged once at the
+start, as the other loss/output mismatches (`loss_match`), from the last activation and the
+first batch's outputs."""
+
+from typing import Optional
+
+import keras
+import numpy as np
+
+from stable_train.core import loss_match
+
+NEGATIVE_RATES = 'signed_outputs_under_a_rate_loss'
+# Activations whose outputs are never negative: a rate's log is defined on them (0 is clipped by
+# the loss's epsilon).
+_NON_NEGATIVE = ('softplus', 'exponential', 'relu', 'sigmoid', 'softmax')
+_SIGNED = ('linear', 'tanh', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'swish')
+
+
+def _poisson(loss) -> bool:
+  if isinstance(loss, str):
+    try:
+      loss = keras.losses.get(loss)
+    except ValueError:
+      return False
+  fn = getattr(loss, 'fn', loss) if isinstance(loss, keras.losses.Loss) else loss
+  return fn is keras.losses.poisson
+
+
+def find_signed_rates(loss, outputs, activation: Optional[str]) -> Optional[loss_match.Mismatch]:
+  """The mismatch of a Poisson loss on outputs that can be negative: a known last activation
+  that makes signed values, or, where it cannot be read, a negative output on the first batch;
+  None otherwise (a non-negative activation, or outputs all positive from an unknown one)."""
+  if not _poisson(loss) or outputs is None or activation in _NON_NEGATIVE:
+    return None
+  outputs = np.asarray(outputs, np.float64)
+  if outputs.size == 0 or not np.all(np.isfinite(outputs)):
+    return None
+  low = float(outputs.min())
+  if activation not in _SIGNED and not low < 0:
+    return None
+  shown = f'a {activation} output' if activation else 'outputs of an unknown activation'
+  return loss_match.Mismatch(
+      NEGATIVE_RATES,
+      f'the loss poisson takes the log of the outputs (a rate, which must be positive), but the '
+      f'model ends in {shown}, from {low:.3g} to {float(outputs.max()):.3g} on the first batch: '
+      'a negative rate makes its log, and the loss, NaN',
+      "end the model in a positive activation: activation='softplus' on the last layer, or "
+      "'exponential' (a log link)",
+      "# no binding: the last layer's activation is in the model's code "
+      "(activation='softplus')")

@@ -1,0 +1,41 @@
+"""Tests for stable_train.core.rate_match: a Poisson loss on outputs that can be negative."""
+
+import gin
+import keras
+import numpy as np
+import tensorflow as tf
+
+from stable_train.core import rate_match
+
+
+def _kind(loss, outputs, activation=None):
+  found = rate_match.find_signed_rates(loss, outputs, activation)
+  return None if found is None else found.kind
+
+
+class SignedRatesTest(tf.test.TestCase):
+
+  def test_a_signed_output_under_a_poisson_loss(self):
+    signed = np.random.RandomState(0).normal(size=(16, 1)).astype(np.float32)
+    positive = np.abs(signed) + 0.1
+    for loss in ('poisson', keras.losses.Poisson(), keras.losses.poisson):
+      self.assertEqual(_kind(loss, signed), rate_match.NEGATIVE_RATES, loss)
+      # A linear head is signed whatever its first outputs.
+      self.assertEqual(_kind(loss, positive, 'linear'), rate_match.NEGATIVE_RATES, loss)
+    found = rate_match.find_signed_rates('poisson', signed, 'linear')
+    self.assertIn('softplus', found.fix)
+    self.assertIn('NaN', found.message)
+    gin.parse_config(found.gin)  # A comment: it parses.
+
+  def test_positive_activations_unknown_positive_outputs_and_other_losses_say_nothing(self):
+    signed = np.random.RandomState(0).normal(size=(16, 1)).astype(np.float32)
+    self.assertIsNone(_kind('poisson', np.abs(signed) + 0.1))  # Unknown, all positive.
+    for activation in ('softplus', 'exponential', 'relu'):
+      self.assertIsNone(_kind('poisson', signed, activation))
+    self.assertIsNone(_kind('mse', signed, 'linear'))
+    self.assertIsNone(_kind(keras.losses.KLDivergence(), signed, 'linear'))
+    self.assertIsNone(_kind('poisson', signed * np.nan))  # Nothing to judge.
+
+
+if __name__ == '__main__':
+  tf.test.main()
