@@ -180,6 +180,18 @@ class OutputSpreadTest(tf.test.TestCase):
     for v, value in zip(model.variables, before):
       self.assertAllEqual(v.numpy(), value, msg=v.path)
 
+  def test_a_first_batch_the_input_check_refused_has_no_scale(self):
+    # A NoData fill in the first batch: skipped as bad input, so not the model's start either.
+    model = models.mlp(input_dim=4, hidden=(8,), outputs=1, seed=0)
+    x = np.random.RandomState(0).normal(size=(8, 4)).astype(np.float32)
+    y = np.zeros((8, 1), np.float32)
+    probe = lambda batch: types.SimpleNamespace(model=model, first_batch=lambda: batch,
+                                                split_batch=lambda b: b)
+    self.assertIsNotNone(diagnostics.output_scale(probe((tf.constant(x), tf.constant(y))))[0])
+    x[2, 1] = -np.finfo(np.float32).max
+    self.assertEqual(diagnostics.output_scale(probe((tf.constant(x), tf.constant(y)))),
+                     (None, None, None, None))
+
   def test_a_large_offset_is_no_collapse_and_odd_models_are_left_alone(self):
     x = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
     offset = keras.Sequential([keras.Input((4,)), keras.layers.Dense(

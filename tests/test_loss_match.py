@@ -81,6 +81,8 @@ class FindMismatchTest(tf.test.TestCase):
     near[3] = 0.999
     self.assertIsNone(_kind(bce, near))
     self.assertIsNone(_kind(bce, ones[:4]))
+    self.assertIsNone(_kind(bce, ones.astype(np.float16)))  # A float16 sigmoid rounds to 1 at 8.3.
+    self.assertIsNone(loss_match.find_mismatch(bce, ones, read_ones=False))  # Raw inputs.
     self.assertIsNone(_kind(bce, _sigmoid(_logits()[:, :1])))
 
   def test_an_activation_that_makes_no_probabilities_under_a_probability_loss(self):

@@ -20,8 +20,9 @@ class SignedRatesTest(tf.test.TestCase):
     positive = np.abs(signed) + 0.1
     for loss in ('poisson', keras.losses.Poisson(), keras.losses.poisson):
       self.assertEqual(_kind(loss, signed), rate_match.NEGATIVE_RATES, loss)
-      # A linear head is signed whatever its first outputs.
-      self.assertEqual(_kind(loss, positive, 'linear'), rate_match.NEGATIVE_RATES, loss)
+      self.assertEqual(_kind(loss, signed, 'linear'), rate_match.NEGATIVE_RATES, loss)
+      # A linear head whose rates are all positive may be an identity link: nothing said.
+      self.assertIsNone(_kind(loss, positive, 'linear'), loss)
     found = rate_match.find_signed_rates('poisson', signed, 'linear')
     self.assertIn('softplus', found.fix)
     self.assertIn('NaN', found.message)

@@ -28,16 +28,21 @@ class KernelRatioTest(tf.test.TestCase):
                                      .trainable_variables)
     self.assertGreater(wide, 7.0)
 
-  def test_the_embedding_is_no_kernel_and_given_values_are_read(self):
+  def test_other_weights_count_by_their_rms_and_given_values_are_read(self):
     model = _model()
     variables = model.trainable_variables
     values = [v.numpy() for v in variables]
-    values[0] = values[0] * 100.0  # The embedding: rows read alone, no fan-in.
+    values[0] = values[0] * 10.0  # The embedding: rows read alone, no fan-in; RMS 0.3.
     self.assertAllClose(weight_scale.kernel_ratio(variables, values),
                         weight_scale.kernel_ratio(variables))
+    huge = list(values)
+    huge[0] = values[0] * 1000.0  # An embedding of standard deviation 30: off scale.
+    self.assertGreater(weight_scale.kernel_ratio(variables, huge), 20.0)
     values[-2] = values[-2] * 100.0  # The last Dense's kernel.
     self.assertGreater(weight_scale.kernel_ratio(variables, values), 50.0)
     self.assertEqual(weight_scale.fields(variables, values).keys(), {'kernel_ratio'})
+    values[-1] = values[-1] + 300.0  # The last bias: a plain RMS, off scale too.
+    self.assertGreater(weight_scale.kernel_ratio(variables, values), 299.0)
     values[-2][0, 0] = np.nan
     self.assertIsNone(weight_scale.kernel_ratio(variables, values))
     self.assertEqual(weight_scale.fields(variables[:1]), {})  # No kernel at all.

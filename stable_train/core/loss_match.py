@@ -147,7 +147,8 @@ def _shape(outputs: np.ndarray):
   return 'unit' if off > _NOT_ONE else None
 
 
-def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[Mismatch]:
+def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
+                  read_ones: bool = True) -> Optional[Mismatch]:
   """The loss/output mismatch of `loss` on a model's `outputs` (one float array, e.g. on the
   first batch in inference mode), with the model's last `activation` where known
   (`last_activation`); None when they agree or the verdict is unsure.
@@ -158,7 +159,8 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[M
   probabilities (relu, linear, ...), into a from_logits=False one; values in [0, 1] whose rows
   clearly do not sum to 1 (a sigmoid) into a categorical one of two classes or more; a softmax
   over one unit (1 for every input) into any of them, also where the activation cannot be read
-  (a Lambda) and one unit is 1 on every row of an untrained model's batch (`_all_ones`).
+  (a Lambda) and one unit is exactly 1 on every row of an untrained model's float32 batch
+  (`_all_ones`; `read_ones` False where a saturated sigmoid could explain it: raw inputs).
   """
   terms = loss_terms(loss)
   if terms is None or outputs is None:
@@ -170,7 +172,8 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None) -> Optional[M
   shape = _shape(outputs)
   columns = outputs.shape[-1]
   categorical = terms.family != 'binary'
-  if columns == 1 and (activation == 'softmax' or (activation is None and _all_ones(outputs))):
+  if columns == 1 and (activation == 'softmax' or (
+      activation is None and read_ones and _all_ones(outputs))):
     return _one_unit_softmax(terms, activation)
   if terms.family == 'categorical' and columns == 1:
     return _one_column(terms, activation)
@@ -262,11 +265,12 @@ def _one_column(terms: LossTerms, activation: Optional[str]) -> Mismatch:
 
 
 def _all_ones(outputs: np.ndarray) -> bool:
-  """Whether one unit is 1 within rounding on every row of a batch of at least _MIN_ROWS: what
-  a softmax over one unit gives, and a sigmoid only from logits beyond 16 on every row at once."""
-  eps = float(np.finfo(outputs.dtype).eps)
-  rows = outputs.astype(np.float64).reshape(-1)
-  return rows.size >= _MIN_ROWS and float(np.max(np.abs(rows - 1.0))) <= 8 * eps
+  """Whether one unit is exactly 1 on every row of a batch of at least _MIN_ROWS, in float32 or
+  wider: what a softmax over one unit gives (exp(0) / exp(0)), and a float32 sigmoid only from
+  logits beyond 16.6 on every row at once (a float16 one from 8.3: not read)."""
+  rows = outputs.reshape(len(outputs), -1) if outputs.ndim else outputs.reshape(1, -1)
+  return (np.finfo(outputs.dtype).bits >= 32 and len(rows) >= _MIN_ROWS
+          and bool(np.all(rows == 1.0)))
 
 
 def _one_unit_softmax(terms: LossTerms, activation: Optional[str]) -> Mismatch:

@@ -1,6 +1,6 @@
-"""A rate loss on outputs that can be negative: Keras's Poisson loss is y_pred - y_true *
-log(y_pred + 1e-7), so a model whose last layer is linear (or a tanh) feeds log() negative
-values, a NaN loss, from the first step or whenever a rate dips below 0. Judged once at the
+"""A rate loss on negative outputs: Keras's Poisson loss is y_pred - y_true * log(y_pred + 1e-7),
+so a model whose last layer is linear (or a tanh) and already gives a negative rate feeds log()
+negative values, a NaN loss. Judged once at the
 start, as the other loss/output mismatches (`loss_match`), from the last activation and the
 first batch's outputs."""
 
@@ -15,7 +15,6 @@ NEGATIVE_RATES = 'signed_outputs_under_a_rate_loss'
 # Activations whose outputs are never negative: a rate's log is defined on them (0 is clipped by
 # the loss's epsilon).
 _NON_NEGATIVE = ('softplus', 'exponential', 'relu', 'sigmoid', 'softmax')
-_SIGNED = ('linear', 'tanh', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'swish')
 
 
 def _poisson(loss) -> bool:
@@ -29,16 +28,16 @@ def _poisson(loss) -> bool:
 
 
 def find_signed_rates(loss, outputs, activation: Optional[str]) -> Optional[loss_match.Mismatch]:
-  """The mismatch of a Poisson loss on outputs that can be negative: a known last activation
-  that makes signed values, or, where it cannot be read, a negative output on the first batch;
-  None otherwise (a non-negative activation, or outputs all positive from an unknown one)."""
+  """The mismatch of a Poisson loss on negative outputs: a negative value among the first
+  batch's outputs from a last activation that is not non-negative; None otherwise (a
+  non-negative activation, or outputs all positive: an identity link may be meant)."""
   if not _poisson(loss) or outputs is None or activation in _NON_NEGATIVE:
     return None
   outputs = np.asarray(outputs, np.float64)
   if outputs.size == 0 or not np.all(np.isfinite(outputs)):
     return None
   low = float(outputs.min())
-  if activation not in _SIGNED and not low < 0:
+  if not low < 0:
     return None
   shown = f'a {activation} output' if activation else 'outputs of an unknown activation'
   return loss_match.Mismatch(

@@ -4,6 +4,7 @@ example, judged against an untrained model of the same architecture (host side, 
 import logging
 from typing import Optional, Tuple
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -27,7 +28,7 @@ _UNKNOWN = object()
 
 class CollapseProbe:
   """Probes the outputs' spread and keeps the untrained reference, measured once per process:
-  a fresh copy of the model (`diagnostics.untrained_deviation`), else the initial weights'
+  a fresh copy of the model (`untrained_deviation`), else the initial weights'
   (`measure_initial`, at the start check), else unknown (no verdict)."""
 
   def __init__(self):
@@ -41,7 +42,7 @@ class CollapseProbe:
   def untrained(self, probe) -> Optional[Tuple[float, float]]:
     """An untrained model's (deviation, scale) on the first batch, or None where unknown."""
     if self._fresh is _UNKNOWN:
-      self._fresh = diagnostics.untrained_deviation(probe)
+      self._fresh = untrained_deviation(probe)
     return self._initial if self._fresh is None else self._fresh
 
   def collapsed(self, probe) -> Optional[Tuple[float, float]]:
@@ -113,3 +114,21 @@ def moved(probe, initial) -> bool:
   that the initial weights gave (x * sqrt(0), say) are no collapse."""
   return any(not np.array_equal(w, v.numpy())
              for w, v in zip(initial, probe.model.trainable_variables))
+
+
+def untrained_deviation(probe, training: bool = False) -> Optional[Tuple[float, float]]:
+  """`output_deviation` of a fresh copy of the model (`keras.models.clone_model`: the same
+  architecture with new initial weights): how much an untrained model of this kind varies from
+  row to row. None where the model cannot be copied or run (a plain tf.Module, a subclassed
+  model without a config)."""
+  model = probe.model
+  if not isinstance(model, keras.Model):
+    return None
+  try:  # A diagnostic never ends a run: a model it cannot copy gives None.
+    clone = keras.models.clone_model(model)
+    if not clone.built:
+      features, _ = probe.split_batch(probe.first_batch())
+      clone(features, training=False)
+    return diagnostics.output_deviation(probe, model=clone, training=training)
+  except Exception:  # pylint: disable=broad-except
+    return None

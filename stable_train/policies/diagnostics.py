@@ -5,12 +5,12 @@ import math
 from typing import List, Optional, Tuple
 
 import gin
-import keras
 import numpy as np
 import tensorflow as tf
 
 from stable_train.core import interfaces
 from stable_train.core import loss_match
+from stable_train.core import numerics
 from stable_train import errors
 
 log = logging.getLogger('stable_train')
@@ -34,10 +34,13 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
   """(RMS of the model's float outputs, RMS of the labels (integer labels count as 1), RMS of
   the float features, the outputs' largest magnitude) on the run's first batch, in inference
   mode, with `weights` (the trainable weights, in order) or the current ones; Nones without a
-  first batch, or where the model cannot take the batch's features as they are (a compute_loss
-  of the Trainer's own feeds it otherwise: nothing to compare). No variable is left changed."""
+  first batch, one the input check refused (a fill, a NaN: not the model's scale), or where the
+  model cannot take its features as they are (a compute_loss of the Trainer's own feeds it
+  otherwise: nothing to compare). No variable is left changed."""
   first = probe.first_batch()
-  if first is None:
+  refused = first is not None and not all(
+      bool(numerics.input_ok(t)) for t in tf.nest.flatten(first) if isinstance(t, tf.Tensor))
+  if first is None or refused:
     return None, None, None, None
   features, labels = probe.split_batch(first)
   try:
@@ -73,7 +76,7 @@ def output_deviation(probe, weights=None, model=None,
   same bits. None without a first batch of two rows or more, where the features are themselves
   the same in every row, where the model cannot take them as they are, or where an output is not
   finite (other checks' case). `model`: another model to run (a fresh copy,
-  `untrained_deviation`)."""
+  `collapse.untrained_deviation`)."""
   first = probe.first_batch()
   if first is None:
     return None
@@ -91,24 +94,6 @@ def output_deviation(probe, weights=None, model=None,
     return None
   deviation, scale = _deviation(outputs)
   return (deviation, scale) if math.isfinite(deviation) and math.isfinite(scale) else None
-
-
-def untrained_deviation(probe, training: bool = False) -> Optional[Tuple[float, float]]:
-  """`output_deviation` of a fresh copy of the model (`keras.models.clone_model`: the same
-  architecture with new initial weights): how much an untrained model of this kind varies from
-  row to row. None where the model cannot be copied or run (a plain tf.Module, a subclassed
-  model without a config)."""
-  model = probe.model
-  if not isinstance(model, keras.Model):
-    return None
-  try:  # A diagnostic never ends a run: a model it cannot copy gives None.
-    clone = keras.models.clone_model(model)
-    if not clone.built:
-      features, _ = probe.split_batch(probe.first_batch())
-      clone(features, training=False)
-    return output_deviation(probe, model=clone, training=training)
-  except Exception:  # pylint: disable=broad-except
-    return None
 
 
 def chance_excess(probe, start_loss: float) -> Optional[float]:

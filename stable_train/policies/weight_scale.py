@@ -16,24 +16,33 @@ OFF_SCALE, INPUTS_LARGE = 3.0, 10.0
 
 
 def kernel_ratio(variables: Sequence, values: Optional[Sequence] = None) -> Optional[float]:
-  """The largest RMS / sqrt(1 / fan_in) over the kernels among `variables` (Keras variables whose
-  path ends in 'kernel', rank 2 or more; fan_in the product of all but the last dimension), with
-  `values` (numpy, in the same order) or their current ones; None without such a kernel or with
-  a non-finite one. Embeddings, biases and scales are not kernels: each row of an embedding is
-  read alone, so it has no fan-in."""
+  """The weights' scale against the standard one, with `values` (numpy, in the order of
+  `variables`) or their current ones: the largest of each kernel's RMS / sqrt(1 / fan_in)
+  (a variable whose path ends in 'kernel', rank 2 or more; fan_in the product of all but the
+  last dimension) and every other weight's plain RMS (a bias starts at 0, a scale at 1, an
+  embedding at 0.05: each row read alone, no fan-in; a bias of 300 is off scale). None without
+  a kernel, or with a weight that is not finite."""
   values = [None] * len(variables) if values is None else values
-  ratios = []
+  ratios, kernels = [], 0
   for v, value in zip(variables, values):
     path = str(getattr(v, 'path', getattr(v, 'name', '')))
     shape = tuple(int(d) for d in v.shape)
-    if not path.split(':')[0].endswith('kernel') or len(shape) < 2 or 0 in shape:
+    if not _floating(v) or 0 in shape:
       continue
     array = np.asarray(v.numpy() if value is None else value, np.float64)
     rms = float(np.sqrt(np.mean(np.square(array))))
     if not math.isfinite(rms):
       return None
-    ratios.append(rms * math.sqrt(float(np.prod(shape[:-1]))))
-  return max(ratios) if ratios else None
+    kernel = path.split(':')[0].endswith('kernel') and len(shape) >= 2
+    kernels += kernel
+    ratios.append(rms * math.sqrt(float(np.prod(shape[:-1]))) if kernel else rms)
+  return max(ratios) if kernels else None
+
+
+def _floating(v) -> bool:
+  """Whether a variable holds floating values (a Keras or TensorFlow variable)."""
+  name = str(getattr(v.dtype, 'name', v.dtype))
+  return 'float' in name
 
 
 def fields(variables: Sequence, values: Optional[Sequence] = None) -> Dict[str, float]:

@@ -87,13 +87,13 @@ class Evaluator:
   def _checked(self, batch):
     """Traced: (the batch with safe labels, whether it may be evaluated: its sparse labels in
     range, as the train step checks them (`Trainer.label_classes`), and every floating input
-    finite; None: not checked, for a bare step). One bad row does not end a run: a NaN input
+    finite and below a fill's size (`numerics.input_ok`); None: not checked, for a bare step). One bad row does not end a run: a NaN input
     would make the evaluation non-finite, a divergence fault, with the model as good as before."""
     t = self._trainer
     if not t.policies:
       return batch, None
     floats = [v for v in tf.nest.flatten(t.split_batch(batch)) if v.dtype.is_floating]
-    ok = tf.reduce_all(numerics.finite_flags(floats))
+    ok = tf.reduce_all(tf.stack([numerics.input_ok(v) for v in floats] or [tf.constant(True)]))
     classes = t.label_classes
     if classes is None:
       return batch, ok

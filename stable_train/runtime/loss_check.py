@@ -85,7 +85,7 @@ class LossOutputCheck:
     if self.found is None or self._seen < MIN_STEPS:
       return None
     start = float(np.mean(self._start))
-    if not self._recent >= NO_PROGRESS * start:
+    if not start > 0 or not self._recent >= NO_PROGRESS * start:  # A ratio needs a positive loss.
       return None
     return (f'the loss did not come down in {self._seen} steps ({self._recent:.4g} against '
             f'{start:.4g} at the start): {self.found.message}; fix: {self.found.fix}')
@@ -99,7 +99,8 @@ class LossOutputCheck:
       outputs = diagnostics.first_outputs(probe)
       activation = loss_match.last_activation(probe.model)
       found = None if not outputs or len(outputs) != 1 else (
-          loss_match.find_mismatch(probe.loss, outputs[0], activation)
+          loss_match.find_mismatch(probe.loss, outputs[0], activation,
+                                   read_ones=_inputs_normalised(probe))
           or loss_match.find_unreachable_labels(probe.loss, _labels(probe), activation,
                                                 outputs[0].shape[-1])
           or rate_match.find_signed_rates(probe.loss, outputs[0], activation))
@@ -119,3 +120,12 @@ def _labels(probe):
   """The first batch's one label tensor (numpy), or None."""
   labels = tf.nest.flatten(probe.split_batch(probe.first_batch())[1])
   return np.asarray(labels[0]) if len(labels) == 1 else None
+
+
+def _inputs_normalised(probe) -> bool:
+  """Whether the first batch's float features have an RMS of 10 or less (raw pixels, say, can
+  saturate a sigmoid on every row, which then looks like a softmax over one unit)."""
+  features = tf.nest.flatten(probe.split_batch(probe.first_batch())[0])
+  floats = [np.asarray(t, np.float64) for t in features if tf.as_dtype(t.dtype).is_floating]
+  return not floats or all(np.sqrt(np.mean(np.square(f))) <= 10 for f in floats if f.size)
+
