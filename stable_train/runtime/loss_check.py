@@ -85,7 +85,7 @@ class LossOutputCheck:
     if self.found is None or self._seen < MIN_STEPS:
       return None
     start = float(np.mean(self._start))
-    if start < 0 or not self._recent >= NO_PROGRESS * start:  # No ratio on a negative loss.
+    if not self._recent >= NO_PROGRESS * start:
       return None
     return (f'the loss did not come down in {self._seen} steps ({self._recent:.4g} against '
             f'{start:.4g} at the start): {self.found.message}; fix: {self.found.fix}')
