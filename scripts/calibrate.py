@@ -3,7 +3,7 @@
 front doors, diagnosed offline.
 
     python scripts/calibrate.py [--matrix=healthy|sick|both] [--only=NAME,...]
-        [--split=tune|held_out|fresh|blind|all] [--door=trainer|fit|both] [--quick]
+        [--split=tune|held_out|fresh|blind|blind2|all] [--door=trainer|fit|both] [--quick]
         [--stack=default|diagnostic] [--json=FILE] [--list]
 
 The registry (scripts/calibration/registry.py):
@@ -15,15 +15,15 @@ The registry (scripts/calibration/registry.py):
   sick     scenarios of the nine causes, each the mechanism of a public report (an issue thread
            or a Q&A page, cited in its docstring), not of the doctor's rules; several seeds where
            the data order decides; each assigned once to the 'tune', the 'held_out', the
-           'fresh' or the 'blind' split (scripts/calibration/sick_*.py; 'fresh' is
-           sick_fresh.py and 'blind' sick_blind.py, each written later and blind to the
-           doctor's rules).
+           'fresh', the 'blind' or the 'blind2' split (scripts/calibration/sick_*.py; 'fresh'
+           is sick_fresh.py, 'blind' sick_blind.py and 'blind2' sick_blind2.py, each written
+           later and blind to the doctor's rules).
 Each run trains into a temporary run directory (the default stack, or with --stack=diagnostic
 also Forensics(recheck=True)), then `doctor.load` + `diagnose` read it. "Did it train" is the
 task error on fixed clean batches before and after (scripts/calibration/runner.py).
 
 Prints one line per run and the Markdown tables: the healthy matrix (stops, rollbacks, diverged,
-named causes), the sick matrix's accuracy on each split ('tune', 'held_out', 'fresh', 'blind') apart,
+named causes), the sick matrix's accuracy on each split apart,
 the confusion table, the confident wrong answers, the `completed` runs that did not train.
 """
 
