@@ -210,6 +210,7 @@ class CliTest(tf.test.TestCase):
         'stable_train: configuration error: train.num_steps=30 and train.num_epochs=2 are both '
         'set; keep one.'])
 
+  @pytest.mark.slow
   def test_exhausted_dataset_exits_0_with_a_warning_line(self):
     model_dir = self.get_temp_dir() + '/exhausted'
     code, err = run_main(f'--gin_file={QUICKSTART}', f'--model_dir={model_dir}',

@@ -112,6 +112,7 @@ class WarmupScheduleTest(tf.test.TestCase):
     expected = [cosine(s) * min(1.0, (s + 1) / 4) for s in range(6)]
     self.assertAllClose(seen, expected, rtol=1e-5)
 
+  @pytest.mark.slow
   def test_resumed_run_continues_the_warm_up(self):
     from stable_train.zoo import data  # pylint: disable=g-import-not-at-top
     from stable_train.zoo import models  # pylint: disable=g-import-not-at-top

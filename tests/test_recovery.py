@@ -279,6 +279,7 @@ class RollbackLadderTest(tf.test.TestCase):
     self.assertAllClose(rollbacks[0]['learning_rate'], 0.001)
     self.assertEqual(int(t.state.policies.by_name['rollback'].probation_until.numpy()), -1)
 
+  @pytest.mark.slow
   def test_a_gradient_norm_spike_caps_the_norm_at_the_healthy_level_from_then_on(self):
     # LossSpike's grad_norm_spike carries its threshold (the run's healthy norm): the rollback
     # hands it to AdaptiveClip as a fixed ceiling, kept in its checkpointed state.

@@ -5,6 +5,7 @@ from unittest import mock
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import stable_train as st
@@ -51,6 +52,7 @@ class UpdateStateFlagTest(tf.test.TestCase):
                                     'a scalar bool'):
           trainer.fit(_data(), num_steps=5)
 
+  @pytest.mark.slow
   def test_python_and_tensor_bool_flags_flag_the_step(self):
     for what, flag in {'python': lambda n: True, 'tensor': lambda n: n > 7}.items():
       with self.subTest(what):

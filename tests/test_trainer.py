@@ -274,6 +274,7 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual((summary['diagnosis']['cause'], summary['diagnosis']['confidence']),
                      ('bad_input', 'high'))
 
+  @pytest.mark.slow
   def test_nan_input_names_the_gradient_when_the_loss_stays_finite(self):
     # The NaN stops at ZeroNaN: the loss is finite, dense_0's kernel gradient is NaN.
     model_dir = self.get_temp_dir()
