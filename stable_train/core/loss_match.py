@@ -287,16 +287,21 @@ def _one_unit_softmax(terms: LossTerms, activation: Optional[str]) -> Mismatch:
       _loss_gin('BinaryCrossentropy', False) + "  # and activation='sigmoid' in the model")
 
 
-def regression_loss(loss) -> Optional[str]:
-  """The name of a Keras regression loss (`loss` an object, a function or a name, e.g.
-  'mse'), or None for any other."""
+def loss_function(loss):
+  """The per-example function behind a Keras loss (an object's `fn`, a function, or a name such
+  as 'mse'); None for a name Keras does not know."""
   if isinstance(loss, str):
     try:
       loss = keras.losses.get(loss)
     except ValueError:
       return None
-  fn = getattr(loss, 'fn', loss) if isinstance(loss, keras.losses.Loss) else loss
-  name = getattr(fn, '__name__', '')
+  return getattr(loss, 'fn', loss) if isinstance(loss, keras.losses.Loss) else loss
+
+
+def regression_loss(loss) -> Optional[str]:
+  """The name of a Keras regression loss (`loss` an object, a function or a name, e.g.
+  'mse'), or None for any other."""
+  name = getattr(loss_function(loss), '__name__', '')
   return name if name in _REGRESSION else None
 
 

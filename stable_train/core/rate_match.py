@@ -17,21 +17,14 @@ NEGATIVE_RATES = 'signed_outputs_under_a_rate_loss'
 _NON_NEGATIVE = ('softplus', 'exponential', 'relu', 'sigmoid', 'softmax')
 
 
-def _poisson(loss) -> bool:
-  if isinstance(loss, str):
-    try:
-      loss = keras.losses.get(loss)
-    except ValueError:
-      return False
-  fn = getattr(loss, 'fn', loss) if isinstance(loss, keras.losses.Loss) else loss
-  return fn is keras.losses.poisson
 
 
 def find_signed_rates(loss, outputs, activation: Optional[str]) -> Optional[loss_match.Mismatch]:
   """The mismatch of a Poisson loss on negative outputs: a negative value among the first
   batch's outputs from a last activation that is not non-negative; None otherwise (a
   non-negative activation, or outputs all positive: an identity link may be meant)."""
-  if not _poisson(loss) or outputs is None or activation in _NON_NEGATIVE:
+  poisson = loss_match.loss_function(loss) is keras.losses.poisson
+  if not poisson or outputs is None or activation in _NON_NEGATIVE:
     return None
   outputs = np.asarray(outputs, np.float64)
   if outputs.size == 0 or not np.all(np.isfinite(outputs)):
