@@ -87,7 +87,7 @@ class VerdictTest(tf.test.TestCase):
       self.assertIn(f'{guess:.4g}', reason)
     _, reason = untrained.verdict(probe_of(model, RANDOM), smoothed=guess, steps=100,
                                   progress=STALLED, broken_start='the loss is 90, far above')
-    self.assertIn('the initial weights are too large', reason)
+    self.assertIn('initial weights too large', reason)
 
   def test_at_a_uniform_guess_but_still_coming_down_is_not_judged_unless_far_above(self):
     model = classifier(last_scale=30.0)  # Large logits: far worse than a uniform guess.
@@ -125,6 +125,24 @@ class VerdictTest(tf.test.TestCase):
     self.assertTrue(untrained.at_chance(1.5 * guess + 0.5 * rng.normal(size=64), guess))
     self.assertFalse(untrained.at_chance(guess + 0.5 * rng.normal(size=64), guess))  # Varied.
     self.assertFalse(untrained.at_chance(0.9 * guess + 1e-4 * rng.normal(size=64), guess))
+
+  def test_after_a_broken_start_a_mean_at_the_guess_is_enough(self):
+    # Random logits against random labels: worse than a guess on average, but not beyond the
+    # batch's noise, and varied from row to row.
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    model.layers[0].kernel.assign(np.random.RandomState(0).normal(size=(8, 1)) * 0.15)
+    bce = keras.losses.BinaryCrossentropy(from_logits=True)
+    labels = (RANDOM % 2).astype(np.float32)
+    losses = untrained.first_batch_losses(probe_of(model, labels, loss=bce))
+    self.assertGreater(np.mean(losses), math.log(2))
+    self.assertFalse(untrained.at_chance(losses, math.log(2)))
+    self.assertTrue(untrained.at_chance(losses, math.log(2), lenient=True))
+    self.assertIsNone(verdict(model, labels, smoothed=math.log(2), loss=bce))
+    rule, reason = untrained.verdict(probe_of(model, labels, loss=bce), smoothed=math.log(2),
+                                     steps=100, progress=STALLED,
+                                     broken_start='the loss is 1768, far above')
+    self.assertEqual(rule, untrained.CHANCE)
+    self.assertIn('the loss is 1768', reason)
 
   def test_a_model_that_learnt_the_rule_is_not_judged(self):
     model = fit_classifier(classifier(), LEARNABLE)
@@ -180,6 +198,16 @@ class TrailTest(tf.test.TestCase):
     trail.record(450.0, 1.0)  # A restore took the count back: what came after it is gone.
     # Second quarter (112-225): 1.0; last (from 337): 0.9, 1.0 (now counted once more).
     self.assertAllClose(trail.progress(), 1 - np.mean([0.9, 1.0, 1.0]) / 1.0)
+
+  def test_a_fall_to_the_ceiling_is_no_progress(self):
+    trail = untrained.Trail()
+    for count in range(1, 201):  # From 50 x a guess of 2.3 down to it by the midpoint.
+      trail.record(float(count), max(2.3, 115.0 - count))
+    self.assertGreater(trail.progress(), 0.5)
+    self.assertAllClose(trail.progress(ceiling=2.3), 0.0)
+    for count in range(201, 261):  # Below the guess now: that is progress.
+      trail.record(float(count), 1.15)
+    self.assertGreater(trail.progress(ceiling=2.3), 0.05)
 
   def test_bounded(self):
     trail = untrained.Trail()

@@ -265,7 +265,7 @@ class DivergenceCheck(interfaces.Policy):
     if not self.judge_end or fields['count'] < 2 * self.rise_patience:
       return None
     found = untrained.verdict(run.probe, fields['smoothed'], int(fields['count']),
-                              self._trail.progress(),
+                              self._trail.progress(untrained.uniform_guess(run.probe)),
                               _bad_start(fields) if fields['init_bad'] > 0 else '')
     if found is None:
       return None

@@ -53,15 +53,18 @@ class Trail:
         self._stride *= 2
         self._points = self._points[::2]
 
-  def progress(self) -> Optional[float]:
+  def progress(self, ceiling: Optional[float] = None) -> Optional[float]:
     """1 - the mean smoothed loss over the run's last quarter / its mean over the second quarter
     (means of the points kept, the loss being noisy from batch to batch), or None before both
-    quarters hold a point."""
+    quarters hold a point. Each point counts at `ceiling` at most: a classifier's loss falling
+    from far above a uniform guess's down to it is no progress (a model that learned anything
+    is below it)."""
     if self._now is None:
       return None
     count = self._now[0]
-    second = [v for c, v in self._points if count / 4 <= c <= count / 2]
-    last = [v for c, v in self._points if c >= 3 * count / 4] + [self._now[1]]
+    top = math.inf if ceiling is None else ceiling
+    second = [min(v, top) for c, v in self._points if count / 4 <= c <= count / 2]
+    last = [min(v, top) for c, v in self._points if c >= 3 * count / 4] + [min(self._now[1], top)]
     if not second or not np.mean(second) > 0:
       return None
     return 1.0 - float(np.mean(last)) / float(np.mean(second))
@@ -92,14 +95,14 @@ def _verdict(probe, smoothed, steps, progress, broken_start):
       stalled or smoothed >= FAR * guess):
     return None
   losses = first_batch_losses(probe)
-  if losses is None or not at_chance(losses, guess):
+  if losses is None or not at_chance(losses, guess, lenient=bool(broken_start)):
     return None
   first = float(np.mean(losses))
   if broken_start:
-    why = (f'from a start where {broken_start}: the initial weights are too large; '
-           f'{diagnostics.INIT_REMEDY}')
+    why = (f'from a start where {broken_start}: initial weights too large, or a forward pass '
+           f'that scales its inputs up (see the warning at the start); {diagnostics.INIT_REMEDY}')
   elif stalled:
-    why = ('and it stopped coming down (a learning rate too high knocks a network to this '
+    why = ('and it never got below it (a learning rate too high knocks a network to this '
            'level; one too low never leaves it)')
   else:  # Judged for how far above the guess it still is.
     why = f'and {smoothed / guess:.3g} x it at the end, far above'
@@ -119,11 +122,13 @@ def uniform_guess(probe) -> Optional[float]:
   return diagnostics.uniform_guess(probe)
 
 
-def at_chance(losses, guess: float) -> bool:
+def at_chance(losses, guess: float, lenient: bool = False) -> bool:
   """Whether per-example `losses` are no better than a uniform guess's `guess`: above it by
-  more than twice their standard error, or all close to it (see `UNIFORM_SPREAD`)."""
+  more than twice their standard error, or all close to it (see `UNIFORM_SPREAD`). `lenient`
+  (after a broken start, which makes a model that did not train the likely case): their mean
+  at `CHANCE_LEVEL` x the guess or above is enough."""
   mean, error = float(np.mean(losses)), float(np.std(losses) / math.sqrt(len(losses)))
-  if mean - 2 * error >= guess:
+  if mean - 2 * error >= guess or (lenient and mean >= CHANCE_LEVEL * guess):
     return True
   spread = float(np.sqrt(np.mean(np.square(losses - guess))))
   return mean >= CHANCE_LEVEL * guess and spread <= UNIFORM_SPREAD * guess
