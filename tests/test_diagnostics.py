@@ -192,6 +192,33 @@ class OutputSpreadTest(tf.test.TestCase):
     self.assertEqual(diagnostics.output_scale(probe((tf.constant(x), tf.constant(y)))),
                      (None, None, None, None))
 
+  def test_sparse_features_and_a_call_without_training_get_a_scale(self):
+    # A SparseTensor feature crashed the start check (np.asarray of it); a subclassed call(x)
+    # without `training` made stateless_call raise, and the start went unchecked.
+    x = np.random.RandomState(0).normal(size=(8, 4)).astype(np.float32)
+    x[x < 0] = 0.0
+    y = tf.zeros((8, 1))
+    probe = lambda model, features: types.SimpleNamespace(
+        model=model, first_batch=lambda: (features, y), split_batch=lambda b: b)
+    inputs = keras.Input((4,), sparse=True)
+    sparse_model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    rms = diagnostics.output_scale(probe(sparse_model, tf.sparse.from_dense(x)))[2]
+    self.assertAllClose(rms, np.sqrt(np.mean(np.square(x[x > 0]))))  # The stored values'.
+
+    class NoTraining(keras.Model):
+      def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1, kernel_initializer='ones')
+
+      def call(self, features):
+        return self.dense(features)
+
+    model = NoTraining()
+    model(x)  # Built, as the Trainer builds it before the first step.
+    outputs_rms = diagnostics.output_scale(probe(model, tf.constant(x)))[0]
+    self.assertAllClose(outputs_rms, np.sqrt(np.mean(np.square(x.sum(1)))), rtol=1e-5)
+    self.assertIsNotNone(diagnostics.output_spread(probe(model, tf.constant(x))))
+
   def test_a_large_offset_is_no_collapse_and_odd_models_are_left_alone(self):
     x = np.random.RandomState(0).normal(size=(16, 4)).astype(np.float32)
     offset = keras.Sequential([keras.Input((4,)), keras.layers.Dense(

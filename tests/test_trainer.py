@@ -434,6 +434,19 @@ class SubclassTest(tf.test.TestCase):
       self.assertAllEqual(after[v.path], v.numpy())
     del before
 
+  def test_a_plain_function_of_per_example_losses_is_averaged_as_compile_does(self):
+    # A (B, 1) loss made the default stack's clip counter fail to trace (rank 0 against 2).
+    per_example = lambda y, p: tf.square(y - p)
+    plain = make_trainer(loss=per_example)
+    summary = plain.fit(make_data(num_batches=5), num_steps=5)
+    keras_mse = make_trainer()
+    reference = keras_mse.fit(make_data(num_batches=5), num_steps=5)
+    self.assertEqual(summary['status'], 'completed')
+    self.assertAllClose(summary['final_loss'], reference['final_loss'], rtol=1e-5)
+    after, expected = state(plain), state(keras_mse)
+    for k in expected:
+      self.assertAllClose(after[k], expected[k], rtol=1e-5, atol=1e-6, msg=k)
+
 
 class CheckpointTest(tf.test.TestCase):
 

@@ -1,5 +1,6 @@
 """InitialisationCheck: names a bad initialisation or learning rate instead of letting clipping hide it."""
 
+import inspect
 import logging
 import math
 from typing import List, Optional, Tuple
@@ -39,7 +40,8 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
   otherwise: nothing to compare). No variable is left changed."""
   first = probe.first_batch()
   refused = first is not None and not all(
-      bool(numerics.input_ok(t)) for t in tf.nest.flatten(first) if isinstance(t, tf.Tensor))
+      bool(numerics.input_ok(t)) for t in tf.nest.flatten(first, expand_composites=False)
+      if isinstance(t, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)))
   if first is None or refused:
     return None, None, None, None
   features, labels = probe.split_batch(first)
@@ -49,7 +51,8 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
     return None, None, None, None
   flat = tf.nest.flatten(labels)
   label_rms = 1.0 if any(l.dtype.is_integer for l in flat) else _rms(flat)
-  floats = lambda nest: [t for t in tf.nest.flatten(nest) if t.dtype.is_floating]
+  floats = lambda nest: [numerics.dense_values(t) for t in tf.nest.flatten(nest)
+                         if t.dtype.is_floating]  # A sparse or ragged tensor's values.
   largest = max((float(np.max(np.abs(np.asarray(o, np.float64)))) for o in floats(outputs)
                  if np.size(o)), default=0.0)
   return _rms(floats(outputs)), label_rms, _rms(floats(features)), largest
@@ -164,6 +167,11 @@ def _deviation(arrays) -> Tuple[float, float]:
   return _rms([r - r[:1] for r in rows]), _rms(rows)
 
 
+def _takes_training(model) -> bool:
+  params = inspect.signature(model.call).parameters.values()
+  return any(p.name == 'training' or p.kind == p.VAR_KEYWORD for p in params)
+
+
 def model_outputs(model, features, weights, training=False):
   """The model's outputs on `features` in inference mode (or `training` mode: a Keras model's
   BatchNorm on the batch's statistics, its dropout drawn; nothing kept), with `weights` or the
@@ -174,8 +182,9 @@ def model_outputs(model, features, weights, training=False):
   followed (the zoo LSTM's loss moved 4 %)."""
   if hasattr(model, 'stateless_call'):
     weights = [v.value for v in model.trainable_variables] if weights is None else weights
+    mode = {'training': training} if _takes_training(model) else {}  # A call(x) without it.
     outputs, _ = model.stateless_call(
-        weights, [v.value for v in model.non_trainable_variables], features, training=training)
+        weights, [v.value for v in model.non_trainable_variables], features, **mode)
   elif weights is None:  # A plain tf.Module: every variable it holds put back after the call
     # (a tf.random.Generator's state is not among `model.variables`).
     held = [v for v in tf.train.TrackableView(model).descendants() if isinstance(v, tf.Variable)]

@@ -46,8 +46,9 @@ class Trainer(step_access.StepAccess, run_access.RunAccess):
 
   Args (keyword-only, the gin `Trainer.*` bindings):
     model, optimizer, loss: a Keras 3 model (or a callable `tf.Module` with `trainable_variables`),
-      a Keras 3 optimizer or name ('adam'), a `(labels, predictions) -> scalar` or Keras loss name;
-      None: the compiled model's own (`keras_parts`).
+      a Keras 3 optimizer or name ('adam'), a `(labels, predictions) -> loss` function (per-example
+      losses are averaged, as `compile` does) or Keras loss name; None: the compiled model's own
+      (`keras_parts`).
     policies: list of `Policy` objects; None means `default_policies()`; `[]` a bare step.
     model_dir: where checkpoints, events.jsonl, summary.json and TensorBoard files go (None:
       nothing on disk).
@@ -127,6 +128,8 @@ class Trainer(step_access.StepAccess, run_access.RunAccess):
     predictions = self.forward(features, training)
     value = keras_parts.call_loss(self.loss_fn, labels, predictions, batch)  # Sample weights.
     loss = numerics.widen(distribute.unscale_keras_loss(self.loss_fn, value))
+    if loss.shape.rank:  # A plain function's per-example losses: their mean, as compile takes it.
+      loss = tf.reduce_mean(loss)
     regularization = getattr(self.model, 'losses', None)
     if regularization:  # float32 terms under mixed precision; float64 ones under float64.
       loss = loss + tf.add_n([tf.cast(r, loss.dtype) for r in regularization])
