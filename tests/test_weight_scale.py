@@ -28,6 +28,22 @@ class KernelRatioTest(tf.test.TestCase):
                                      .trainable_variables)
     self.assertGreater(wide, 7.0)
 
+  def test_attention_projections_count_the_width_they_sum_over(self):
+    # BERT-base's shapes: a (768, 12, 64) query kernel sums over 768 inputs, not 768 x 12; the
+    # plain rule read sqrt(12) = 3.5 x, off scale, for Keras's own initialiser.
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4, 768))
+    model = keras.Model(inputs, keras.layers.MultiHeadAttention(12, 64)(inputs, inputs))
+    variables = model.trainable_variables
+    fan_ins = weight_scale.einsum_fan_ins(model)
+    self.assertEqual(fan_ins['multi_head_attention/query/kernel'], 768)
+    self.assertEqual(fan_ins['multi_head_attention/attention_output/kernel'], 12 * 64)
+    self.assertGreater(weight_scale.kernel_ratio(variables), 3.0)  # Without the equations.
+    self.assertBetween(weight_scale.fields(variables, model=model)['kernel_ratio'], 0.3, 1.6)
+    wide = [v.numpy() * (10.0 if v.path.endswith('query/kernel') else 1.0) for v in variables]
+    self.assertGreater(weight_scale.fields(variables, wide, model)['kernel_ratio'], 7.0)
+    self.assertEqual(weight_scale.einsum_fan_ins(_model()), {})  # No EinsumDense.
+
   def test_other_weights_count_by_their_rms_and_given_values_are_read(self):
     model = _model()
     variables = model.trainable_variables

@@ -228,7 +228,7 @@ class DivergenceCheck(interfaces.Policy):
         ratio = scales[0] / max(scales[1], 1.0)
         scales = [x if math.isfinite(x) else _HUGE for x in scales]
       excess = diagnostics.chance_excess(run.probe, float(state[_I['start']]))
-      kernels = weight_scale.fields(self._variables, initial)
+      kernels = weight_scale.fields(self._variables, initial, run.probe.model)
       bad = (_CHANCE if excess is not None and excess > CHANCE_EXCESS else
              float(math.isfinite(ratio) and ratio > self.output_ratio
                    and not weight_scale.by_design(kernels, scales[2])))

@@ -8,6 +8,7 @@ import math
 from typing import Dict, Optional, Sequence
 
 import numpy as np
+import tensorflow as tf
 
 # Kernels whose RMS is this many times LeCun's or more are off the standard scale (the doctor's
 # `causes.KERNEL_OFF_SCALE` too); inputs whose RMS is above INPUTS_LARGE are not normalised.
@@ -15,14 +16,17 @@ OFF_SCALE, INPUTS_LARGE = 3.0, 10.0
 
 
 
-def kernel_ratio(variables: Sequence, values: Optional[Sequence] = None) -> Optional[float]:
+def kernel_ratio(variables: Sequence, values: Optional[Sequence] = None,
+                 fan_ins: Optional[Dict[str, int]] = None) -> Optional[float]:
   """The weights' scale against the standard one, with `values` (numpy, in the order of
   `variables`) or their current ones: the largest of each kernel's RMS / sqrt(1 / fan_in)
-  (a variable whose path ends in 'kernel', rank 2 or more; fan_in the product of all but the
-  last dimension) and every other weight's plain RMS (a bias starts at 0, a scale at 1, an
+  (a variable whose path ends in 'kernel', rank 2 or more; fan_in from `fan_ins` by path (an
+  EinsumDense's, `einsum_fan_ins`), else the product of all but the last dimension, a dense or
+  convolution kernel's) and every other weight's plain RMS (a bias starts at 0, a scale at 1, an
   embedding at 0.05: each row read alone, no fan-in; a bias of 300 is off scale). None without
   a kernel, or with a weight that is not finite."""
   values = [None] * len(variables) if values is None else values
+  fan_ins = fan_ins or {}
   ratios, kernels = [], 0
   for v, value in zip(variables, values):
     path = str(getattr(v, 'path', getattr(v, 'name', '')))
@@ -35,8 +39,33 @@ def kernel_ratio(variables: Sequence, values: Optional[Sequence] = None) -> Opti
       return None
     kernel = path.split(':')[0].endswith('kernel') and len(shape) >= 2
     kernels += kernel
-    ratios.append(rms * math.sqrt(float(np.prod(shape[:-1]))) if kernel else rms)
+    fan_in = fan_ins.get(path, np.prod(shape[:-1]))
+    ratios.append(rms * math.sqrt(float(fan_in)) if kernel else rms)
   return max(ratios) if kernels else None
+
+
+def einsum_fan_ins(model) -> Dict[str, int]:
+  """The fan-in of each EinsumDense kernel in `model` (an attention layer's projections), by
+  the kernel's path: the product of its dimensions summed against the input's in the layer's
+  equation ('abc,cde->abde': c, the model width, not c x d). {} where there is none."""
+  found = {}
+  try:
+    layers = tf.train.TrackableView(model).descendants() if model is not None else []
+  except Exception:  # pylint: disable=broad-except  (a model it cannot walk: the plain rule)
+    layers = []
+  for layer in layers:
+    equation, kernel = getattr(layer, 'equation', None), getattr(layer, 'kernel', None)
+    if not isinstance(equation, str) or kernel is None or equation.count('->') != 1:
+      continue
+    operands, out = equation.split('->')
+    if operands.count(',') != 1:
+      continue
+    inputs, letters = operands.split(',')
+    dims = [int(d) for d in kernel.shape]
+    summed = [d for c, d in zip(letters, dims) if c in inputs and c not in out]
+    if len(letters) == len(dims) and summed:
+      found[str(getattr(kernel, 'path', ''))] = int(np.prod(summed))
+  return found
 
 
 def _floating(v) -> bool:
@@ -45,9 +74,11 @@ def _floating(v) -> bool:
   return 'float' in name
 
 
-def fields(variables: Sequence, values: Optional[Sequence] = None) -> Dict[str, float]:
-  """`{'kernel_ratio': kernel_ratio(...)}` for a broken start's warning event; {} where None."""
-  ratio = kernel_ratio(variables, values)
+def fields(variables: Sequence, values: Optional[Sequence] = None,
+           model=None) -> Dict[str, float]:
+  """`{'kernel_ratio': kernel_ratio(...)}` for a broken start's warning event, with the fan-ins
+  of `model`'s EinsumDense kernels; {} where None."""
+  ratio = kernel_ratio(variables, values, einsum_fan_ins(model))
   return {} if ratio is None else {'kernel_ratio': ratio}
 
 
