@@ -188,6 +188,12 @@ class LossOutputCheckTest(tf.test.TestCase):
     for step in range(20, 110, 10):
       check.after_loop(_Run(probe), step, flat(10) * 0.97**step)
     self.assertIsNone(check.at_end())
+    # Down by less than a fifth, but still on its way down (a low learning rate's short run).
+    check = loss_check.LossOutputCheck()
+    check.after_loop(_Run(probe), 10, flat(10))
+    for step in range(20, 70, 10):
+      check.after_loop(_Run(probe), step, np.full(10, 1.1 - 0.004 * step))
+    self.assertIsNone(check.at_end())
     # No finding: nothing to judge, whatever the loss did.
     check = loss_check.LossOutputCheck()
     check.after_loop(_Run(_probe(_model(None), loss=_loss(True), policies=[

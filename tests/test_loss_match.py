@@ -82,6 +82,7 @@ class FindMismatchTest(tf.test.TestCase):
     self.assertIsNone(_kind(bce, near))
     self.assertIsNone(_kind(bce, ones[:4]))
     self.assertIsNone(_kind(bce, ones.astype(np.float16)))  # A float16 sigmoid rounds to 1 at 8.3.
+    self.assertIsNone(_kind(bce, tf.cast(ones, tf.bfloat16).numpy()))  # A bfloat16 one at 5.5.
     self.assertIsNone(loss_match.find_mismatch(bce, ones, read_ones=False))  # Raw inputs.
     self.assertIsNone(_kind(bce, _sigmoid(_logits()[:, :1])))
 
@@ -151,9 +152,15 @@ class FindMismatchTest(tf.test.TestCase):
         noisy = np.nextafter(outputs, np.where(ulps > 0, np.inf, -np.inf)).astype(np.float32)
         noisy = np.where(ulps == 0, outputs, noisy)
         self.assertEqual(_kind(loss, noisy), want)
-    # float16 softmax rows (rounded to 11 bits) still read as a softmax's.
+    # float16 softmax rows (rounded to 11 bits) still read as a softmax's, and bfloat16 ones (8
+    # bits, mixed_bfloat16's outputs: a type numpy does not count as floating) too.
     self.assertEqual(_kind(SCCE(from_logits=True), _softmax(z).astype(np.float16)),
                      loss_match.PROBABILITIES_TO_LOGITS)
+    bf16 = lambda a: tf.cast(a, tf.bfloat16).numpy()
+    self.assertEqual(_kind(SCCE(from_logits=True), bf16(_softmax(z))),
+                     loss_match.PROBABILITIES_TO_LOGITS)
+    self.assertEqual(_kind(SCCE(), bf16(z)), loss_match.LOGITS_TO_PROBABILITIES)
+    self.assertIsNone(_kind(SCCE(from_logits=True), bf16(z)))
 
   def test_the_message_and_fix_name_the_loss(self):
     found = loss_match.find_mismatch(SCCE(from_logits=True), _softmax(_logits()), 'softmax')

@@ -127,11 +127,18 @@ def _output_layer(model):
   return None
 
 
-def _shape(outputs: np.ndarray):
+def _eps(dtype) -> Optional[float]:
+  """A float dtype's machine epsilon (bfloat16's 2**-7: ml_dtypes' type, which numpy does not
+  count as floating), or None for any other dtype."""
+  if getattr(dtype, 'name', '') == 'bfloat16':
+    return 2.0**-7
+  return float(np.finfo(dtype).eps) if np.issubdtype(dtype, np.floating) else None
+
+
+def _shape(outputs: np.ndarray, eps: float):
   """How the outputs read as numbers: 'outside' [0, 1] by a clear margin, 'distribution' (in
   [0, 1], two columns or more, every row summing to 1 within rounding), 'unit' (in [0, 1]; a
   row summing clearly not to 1, or one column), or None (unsure: between the margins)."""
-  eps = float(np.finfo(outputs.dtype).eps)
   rows = outputs.astype(np.float64).reshape(-1, outputs.shape[-1])
   low, high = float(rows.min()), float(rows.max())
   margin = min(0.1, max(_OUTSIDE, 16 * eps))
@@ -166,14 +173,17 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
   if terms is None or outputs is None:
     return None
   outputs = np.asarray(outputs)
-  if (not np.issubdtype(outputs.dtype, np.floating) or outputs.ndim == 0 or outputs.size == 0
-      or not np.all(np.isfinite(outputs))):
+  eps = _eps(outputs.dtype)
+  if eps is None or outputs.ndim == 0 or outputs.size == 0:
     return None
-  shape = _shape(outputs)
+  outputs = outputs.astype(np.float32) if outputs.dtype.name == 'bfloat16' else outputs
+  if not np.all(np.isfinite(outputs)):
+    return None
+  shape = _shape(outputs, eps)
   columns = outputs.shape[-1]
   categorical = terms.family != 'binary'
   if columns == 1 and (activation == 'softmax' or (
-      activation is None and read_ones and _all_ones(outputs))):
+      activation is None and read_ones and _all_ones(outputs, eps))):
     return _one_unit_softmax(terms, activation)
   if terms.family == 'categorical' and columns == 1:
     return _one_column(terms, activation)
@@ -264,12 +274,13 @@ def _one_column(terms: LossTerms, activation: Optional[str]) -> Mismatch:
       _loss_gin('BinaryCrossentropy', False))
 
 
-def _all_ones(outputs: np.ndarray) -> bool:
+def _all_ones(outputs: np.ndarray, eps: float) -> bool:
   """Whether one unit is exactly 1 on every row of a batch of at least _MIN_ROWS, in float32 or
-  wider: what a softmax over one unit gives (exp(0) / exp(0)), and a float32 sigmoid only from
-  logits beyond 16.6 on every row at once (a float16 one from 8.3: not read)."""
+  wider (`eps` their precision's): what a softmax over one unit gives (exp(0) / exp(0)), and a
+  float32 sigmoid only from logits beyond 16.6 on every row at once (a float16 one from 8.3, a
+  bfloat16 one from 5.5: not read)."""
   rows = outputs.reshape(len(outputs), -1) if outputs.ndim else outputs.reshape(1, -1)
-  return (np.finfo(outputs.dtype).bits >= 32 and len(rows) >= _MIN_ROWS
+  return (eps <= float(np.finfo(np.float32).eps) and len(rows) >= _MIN_ROWS
           and bool(np.all(rows == 1.0)))
 
 

@@ -12,14 +12,17 @@ from stable_train.core import loss_match
 from stable_train.core import rate_match
 from stable_train.doctor import symptoms
 from stable_train.policies import diagnostics
+from stable_train.policies import untrained
 
 log = logging.getLogger('stable_train')
 
 CAUSE = symptoms.MISMATCH  # The `warning` event's cause: the doctor's cause key.
 # After a finding, a run "did not train" when the moving average of its loss (weight
 # RECENT_WEIGHT per step) ends at NO_PROGRESS x the mean of its first START_STEPS losses or
-# above, after at least MIN_STEPS steps: it did not come down by a fifth. The calibration's
-# mismatched runs that trained ended at 0.15-0.23x their start, those that could not at 1.0x.
+# above, after at least MIN_STEPS steps, and it stopped coming down (`untrained.Trail`: its last
+# quarter under `untrained.PROGRESS` below its second): it did not come down by a fifth, and is
+# not on its way down either (a slow learning rate's short run is). The calibration's mismatched
+# runs that trained ended at 0.15-0.23x their start, those that could not at 1.0x.
 START_STEPS = 10
 RECENT_WEIGHT = 0.1
 NO_PROGRESS = 0.8
@@ -45,6 +48,7 @@ class LossOutputCheck:
     self._start: list = []  # The first START_STEPS finite losses, after a finding.
     self._recent = math.nan  # Their moving average since (weight RECENT_WEIGHT).
     self._seen = 0  # Finite losses read since the finding.
+    self._trail = untrained.Trail()  # The moving average along the run.
 
   def after_loop(self, run, step: int, losses=()) -> Optional[loss_match.Mismatch]:
     """The check, after the run's first loop (later calls only follow the loss): a finding is a
@@ -76,16 +80,20 @@ class LossOutputCheck:
         self._start.append(loss)
       self._recent = loss if math.isnan(self._recent) else (
           RECENT_WEIGHT * loss + (1 - RECENT_WEIGHT) * self._recent)
+      self._trail.record(float(self._seen), self._recent)
 
   def at_end(self) -> Optional[str]:
     """At the end of a run about to end 'completed': why it did not train, when a mismatch was
     named at the start and the loss never came down (its moving average still above
-    NO_PROGRESS x its first steps' mean after at least MIN_STEPS steps), else None. The run went
-    on to its end (a warning never stops it); its status must not say it trained."""
+    NO_PROGRESS x its first steps' mean after at least MIN_STEPS steps, and no longer coming
+    down), else None. The run went on to its end (a warning never stops it); its status must not
+    say it trained."""
     if self.found is None or self._seen < MIN_STEPS:
       return None
     start = float(np.mean(self._start))
-    if not self._recent >= NO_PROGRESS * start:
+    progress = self._trail.progress()  # None: a loss of 0 from the start (nothing came down).
+    if not self._recent >= NO_PROGRESS * start or (
+        progress is not None and progress >= untrained.PROGRESS):
       return None
     return (f'the loss did not come down in {self._seen} steps ({self._recent:.4g} against '
             f'{start:.4g} at the start): {self.found.message}; fix: {self.found.fix}')
