@@ -99,6 +99,20 @@ class IdentifiersTest(tf.test.TestCase):
     self.assertAllClose(trainer.loss_fn(y, p), keras.losses.MeanSquaredError()(y, p))
     self.assertEqual(trainer.metrics[0].name, 'mae')
 
+  def test_labels_of_rank_one_meet_outputs_of_one_column_as_under_compile(self):
+    # Keras's binary cross-entropy refuses (B,) labels against (B, 1) outputs; compile's wrapper
+    # gives them the outputs' rank first, and so do a loss name and a plain function here.
+    y, p = tf.constant([1.0, 0.0, 1.0]), tf.constant([[0.9], [0.2], [0.4]])
+    expected = keras.losses.BinaryCrossentropy()(y[:, None], p)
+    self.assertAllClose(keras_parts.as_loss('binary_crossentropy')(y, p), expected)
+    plain = keras.losses.binary_crossentropy
+    self.assertAllClose(tf.reduce_mean(keras_parts.call_loss(plain, y, p, (None, y))), expected)
+    self.assertAllClose(keras_parts.call_loss(plain, y[:, None], p[:, 0], (None, y)),
+                        plain(y[:, None], p))  # The other way round: the outputs gain one.
+    y3 = tf.zeros([3, 3])
+    with self.assertRaises(ValueError):  # (B, 3) against (B, 1): left as they are.
+      keras_parts.call_loss(plain, y3, p, (None, y3))
+
   def test_accuracy_is_binary_sparse_or_categorical_by_shape(self):
     cases = (
         (np.array([[1.0], [0.0]]), np.array([[0.8], [0.7]]), keras.metrics.BinaryAccuracy()),

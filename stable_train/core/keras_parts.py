@@ -94,6 +94,8 @@ def call_loss(loss, labels, predictions, batch):
   sample_weight) batch; a loss that takes no sample weights (a plain function) then is a
   ConfigError naming the fix."""
   if not (isinstance(batch, (tuple, list)) and len(batch) == 3):
+    if not _is_loss(loss) and not (tf.nest.is_nested(labels) or tf.nest.is_nested(predictions)):
+      labels, predictions = _same_rank(labels, predictions)  # As compile's wrapper does.
     return loss(labels, predictions)
   check_sample_weights(batch, loss)
   return loss(labels, predictions, sample_weight=batch[2])
@@ -149,14 +151,32 @@ def accuracy_by_shape(y_true, y_pred):
 
 
 class _FunctionLoss(keras.losses.Loss):
-  """A per-example loss function as a Keras loss (mean over the batch, sample weights)."""
+  """A per-example loss function as a Keras loss (mean over the batch, sample weights), its
+  labels and outputs brought to one rank first as `compile`'s wrapper does: labels (B,) against
+  outputs (B, 1) become (B, 1) (Keras's binary cross-entropy refuses ranks that differ)."""
 
   def __init__(self, fn, name: str):
     super().__init__(name=name)
     self.fn = fn
 
   def call(self, y_true, y_pred):
-    return self.fn(y_true, y_pred)
+    return self.fn(*_same_rank(y_true, y_pred))
+
+
+def _same_rank(a, b):
+  """`a` and `b` at one rank where they differ by a trailing dimension of 1: a rank-1 tensor
+  gains one, any other loses it."""
+  a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
+  if a.shape.rank is None or b.shape.rank is None or abs(a.shape.rank - b.shape.rank) != 1:
+    return a, b
+  longer, shorter = (a, b) if a.shape.rank > b.shape.rank else (b, a)
+  if longer.shape[-1] != 1:
+    return a, b
+  if shorter.shape.rank == 1:
+    shorter = tf.expand_dims(shorter, -1)
+  else:
+    longer = tf.squeeze(longer, -1)
+  return (longer, shorter) if a.shape.rank > b.shape.rank else (shorter, longer)
 
 
 def _is_loss(value) -> bool:
