@@ -192,6 +192,25 @@ def keras_fit_data_hook(model, around: Callable[[Any], Any]) -> None:
   model._maybe_symbolic_build = hook  # pylint: disable=protected-access
 
 
+def keras_train_on_batch_without(model, fields: Sequence[str]) -> None:
+  """Makes `train_on_batch` of this Keras model instance return what it returns for the plain
+  model: its list (or one value) without the logs named in `fields` (a guarded step's extra
+  logs, which Keras would append, so `loss, acc = model.train_on_batch(...)` fails); a dict
+  (`return_dict=True`) keeps them. Keras's own method of the class runs inside it."""
+  flatten = getattr(model, '_flatten_metrics_in_order', None)
+  if flatten is None:
+    raise InternalMoved('keras_train_on_batch_without', 'Trainer._flatten_metrics_in_order')
+  keras_method = type(model).train_on_batch
+
+  def train_on_batch(*args, return_dict=False, **kwargs):
+    logs = keras_method(model, *args, return_dict=True, **kwargs)
+    if return_dict:
+      return logs
+    return flatten({k: v for k, v in logs.items() if k not in fields})
+
+  model.train_on_batch = train_on_batch
+
+
 def _epoch_spec(iterator):
   """The element spec of one replica's batches of a Keras `TFEpochIterator`."""
   batches = getattr(iterator, '_get_iterator', None)

@@ -3,6 +3,8 @@ when nothing goes wrong, and a NaN batch changes no model or optimizer state (Ba
 seed generators, the global generators, `optimizer.iterations`) on the zoo, at several steps per
 execution, under XLA, MirroredStrategy and mixed_float16, with sample and class weights."""
 
+import os
+
 from absl.testing import parameterized
 import keras
 import numpy as np
@@ -133,6 +135,35 @@ class HealthyRunTest(TestCase):
       x, y = (a[:BATCH] for a in arrays('convnet_bn')[:2])
       self.assertAllEqual(kept[0], x)
       self.assertAllEqual(kept[1], y)
+
+  def test_a_dataset_of_unknown_length_ends_its_epochs_as_keras_does(self):
+    # A filter (as TFRecords, a generator): Keras learns each epoch's end from an
+    # OutOfRangeError, which the guard recorded as a runtime error and an abort.
+    rng = np.random.RandomState(0)
+    x, y = (rng.normal(size=(5 * BATCH, n)).astype(np.float32) for n in (6, 1))
+    data = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: True).batch(BATCH)
+    self.assertEqual(int(data.cardinality()), tf.data.UNKNOWN_CARDINALITY)
+    for steps_per_execution in (1, 3):  # 5 batches: a last execution of 2.
+      model = compiled('mlp', steps_per_execution=steps_per_execution)
+      guard = keras_fit.guard_fit(model)
+      callback = guard.callback(model_dir=os.path.join(self.get_temp_dir(), str(steps_per_execution)))
+      history = model.fit(data, epochs=3, verbose=0, callbacks=[callback])
+      self.assertLen(history.history['loss'], 3)
+      self.assertEqual(callback.last_summary['status'], 'completed')
+      self.assertEqual(int(guard.state.applied_steps.numpy()), 15)
+
+  def test_train_on_batch_returns_what_the_plain_model_returns(self):
+    rng = np.random.RandomState(0)
+    x, y = (rng.normal(size=(BATCH, n)).astype(np.float32) for n in (6, 1))
+    for metrics in (['mae'], None):
+      model = compiled('mlp')
+      model.compile(optimizer='adam', loss='mse', metrics=metrics)
+      plain = model.train_on_batch(x, y)
+      keras_fit.guard_fit(model)
+      guarded = model.train_on_batch(x, y)
+      self.assertEqual(np.shape(guarded), np.shape(plain))  # `loss, mae = ...` still unpacks.
+      logs = model.train_on_batch(x, y, return_dict=True)
+      self.assertEqual(logs['skipped_steps'], 0.0)  # The dict keeps the guard's logs.
 
   def test_the_logs_show_skips_grad_norm_and_clipped_steps(self):
     model = compiled('mlp', lr=1e-2)

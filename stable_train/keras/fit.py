@@ -103,6 +103,7 @@ class KerasGuard(driven.DrivenGuard):
     # On this instance only: the class, its config and its saved files stay Keras's own.
     model.train_step = self.train_step
     model.make_train_function = self.make_train_function
+    compat.keras_train_on_batch_without(model, LOG_FIELDS)
     # fit caches its train function: one traced before (a plain or another guard's fit) would
     # go on running the old step.
     model.train_function = None
@@ -303,9 +304,13 @@ class KerasGuard(driven.DrivenGuard):
 def _numerics_errors(guard: KerasGuard, keras_function, iterator):
   """Runs Keras's train function; CheckNumerics(mode='raise') failing in-graph ends the fit with
   a `NumericsError` naming the tensor, as in the Trainer; it and any other TensorFlow error at
-  run time are recorded by the running callback (an abort, summary.json), then raised."""
+  run time are recorded by the running callback (an abort, summary.json), then raised. The end
+  of a dataset's epoch of unknown length (`OutOfRangeError`, a filter, a generator, TFRecords) is
+  Keras's to catch, not an error."""
   try:
     return keras_function(iterator)
+  except tf.errors.OutOfRangeError:
+    raise  # The end of an epoch of unknown length: Keras's own signal, which it catches.
   except tf.errors.OpError as e:
     error = (loop_lib.numerics_error(e, int(guard.state.global_step.numpy()) + 1)
              if isinstance(e, tf.errors.InvalidArgumentError) else None)
