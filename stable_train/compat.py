@@ -35,13 +35,10 @@ class InternalMoved(RuntimeError):
 
 # -- tf.function: the flat call ------------------------------------------------------------------
 def flat_caller(concrete, args: Sequence[Any]) -> Optional[Callable[[], Any]]:
-  """A no-argument callable that runs `concrete(*args)` through its flat call, or None.
-
-  The flat call skips the structured binding of every call (~0.1 ms a call here, about one step of
-  the quickstart MLP at 10 steps per loop). Its captures are read on every call: some are deferred
-  and recomputed each time (MultiWorkerMirrored's collective instance keys). None where this
-  TensorFlow has no such call: the caller then uses the public call.
-  """
+  """A no-argument callable that runs `concrete(*args)` through its flat call, which skips the
+  structured binding of every call (~0.1 ms here, a quickstart step at 10 steps per loop); its
+  captures are read on every call (some are deferred: MultiWorkerMirrored's collective instance
+  keys). None where this TensorFlow has no such call: the caller then uses the public call."""
   flat_call = getattr(concrete, '_call_flat', None)
   unpack = getattr(getattr(concrete, 'function_type', None), 'unpack_inputs', None)
   if None in (flat_call, unpack, _ftu):
@@ -86,13 +83,10 @@ def optimizer_strategy(optimizer, default):
 
 @contextlib.contextmanager
 def gradients_already_aggregated(optimizer):
-  """While tracing, stops a Keras 3 TF optimizer from all-reducing (summing) the gradients again.
-
-  In replica context Keras's `apply_gradients` SUM-all-reduces the gradients it is given
-  (`_all_reduce_sum_gradients`). The step has already aggregated them, so that the checks and
-  the clipping see the aggregated gradient; a second all-reduce would multiply them by the number
-  of replicas. Only this one method is swapped, on this instance, only during the trace.
-  """
+  """While tracing, stops a Keras 3 TF optimizer from all-reducing (summing) the gradients again:
+  in replica context its `apply_gradients` SUM-all-reduces them (`_all_reduce_sum_gradients`),
+  but the step aggregated them already (the checks and the clipping see the aggregate), and a
+  second sum would multiply them by the replicas. Only that method, on this instance, in the trace."""
   if not hasattr(optimizer, '_all_reduce_sum_gradients'):
     yield False  # Not a Keras TF optimizer: nothing to switch off.
     return
@@ -193,10 +187,8 @@ def keras_fit_data_hook(model, around: Callable[[Any], Any]) -> None:
 
 
 def keras_train_on_batch_without(model, fields: Sequence[str]) -> None:
-  """Makes `train_on_batch` of this Keras model instance return what it returns for the plain
-  model: its list (or one value) without the logs named in `fields` (a guarded step's extra
-  logs, which Keras would append, so `loss, acc = model.train_on_batch(...)` fails); a dict
-  (`return_dict=True`) keeps them. Keras's own method of the class runs inside it."""
+  """Makes this Keras model instance's `train_on_batch` return the plain model's list (or value),
+  without the logs `fields` Keras would append (a dict, `return_dict=True`, keeps them)."""
   flatten = getattr(model, '_flatten_metrics_in_order', None)
   if flatten is None:
     raise InternalMoved('keras_train_on_batch_without', 'Trainer._flatten_metrics_in_order')
@@ -204,9 +196,7 @@ def keras_train_on_batch_without(model, fields: Sequence[str]) -> None:
 
   def train_on_batch(*args, return_dict=False, **kwargs):
     logs = keras_method(model, *args, return_dict=True, **kwargs)
-    if return_dict:
-      return logs
-    return flatten({k: v for k, v in logs.items() if k not in fields})
+    return logs if return_dict else flatten({k: v for k, v in logs.items() if k not in fields})
 
   model.train_on_batch = train_on_batch
 

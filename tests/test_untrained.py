@@ -259,6 +259,22 @@ class EndOfRunTest(tf.test.TestCase):
     self.assertEqual(_summary(model_dir)['diagnosis']['cause'], 'learning_rate')
     self.assertEqual(self._trainer(1e-2, LEARNABLE)[0]['status'], 'completed')
 
+  def test_a_run_that_moved_no_weight_did_not_train(self):
+    # A learning rate of 0: the same loss every epoch, every weight as it started, and the
+    # chance rule cannot tell (the untrained model's losses vary from row to row).
+    summary, model_dir = self._trainer(0.0, LEARNABLE, last_scale=1.0)
+    self.assertEqual(summary['status'], 'diverged')
+    self.assertIn('not one of its weights moved', summary['reason'])
+    self.assertEqual(_triggers(model_dir), [untrained.UNMOVED])
+    # No numeric cause to name (not a rate too high): the reason says what to check.
+    self.assertIsNone(_summary(model_dir)['diagnosis']['cause'])
+    self.assertIn("check the optimizer's learning_rate", summary['reason'])
+    model = classifier()
+    start = untrained.fingerprint(model.trainable_variables)
+    self.assertIsNotNone(untrained.unmoved(start, model.trainable_variables, 100))
+    model.trainable_variables[1].assign_add([1e-7] * 16)  # One bias, by one step's worth.
+    self.assertIsNone(untrained.unmoved(start, model.trainable_variables, 100))
+
   @pytest.mark.slow
   def test_a_short_run_or_judge_end_off_is_not_judged(self):
     # Judged from 2 x rise_patience steps on: 20 here (100 by default, test_the_trainer).

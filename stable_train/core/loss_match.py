@@ -34,8 +34,7 @@ _OWN_LOGIT_LOSSES = (losses.sparse_softmax_cross_entropy, losses.naive_softmax_c
 _PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid')
 # Margins far above any rounding: a value this far outside [0, 1] is no probability; a row sum
 # this far from 1 is no softmax. Between "sums to 1" and "clearly not" the verdict is unsure.
-_OUTSIDE = 0.01
-_NOT_ONE = 0.1
+_OUTSIDE, _NOT_ONE = 0.01, 0.1
 # Rows a batch needs before one unit at 1 on every row reads as a softmax over it.
 _MIN_ROWS = 8
 
@@ -128,8 +127,7 @@ def _output_layer(model):
 
 
 def _eps(dtype) -> Optional[float]:
-  """A float dtype's machine epsilon (bfloat16's 2**-7: ml_dtypes' type, which numpy does not
-  count as floating), or None for any other dtype."""
+  """A float dtype's machine epsilon (bfloat16's too, which numpy does not count as floating)."""
   if getattr(dtype, 'name', '') == 'bfloat16':
     return 2.0**-7
   return float(np.finfo(dtype).eps) if np.issubdtype(dtype, np.floating) else None
@@ -174,10 +172,8 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
     return None
   outputs = np.asarray(outputs)
   eps = _eps(outputs.dtype)
-  if eps is None or outputs.ndim == 0 or outputs.size == 0:
-    return None
   outputs = outputs.astype(np.float32) if outputs.dtype.name == 'bfloat16' else outputs
-  if not np.all(np.isfinite(outputs)):
+  if eps is None or outputs.ndim == 0 or outputs.size == 0 or not np.all(np.isfinite(outputs)):
     return None
   shape = _shape(outputs, eps)
   columns = outputs.shape[-1]

@@ -28,8 +28,7 @@ _DAMAGED, _DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or on
 # a checkpoint by finiteness): the scales (never negative) are _UNSET until the start check and
 # _NOTHING where it had nothing to compare; 'best' is _HUGE until there is one, as is a
 # 'reference' or scale that was not finite.
-_SCALES = ('output_rms', 'label_rms', 'input_rms', 'output_max')
-_NOTHING = -2.0
+_SCALES, _NOTHING = ('output_rms', 'label_rms', 'input_rms', 'output_max'), -2.0
 _HUGE, _TINY = float(np.finfo(np.float32).max), float(np.finfo(np.float32).tiny)
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
 # A classifier's broken start: a cross-entropy this many times a uniform guess's (`init_bad` then
@@ -115,7 +114,8 @@ class DivergenceCheck(interfaces.Policy):
     initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
     initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
     self.state = tf.Variable(initial, trainable=False, name='state')
-    self._initial, self._variables = None, []  # Initial weights (to the start check), of these.
+    # Initial weights (to the start check), of these, and their `untrained.fingerprint`.
+    self._initial, self._variables, self._fingerprint = None, [], None
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
@@ -126,7 +126,7 @@ class DivergenceCheck(interfaces.Policy):
   def build(self, variables, variable_paths):
     del variable_paths
     # The start check (after the first loop) judges the initial weights where a copy is cheap.
-    self._variables = variables
+    self._variables, self._fingerprint = variables, untrained.fingerprint(variables)
     if self.output_ratio is not None and sum(int(np.prod(v.shape)) for v in variables) <= (
         INITIAL_COPY_LIMIT):
       self._initial = [np.array(v.numpy()) for v in variables]
@@ -251,7 +251,7 @@ class DivergenceCheck(interfaces.Policy):
   def check_at_end(self, run) -> Optional[interfaces.Decision]:
     """At the end of a run about to end 'completed' (an `EndCheck`): the collapse probe once
     more (a net that died after the last one never ends 'completed'), then, with `judge_end`
-    after 2 x `rise_patience` steps, whether it trained at all (`untrained.verdict`)."""
+    after 2 x `rise_patience` steps, whether it trained at all (`untrained.unmoved`, `.verdict`)."""
     state = self.state.numpy()
     fields = dict(zip(_FIELDS, state.tolist()))
     if self.collapse_every is not None and (
@@ -264,9 +264,9 @@ class DivergenceCheck(interfaces.Policy):
         return _collapsed(run.step, dict(zip(_FIELDS, state.tolist())))
     if not self.judge_end or fields['count'] < 2 * self.rise_patience:
       return None
-    found = untrained.verdict(run.probe, fields['smoothed'], int(fields['count']),
-                              self._trail.progress(untrained.uniform_guess(run.probe)),
-                              _bad_start(fields) if fields['init_bad'] > 0 else '')
+    found = untrained.unmoved(self._fingerprint, self._variables, int(fields['count'])) or (
+        untrained.verdict(run.probe, fields['smoothed'], int(fields['count']), self._trail.progress(
+            untrained.uniform_guess(run.probe)), _bad_start(fields) if fields['init_bad'] else ''))
     if found is None:
       return None
     return interfaces.Decision(action=interfaces.ABORT, trigger=found[0], step=run.step,

@@ -8,6 +8,7 @@ mode; a guess for every example, or worse than one beyond the batch's noise); a 
 twice a uniform guess's loss or more is judged even while it comes down.
 """
 
+import hashlib
 import math
 from typing import Optional, Tuple
 
@@ -30,7 +31,7 @@ CHANCE_LEVEL, UNIFORM_SPREAD = 0.99, 0.05
 # wanders by a few % from batch to batch), unless it is this many times the guess or more.
 PROGRESS, FAR = 0.05, 2.0
 TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when full.
-CONSTANT, CHANCE = 'constant_outputs', 'chance_level'
+CONSTANT, CHANCE, UNMOVED = 'constant_outputs', 'chance_level', 'no_weight_moved'
 
 
 class Trail:
@@ -110,6 +111,31 @@ def _verdict(probe, smoothed, steps, progress, broken_start):
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
       f"{first:.4g} on the first batch) is no better than a uniform guess's, {guess:.4g}, "
       + why)
+
+
+def fingerprint(variables) -> Optional[bytes]:
+  """A digest of every value of `variables` (their bytes, in order): equal digests, the same
+  values. None where a value cannot be read (an uninitialised variable)."""
+  digest = hashlib.blake2b(digest_size=16)
+  try:
+    for v in variables:
+      digest.update(np.ascontiguousarray(v.numpy()).tobytes())
+  except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
+    return None
+  return digest.digest()
+
+
+def unmoved(start: Optional[bytes], variables, steps: int) -> Optional[Tuple[str, str]]:
+  """(`UNMOVED`, reason) when not one trainable weight moved from the values `start`
+  (`fingerprint`) was taken of, after `steps` steps, else None: a learning rate of 0, or
+  gradients that are all 0 (a loss that does not depend on the weights)."""
+  if start is None or not variables or fingerprint(variables) != start:
+    return None
+  return UNMOVED, (
+      f'the model did not train: after {steps} steps not one of its weights moved from its '
+      'start: a learning rate of 0 (a schedule that stays at 0), or gradients that are all 0 '
+      '(a loss that does not depend on the weights, a stop_gradient); check the optimizer\'s '
+      'learning_rate and that the loss reaches the trainable weights')
 
 
 def uniform_guess(probe) -> Optional[float]:
