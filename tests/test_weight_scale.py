@@ -33,11 +33,12 @@ class KernelRatioTest(tf.test.TestCase):
     # plain rule read sqrt(12) = 3.5 x, off scale, for Keras's own initialiser.
     keras.utils.set_random_seed(0)
     inputs = keras.Input((4, 768))
-    model = keras.Model(inputs, keras.layers.MultiHeadAttention(12, 64)(inputs, inputs))
+    attention = keras.layers.MultiHeadAttention(12, 64, name='mha')
+    model = keras.Model(inputs, attention(inputs, inputs))
     variables = model.trainable_variables
     fan_ins = weight_scale.einsum_fan_ins(model)
-    self.assertEqual(fan_ins['multi_head_attention/query/kernel'], 768)
-    self.assertEqual(fan_ins['multi_head_attention/attention_output/kernel'], 12 * 64)
+    self.assertEqual(fan_ins['mha/query/kernel'], 768)
+    self.assertEqual(fan_ins['mha/attention_output/kernel'], 12 * 64)
     self.assertGreater(weight_scale.kernel_ratio(variables), 3.0)  # Without the equations.
     self.assertBetween(weight_scale.fields(variables, model=model)['kernel_ratio'], 0.3, 1.6)
     wide = [v.numpy() * (10.0 if v.path.endswith('query/kernel') else 1.0) for v in variables]
