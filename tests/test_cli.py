@@ -473,6 +473,7 @@ class UserModulesTest(tf.test.TestCase):
     return run_main(f'--gin_file={QUICKSTART}', *argv, *params,
                     f'--model_dir={os.path.join(self.folder, "run")}')
 
+  @pytest.mark.slow
   def test_gin_import_makes_a_users_factory_bindable(self):
     config = self._module('user_factories_flag', 'user_regression_flag')
     code, err = self._run(f'--gin_file={config}')  # Not imported: named, with the fix.

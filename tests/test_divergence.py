@@ -310,6 +310,7 @@ class DivergenceRunTest(tf.test.TestCase):
     self.assertLess(summary['divergence']['smoothed_loss'], summary['divergence']['start'])
 
 
+@pytest.mark.slow
 class ByDesignStartTest(tf.test.TestCase):
   """Outputs far off scale from kernels and inputs at a standard scale are the model's own scale
   (logits over a temperature): not a broken start. The same outputs from wide kernels are."""

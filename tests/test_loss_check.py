@@ -96,6 +96,7 @@ class _FittedOnce(tf.test.TestCase):
     self.assertIn('drop the softmax', d['remedy'])
 
 
+@pytest.mark.slow
 class GuardFitTest(_FittedOnce):
   """A softmax model compiled with from_logits=True, through guard_fit."""
   fit, activation, from_logits = staticmethod(_guarded_fit), 'softmax', True
