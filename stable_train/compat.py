@@ -194,8 +194,8 @@ def keras_train_on_batch_without(model, fields: Sequence[str]) -> None:
     raise InternalMoved('keras_train_on_batch_without', 'Trainer._flatten_metrics_in_order')
   keras_method = type(model).train_on_batch
 
-  def train_on_batch(*args, return_dict=False, **kwargs):
-    logs = keras_method(model, *args, return_dict=True, **kwargs)
+  def train_on_batch(x, y=None, sample_weight=None, class_weight=None, return_dict=False):
+    logs = keras_method(model, x, y, sample_weight, class_weight, return_dict=True)
     return logs if return_dict else flatten({k: v for k, v in logs.items() if k not in fields})
 
   model.train_on_batch = train_on_batch

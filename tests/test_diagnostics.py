@@ -204,6 +204,10 @@ class OutputSpreadTest(tf.test.TestCase):
     sparse_model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
     rms = diagnostics.output_scale(probe(sparse_model, tf.sparse.from_dense(x)))[2]
     self.assertAllClose(rms, np.sqrt(np.mean(np.square(x[x > 0]))))  # The stored values'.
+    sparse_labels = types.SimpleNamespace(model=sparse_model, split_batch=lambda b: b,
+                                          first_batch=lambda: (tf.sparse.from_dense(x),
+                                                               tf.sparse.from_dense(x[:, :1])))
+    self.assertIsNotNone(diagnostics.output_scale(sparse_labels)[1])
 
     class NoTraining(keras.Model):
       def __init__(self):

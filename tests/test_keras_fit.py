@@ -163,6 +163,7 @@ class HealthyRunTest(TestCase):
       self.assertEqual(np.shape(guarded), np.shape(plain))  # `loss, mae = ...` still unpacks.
       logs = model.train_on_batch(x, y, return_dict=True)
       self.assertEqual(logs['skipped_steps'], 0.0)  # The dict keeps the guard's logs.
+      self.assertIn('skipped_steps', model.train_on_batch(x, y, None, None, True))  # Positional.
 
   def test_the_logs_show_skips_grad_norm_and_clipped_steps(self):
     model = compiled('mlp', lr=1e-2)

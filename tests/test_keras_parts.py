@@ -109,6 +109,10 @@ class IdentifiersTest(tf.test.TestCase):
     self.assertAllClose(tf.reduce_mean(keras_parts.call_loss(plain, y, p, (None, y))), expected)
     self.assertAllClose(keras_parts.call_loss(plain, y[:, None], p[:, 0], (None, y)),
                         plain(y[:, None], p))  # The other way round: the outputs gain one.
+    ragged = tf.ragged.constant([[1.0], [0.0, 1.0], [2.0]])  # Composite labels pass as they are.
+    mean_of = lambda y, p: tf.reduce_mean(y, axis=1) - p[:, 0]
+    self.assertAllClose(keras_parts.call_loss(mean_of, ragged, p, (None, ragged)),
+                        [0.1, 0.3, 1.6])
     y3 = tf.zeros([3, 3])
     with self.assertRaises(ValueError):  # (B, 3) against (B, 1): left as they are.
       keras_parts.call_loss(plain, y3, p, (None, y3))

@@ -189,6 +189,12 @@ class LossOutputCheckTest(tf.test.TestCase):
     for step in range(20, 110, 10):
       check.after_loop(_Run(probe), step, flat(10) * 0.97**step)
     self.assertIsNone(check.at_end())
+    # Up to twice its start in the second quarter, then back to it: no progress either.
+    check = loss_check.LossOutputCheck()
+    check.after_loop(_Run(probe), 10, flat(10))
+    for step, level in zip(range(20, 160, 10), (2.0, 2.2, 2.2) + (1.1,) * 11):
+      check.after_loop(_Run(probe), step, np.full(10, level))
+    self.assertIn('the loss did not come down', check.at_end())
     # Down by less than a fifth, but still on its way down (a low learning rate's short run).
     check = loss_check.LossOutputCheck()
     check.after_loop(_Run(probe), 10, flat(10))

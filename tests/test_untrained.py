@@ -97,6 +97,12 @@ class VerdictTest(tf.test.TestCase):
     rule, reason = verdict(model, RANDOM, smoothed=2.5 * guess, progress=0.1)
     self.assertEqual(rule, untrained.CHANCE)
     self.assertIn('2.5 x it at the end, far above', reason)  # Not "stopped coming down".
+    # A loss that came down to the guess itself and no further (from far above: its last half
+    # still shows the fall) is judged; one still above it by more than 1 % is not.
+    uniform = classifier(last_scale=1e-3)
+    self.assertEqual(verdict(uniform, RANDOM, smoothed=1.0005 * guess, progress=0.3)[0],
+                     untrained.CHANCE)
+    self.assertIsNone(verdict(uniform, RANDOM, smoothed=1.05 * guess, progress=0.3))
 
   def test_under_mixed_float16(self):
     with precision.using('mixed_float16'):
@@ -138,11 +144,14 @@ class VerdictTest(tf.test.TestCase):
     self.assertFalse(untrained.at_chance(losses, math.log(2)))
     self.assertTrue(untrained.at_chance(losses, math.log(2), lenient=True))
     self.assertIsNone(verdict(model, labels, smoothed=math.log(2), loss=bce))
-    rule, reason = untrained.verdict(probe_of(model, labels, loss=bce), smoothed=math.log(2),
-                                     steps=100, progress=STALLED,
-                                     broken_start='the loss is 1768, far above')
+    judge = lambda start, chance: untrained.verdict(
+        probe_of(model, labels, loss=bce), smoothed=math.log(2), steps=100, progress=STALLED,
+        broken_start=start, chance_start=chance)
+    rule, reason = judge('the loss is 1768, far above', True)
     self.assertEqual(rule, untrained.CHANCE)
     self.assertIn('the loss is 1768', reason)
+    # Outputs far off the labels' scale at the start are not a loss far above the guess.
+    self.assertIsNone(judge('the outputs were 40x the labels', False))
 
   def test_a_model_that_learnt_the_rule_is_not_judged(self):
     model = fit_classifier(classifier(), LEARNABLE)
@@ -202,9 +211,13 @@ class TrailTest(tf.test.TestCase):
   def test_a_fall_to_the_ceiling_is_no_progress(self):
     trail = untrained.Trail()
     for count in range(1, 201):  # From 50 x a guess of 2.3 down to it by the midpoint.
-      trail.record(float(count), max(2.3, 115.0 - count))
-    self.assertGreater(trail.progress(), 0.5)
+      trail.record(float(count), max(2.3, 115.0 - 2 * count))
+    self.assertGreater(trail.progress(), 0.2)  # Uncapped: the fall counts.
     self.assertAllClose(trail.progress(ceiling=2.3), 0.0)
+    slow = untrained.Trail()
+    for count in range(1, 201):  # From 4 x the guess, still on its way down to 2 x.
+      slow.record(float(count), 2.3 * (4.0 - count / 100.0))
+    self.assertGreater(slow.progress(ceiling=2.3), 0.05)  # Its last half: not stalled.
     for count in range(201, 261):  # Below the guess now: that is progress.
       trail.record(float(count), 1.15)
     self.assertGreater(trail.progress(ceiling=2.3), 0.05)
@@ -249,6 +262,7 @@ class EndOfRunTest(tf.test.TestCase):
     t = trainer_lib.Trainer(model=classifier(last_scale), optimizer=keras.optimizers.Adam(lr),
                             loss=SCE, model_dir=model_dir, steps_per_loop=num_steps // 4,
                             verbose=False, policies=policies)
+    self.trainer = t
     return t.fit(_dataset(labels), num_steps=num_steps), model_dir
 
   def test_the_trainer(self):
@@ -262,13 +276,18 @@ class EndOfRunTest(tf.test.TestCase):
   def test_a_run_that_moved_no_weight_did_not_train(self):
     # A learning rate of 0: the same loss every epoch, every weight as it started, and the
     # chance rule cannot tell (the untrained model's losses vary from row to row).
-    summary, model_dir = self._trainer(0.0, LEARNABLE, last_scale=1.0)
+    # Judged over the applied steps after the first loop: 120 here, 2 x rise_patience or more.
+    summary, model_dir = self._trainer(0.0, LEARNABLE, num_steps=160, last_scale=1.0)
     self.assertEqual(summary['status'], 'diverged')
     self.assertIn('not one of its weights moved', summary['reason'])
     self.assertEqual(_triggers(model_dir), [untrained.UNMOVED])
     # No numeric cause to name (not a rate too high): the reason says what to check.
     self.assertIsNone(_summary(model_dir)['diagnosis']['cause'])
     self.assertIn("check the optimizer's learning_rate", summary['reason'])
+    # A second fit of a finished run trains no step: no verdict on its unchanged weights.
+    self.assertEqual(self._trainer(1e-2, LEARNABLE, num_steps=160)[0]['status'], 'completed')
+    again = self.trainer.fit(_dataset(LEARNABLE), num_steps=160)
+    self.assertEqual((again['status'], again['steps_this_run']), ('completed', 0))
     model = classifier()
     start = untrained.fingerprint(model.trainable_variables)
     self.assertIsNotNone(untrained.unmoved(start, model.trainable_variables, 100))

@@ -6,6 +6,7 @@ import logging
 from typing import Any, List, Optional, Tuple
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from stable_train import errors
@@ -94,7 +95,7 @@ def call_loss(loss, labels, predictions, batch):
   sample_weight) batch; a loss that takes no sample weights (a plain function) then is a
   ConfigError naming the fix."""
   if not (isinstance(batch, (tuple, list)) and len(batch) == 3):
-    if not _is_loss(loss) and not (tf.nest.is_nested(labels) or tf.nest.is_nested(predictions)):
+    if not _is_loss(loss) and _dense(labels) and _dense(predictions):
       labels, predictions = _same_rank(labels, predictions)  # As compile's wrapper does.
     return loss(labels, predictions)
   check_sample_weights(batch, loss)
@@ -161,6 +162,11 @@ class _FunctionLoss(keras.losses.Loss):
 
   def call(self, y_true, y_pred):
     return self.fn(*_same_rank(y_true, y_pred))
+
+
+def _dense(value) -> bool:
+  """A plain tensor or array (not a nest, nor a sparse or ragged tensor)."""
+  return isinstance(value, (tf.Tensor, np.ndarray))  # A SparseTensor or RaggedTensor is not.
 
 
 def _same_rank(a, b):

@@ -49,7 +49,7 @@ def output_scale(probe, weights=None) -> Tuple[Optional[float], ...]:
     outputs = model_outputs(probe.model, features, weights)
   except (ValueError, TypeError, tf.errors.InvalidArgumentError):
     return None, None, None, None
-  flat = tf.nest.flatten(labels)
+  flat = [numerics.dense_values(t) for t in tf.nest.flatten(labels)]
   label_rms = 1.0 if any(l.dtype.is_integer for l in flat) else _rms(flat)
   floats = lambda nest: [numerics.dense_values(t) for t in tf.nest.flatten(nest)
                          if t.dtype.is_floating]  # A sparse or ragged tensor's values.

@@ -65,13 +65,12 @@ class DivergenceCheck(interfaces.Policy):
   start, at the start check once the first loop moved a weight, and once more at the end of a run
   about to end 'completed', the outputs on the first batch are probed (`collapse`): the same
   output for every example, where an untrained model of the same architecture varied, is a
-  network that collapsed, its units dead (a ReLU net a too-high rate knocked out). That escalates
-  as a divergence (rule 'collapsed'), and a checkpoint written after it is not good. With
-  `judge_end`, a run about to end 'completed' after 2 x `rise_patience` steps whose model did
-  not train at all and whose loss stopped coming down ends 'diverged' instead (`untrained`:
-  outputs the same for every example while the labels are not, trigger `constant_outputs`; a
-  classifier no better than a uniform guess, trigger `chance_level`). Losses that are not
-  positive are not judged (the ratios need a positive scale).
+  network that collapsed, its units dead (a ReLU net a too-high rate knocked out): a divergence
+  (rule 'collapsed'); a checkpoint written after it is not good. With `judge_end`, a run about to
+  end 'completed' after 2 x `rise_patience` steps whose model did not train ends 'diverged'
+  (`untrained`: no weight moved, `no_weight_moved`; once the loss stopped coming down, outputs
+  the same for every example while the labels are not, `constant_outputs`, or a classifier no
+  better than a uniform guess, `chance_level`). Losses that are not positive are not judged.
   """
 
   decides_on_clean_loops = False  # A loop where a rule fired is noticed (`observe`).
@@ -114,8 +113,8 @@ class DivergenceCheck(interfaces.Policy):
     initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
     initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
     self.state = tf.Variable(initial, trainable=False, name='state')
-    # Initial weights (to the start check), of these, and their `untrained.fingerprint`.
-    self._initial, self._variables, self._fingerprint = None, [], None
+    # Initial weights (to the start check), of these; whether they moved (`untrained.Moved`).
+    self._initial, self._variables, self._moved = None, [], untrained.Moved()
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
@@ -126,7 +125,7 @@ class DivergenceCheck(interfaces.Policy):
   def build(self, variables, variable_paths):
     del variable_paths
     # The start check (after the first loop) judges the initial weights where a copy is cheap.
-    self._variables, self._fingerprint = variables, untrained.fingerprint(variables)
+    self._variables, self._moved = variables, untrained.Moved(self.judge_end)  # Anew each fit.
     if self.output_ratio is not None and sum(int(np.prod(v.shape)) for v in variables) <= (
         INITIAL_COPY_LIMIT):
       self._initial = [np.array(v.numpy()) for v in variables]
@@ -161,6 +160,7 @@ class DivergenceCheck(interfaces.Policy):
     if any(a != b for a, b in zip(s, old)):
       state_lib.host_assign(self.state, np.array(s, np.float32))
     self._trail.record(float(s[_I['count']]), float(s[_I['smoothed']]))
+    self._moved.record(self._variables, int(np.sum(reports.applied)))
     return flags
 
   # -- host -------------------------------------------------------------------------------------
@@ -264,9 +264,10 @@ class DivergenceCheck(interfaces.Policy):
         return _collapsed(run.step, dict(zip(_FIELDS, state.tolist())))
     if not self.judge_end or fields['count'] < 2 * self.rise_patience:
       return None
-    found = untrained.unmoved(self._fingerprint, self._variables, int(fields['count'])) or (
-        untrained.verdict(run.probe, fields['smoothed'], int(fields['count']), self._trail.progress(
-            untrained.uniform_guess(run.probe)), _bad_start(fields) if fields['init_bad'] else ''))
+    found = self._moved.verdict(self._variables, 2 * self.rise_patience) or untrained.verdict(
+        run.probe, fields['smoothed'], int(fields['count']),
+        self._trail.progress(untrained.uniform_guess(run.probe)),
+        _bad_start(fields) if fields['init_bad'] else '', fields['init_bad'] == _CHANCE)
     if found is None:
       return None
     return interfaces.Decision(action=interfaces.ABORT, trigger=found[0], step=run.step,
@@ -339,9 +340,7 @@ def _reported(state):
 def _shown(name: str, value: float):
   """A state value as reported: None for an unset or nothing-to-compare scale, a 'best' not yet
   had, a 'reference' or scale that was not finite."""
-  if value >= _HUGE or (name in _SCALES and value < 0):
-    return None
-  return value
+  return None if value >= _HUGE or (name in _SCALES and value < 0) else value
 
 
 def _text(name: str, value: float) -> str:

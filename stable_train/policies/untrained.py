@@ -1,11 +1,12 @@
 """The last word of DivergenceCheck on a run about to end 'completed': whether it trained at all.
 
-Judged only on what a model that learned anything cannot show, and only once its loss stopped
-coming down (`Trail`): outputs the same for every example while the labels are not (nothing of the input
-reaches them), or a classifier no better than a uniform guess, on its training loss *and* on the
-first batch (without sample weights or regularisation, the lower of inference and training
-mode; a guess for every example, or worse than one beyond the batch's noise); a classifier at
-twice a uniform guess's loss or more is judged even while it comes down.
+Judged only on what a model that learned anything cannot show: not one weight moved (`Moved`);
+or, once its loss stopped coming down (`Trail`), outputs the same for every example while the
+labels are not (nothing of the input reaches them), or a classifier no better than a uniform
+guess, on its training loss *and* on the first batch (without sample weights or regularisation,
+the lower of inference and training mode; a guess for every example, or worse than one beyond
+the batch's noise); a classifier whose loss came down only to the guess itself, or stays at
+twice it or more, is judged even while it comes down.
 """
 
 import hashlib
@@ -31,6 +32,7 @@ CHANCE_LEVEL, UNIFORM_SPREAD = 0.99, 0.05
 # wanders by a few % from batch to batch), unless it is this many times the guess or more.
 PROGRESS, FAR = 0.05, 2.0
 TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when full.
+FINGERPRINT_LIMIT = 2**28  # Weights (268M) up to which `fingerprint` reads them all.
 CONSTANT, CHANCE, UNMOVED = 'constant_outputs', 'chance_level', 'no_weight_moved'
 
 
@@ -57,33 +59,45 @@ class Trail:
   def progress(self, ceiling: Optional[float] = None) -> Optional[float]:
     """1 - the mean smoothed loss over the run's last quarter / its mean over the second quarter
     (means of the points kept, the loss being noisy from batch to batch), or None before both
-    quarters hold a point. Each point counts at `ceiling` at most: a classifier's loss falling
-    from far above a uniform guess's down to it is no progress (a model that learned anything
-    is below it)."""
+    quarters hold a point. With a `ceiling` each point counts at it at most (a classifier's
+    loss falling from far above a uniform guess's down to it is no progress: a model that
+    learned anything is below it), unless the loss still comes down over the last half (its
+    last quarter `PROGRESS` below its third, from any level): then that is the progress."""
     if self._now is None:
       return None
+    capped = self._down(count_from=0.25, ceiling=math.inf if ceiling is None else ceiling)
+    if ceiling is None or capped is None:
+      return capped
+    recent = self._down(count_from=0.5, ceiling=math.inf)
+    return capped if recent is None else max(capped, recent)
+
+  def _down(self, count_from: float, ceiling: float) -> Optional[float]:
+    """1 - the mean over the last quarter / the mean over the quarter from `count_from` x the
+    count, each point at `ceiling` at most; None without points in both."""
     count = self._now[0]
-    top = math.inf if ceiling is None else ceiling
-    second = [min(v, top) for c, v in self._points if count / 4 <= c <= count / 2]
-    last = [min(v, top) for c, v in self._points if c >= 3 * count / 4] + [min(self._now[1], top)]
-    if not second or not np.mean(second) > 0:
+    earlier = [min(v, ceiling) for c, v in self._points
+               if count_from * count <= c <= (count_from + 0.25) * count]
+    last = [min(v, ceiling) for c, v in self._points if c >= 3 * count / 4]
+    last.append(min(self._now[1], ceiling))
+    if not earlier or not np.mean(earlier) > 0:
       return None
-    return 1.0 - float(np.mean(last)) / float(np.mean(second))
+    return 1.0 - float(np.mean(last)) / float(np.mean(earlier))
 
 
 def verdict(probe, smoothed: float, steps: int, progress: Optional[float],
-            broken_start: str = '') -> Optional[Tuple[str, str]]:
+            broken_start: str = '', chance_start: bool = False) -> Optional[Tuple[str, str]]:
   """(rule, reason) when the run's model did not train after `steps` applied steps (its
   smoothed training loss `smoothed`, down by `progress` over the second half, see `Trail`),
   else None; never raises (a diagnostic never ends a run). Rules: `CONSTANT`, `CHANCE`.
-  `broken_start`: what the start check found wrong, if anything (`diagnostics.bad_start`)."""
+  `broken_start`: what the start check found wrong, if anything (`diagnostics.bad_start`);
+  `chance_start`: that was a loss far above a uniform guess's (then `at_chance` is lenient)."""
   try:
-    return _verdict(probe, smoothed, steps, progress, broken_start)
+    return _verdict(probe, smoothed, steps, progress, broken_start, chance_start)
   except Exception:  # pylint: disable=broad-except  (a model or batch it cannot judge)
     return None
 
 
-def _verdict(probe, smoothed, steps, progress, broken_start):
+def _verdict(probe, smoothed, steps, progress, broken_start, chance_start):
   stalled = progress is not None and progress < PROGRESS
   if stalled and collapse.constant(probe) is not None:
     return CONSTANT, (
@@ -92,17 +106,19 @@ def _verdict(probe, smoothed, steps, progress, broken_start):
         'nothing of the input reaches them (weights initialised to zeros or to one constant '
         f'keep every unit alike); {diagnostics.INIT_REMEDY}')
   guess = uniform_guess(probe)
+  # At the guess itself (within 1 - CHANCE_LEVEL of it), a loss that came down only to it.
+  at_guess = guess is not None and abs(smoothed / guess - 1.0) <= 1.0 - CHANCE_LEVEL
   if guess is None or not smoothed >= CHANCE_LEVEL * guess or not (
-      stalled or smoothed >= FAR * guess):
+      stalled or at_guess or smoothed >= FAR * guess):
     return None
   losses = first_batch_losses(probe)
-  if losses is None or not at_chance(losses, guess, lenient=bool(broken_start)):
+  if losses is None or not at_chance(losses, guess, lenient=chance_start):
     return None
   first = float(np.mean(losses))
   if broken_start:
     why = (f'from a start where {broken_start}: initial weights too large, or a forward pass '
            f'that scales its inputs up (see the warning at the start); {diagnostics.INIT_REMEDY}')
-  elif stalled:
+  elif stalled or at_guess:
     why = ('and it never got below it (a learning rate too high knocks a network to this '
            'level; one too low never leaves it)')
   else:  # Judged for how far above the guess it still is.
@@ -115,20 +131,42 @@ def _verdict(probe, smoothed, steps, progress, broken_start):
 
 def fingerprint(variables) -> Optional[bytes]:
   """A digest of every value of `variables` (their bytes, in order): equal digests, the same
-  values. None where a value cannot be read (an uninitialised variable)."""
+  values. None where a value cannot be read (an uninitialised variable), or above
+  `FINGERPRINT_LIMIT` weights (a copy and a hash each at the first loop and at the end)."""
   digest = hashlib.blake2b(digest_size=16)
   try:
+    if sum(int(np.prod(v.shape)) for v in variables) > FINGERPRINT_LIMIT:
+      return None
     for v in variables:
-      digest.update(np.ascontiguousarray(v.numpy()).tobytes())
+      digest.update(memoryview(np.ascontiguousarray(v.numpy())).cast('B'))
   except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
     return None
   return digest.digest()
 
 
+class Moved:
+  """Whether a weight moved after this fit's first loop (host only): a `fingerprint` of the
+  weights then, and the applied steps counted since (a restore or a resumed fit comes first)."""
+
+  def __init__(self, enabled: bool = True):
+    self._start, self._taken, self._steps = None, not enabled, 0  # Disabled: never judged.
+
+  def record(self, variables, applied: int) -> None:
+    """After each loop: the fingerprint after the first, then the steps `applied` since."""
+    if self._taken:
+      self._steps += applied
+    else:
+      self._start, self._taken = fingerprint(variables), True
+
+  def verdict(self, variables, least_steps: int) -> Optional[Tuple[str, str]]:
+    """`unmoved` after `least_steps` applied steps since the fingerprint or more, else None."""
+    return unmoved(self._start, variables, self._steps) if self._steps >= least_steps else None
+
+
 def unmoved(start: Optional[bytes], variables, steps: int) -> Optional[Tuple[str, str]]:
   """(`UNMOVED`, reason) when not one trainable weight moved from the values `start`
-  (`fingerprint`) was taken of, after `steps` steps, else None: a learning rate of 0, or
-  gradients that are all 0 (a loss that does not depend on the weights)."""
+  (`fingerprint`) was taken of, `steps` applied steps before, else None: a learning rate of 0,
+  or gradients that are all 0 (a loss that does not depend on the weights)."""
   if start is None or not variables or fingerprint(variables) != start:
     return None
   return UNMOVED, (
@@ -151,8 +189,8 @@ def uniform_guess(probe) -> Optional[float]:
 def at_chance(losses, guess: float, lenient: bool = False) -> bool:
   """Whether per-example `losses` are no better than a uniform guess's `guess`: above it by
   more than twice their standard error, or all close to it (see `UNIFORM_SPREAD`). `lenient`
-  (after a broken start, which makes a model that did not train the likely case): their mean
-  at `CHANCE_LEVEL` x the guess or above is enough."""
+  (after a start far above the guess, which makes a model that did not train the likely case):
+  their mean at `CHANCE_LEVEL` x the guess or above is enough."""
   mean, error = float(np.mean(losses)), float(np.std(losses) / math.sqrt(len(losses)))
   if mean - 2 * error >= guess or (lenient and mean >= CHANCE_LEVEL * guess):
     return True

@@ -54,14 +54,15 @@ def einsum_fan_ins(model) -> Dict[str, int]:
   except Exception:  # pylint: disable=broad-except  (a model it cannot walk: the plain rule)
     layers = []
   for layer in layers:
-    equation, kernel = getattr(layer, 'equation', None), getattr(layer, 'kernel', None)
-    if not isinstance(equation, str) or kernel is None or equation.count('->') != 1:
+    equation = getattr(layer, 'equation', None)
+    if not isinstance(equation, str) or equation.count('->') != 1 or equation.count(',') != 1:
       continue
-    operands, out = equation.split('->')
-    if operands.count(',') != 1:
+    try:  # A layer it cannot read (a kernel property that fails) keeps the plain rule.
+      kernel = getattr(layer, 'kernel', None)
+      (inputs, letters), out = equation.split('->')[0].split(','), equation.split('->')[1]
+      dims = [int(d) for d in kernel.shape]
+    except Exception:  # pylint: disable=broad-except
       continue
-    inputs, letters = operands.split(',')
-    dims = [int(d) for d in kernel.shape]
     summed = [d for c, d in zip(letters, dims) if c in inputs and c not in out]
     if len(letters) == len(dims) and summed:
       found[str(getattr(kernel, 'path', ''))] = int(np.prod(summed))

@@ -91,7 +91,8 @@ class LossOutputCheck:
     if self.found is None or self._seen < MIN_STEPS:
       return None
     start = float(np.mean(self._start))
-    progress = self._trail.progress()  # None: a loss of 0 from the start (nothing came down).
+    # None: a loss of 0 from the start (nothing came down). Points above the start count at it.
+    progress = self._trail.progress(ceiling=start)
     if not self._recent >= NO_PROGRESS * start or (
         progress is not None and progress >= untrained.PROGRESS):
       return None
