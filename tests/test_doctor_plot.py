@@ -155,6 +155,7 @@ class PlotTest(tf.test.TestCase):
                                        'trigger': 'consecutive_skips'}])
     self.assertEqual(marks['steps'], [0, 21])
 
+  @pytest.mark.slow
   def test_a_loss_scale_that_moved_gets_its_panel_and_overflows_their_mark(self):
     fp16 = os.path.join(self.get_temp_dir(), 'fp16')
     writer = events_lib.Scalars(os.path.join(fp16, 'tensorboard'))

@@ -348,6 +348,7 @@ class RaiseModeTest(tf.test.TestCase):
     # tf.debugging.check_numerics stops the step function at step 5: no step ran after it.
     self._raises(jit_compile=False, steps=4, applied=4)
 
+  @pytest.mark.slow  # test_trainer's CheckNumericsRaiseTest raises under XLA in the fast set.
   def test_under_xla_the_host_raises_it_at_its_next_read(self):
     # The op does not raise under XLA: the host raises when it reads, every 3 steps (step 6).
     self._raises(jit_compile=True, steps=6, applied=5)

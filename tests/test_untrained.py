@@ -276,8 +276,9 @@ class EndOfRunTest(tf.test.TestCase):
   def test_a_run_that_moved_no_weight_did_not_train(self):
     # A learning rate of 0: the same loss every epoch, every weight as it started, and the
     # chance rule cannot tell (the untrained model's losses vary from row to row).
-    # Judged over the applied steps after the first loop: 120 here, 2 x rise_patience or more.
-    summary, model_dir = self._trainer(0.0, LEARNABLE, num_steps=160, last_scale=1.0)
+    # Judged over the applied steps after the first loop: 30 here, 2 x rise_patience or more.
+    summary, model_dir = self._trainer(0.0, LEARNABLE, num_steps=40, last_scale=1.0,
+                                       rise_patience=10)
     self.assertEqual(summary['status'], 'diverged')
     self.assertIn('not one of its weights moved', summary['reason'])
     self.assertEqual(_triggers(model_dir), [untrained.UNMOVED])
@@ -285,8 +286,9 @@ class EndOfRunTest(tf.test.TestCase):
     self.assertIsNone(_summary(model_dir)['diagnosis']['cause'])
     self.assertIn("check the optimizer's learning_rate", summary['reason'])
     # A second fit of a finished run trains no step: no verdict on its unchanged weights.
-    self.assertEqual(self._trainer(1e-2, LEARNABLE, num_steps=160)[0]['status'], 'completed')
-    again = self.trainer.fit(_dataset(LEARNABLE), num_steps=160)
+    self.assertEqual(self._trainer(1e-2, LEARNABLE, num_steps=40, rise_patience=10)[0]['status'],
+                     'completed')
+    again = self.trainer.fit(_dataset(LEARNABLE), num_steps=40)
     self.assertEqual((again['status'], again['steps_this_run']), ('completed', 0))
     model = classifier()
     start = untrained.fingerprint(model.trainable_variables)
