@@ -165,12 +165,18 @@ class RulesTest(tf.test.TestCase):
     cause, scores = top([mismatch] + diverged, {'status': 'diverged'})
     self.assertEqual(cause, 'loss_output_mismatch')
     self.assertGreater(scores[cause][0], scores['learning_rate'][0])
-    # NaN steps that forensics traced to a Log op: the op decides, the warning does not.
-    record = {'op_level': {'found': True, 'op_type': 'Log', 'op_name': 'x'}, 'inputs': []}
-    cause, scores = top([mismatch] + [skip(k) for k in range(11, 22)], {'status': 'aborted'},
-                        [record])
+    # NaN steps that forensics traced to a Log op in a layer: the op decides, not the warning.
+    skips = [mismatch] + [skip(k) for k in range(11, 22)]
+    record = {'op_level': {'found': True, 'op_type': 'Log', 'op_name': 'dense/Log',
+                           'layer': 'dense'}, 'inputs': []}
+    cause, scores = top(skips, {'status': 'aborted'}, [record])
     self.assertEqual(cause, 'division_or_log')
     self.assertGreater(scores['loss_output_mismatch'][0], 0)
+    # A Log of the loss itself (no layer), fed the outputs it does not fit: the mismatch.
+    record['op_level'].update(op_name='poisson/Log', layer=None)
+    cause, scores = top(skips, {'status': 'aborted'}, [record])
+    self.assertEqual(cause, 'loss_output_mismatch')
+    self.assertGreater(scores['division_or_log'][0], 0)
 
 
 class RankingTest(tf.test.TestCase):

@@ -312,3 +312,61 @@ class ForensicsTest(tf.test.TestCase, parameterized.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class DefaultStackTest(tf.test.TestCase):
+  """The default stack's Forensics (optional): a record wherever a run can use one, silence
+  elsewhere, and it gives way to a Forensics of one's own."""
+
+  def _default(self, model_dir, **kwargs):
+    return trainer_lib.Trainer(model=_model(PlainLog(name='plain_log')),
+                               optimizer=keras.optimizers.Adam(1e-3),
+                               loss=keras.losses.MeanSquaredError(), model_dir=model_dir,
+                               steps_per_loop=4, verbose=False, **kwargs)
+
+  def test_a_run_with_a_model_dir_records_the_first_fault_s_op(self):
+    model_dir = self.get_temp_dir()
+    summary = self._default(model_dir).fit(_regression(), num_steps=2)
+    self.assertEqual(summary['applied_steps'], 0)
+    self.assertEqual(_records(model_dir), ['step_1'])  # 'first': one record.
+    self.assertEqual([e['op_type'] for e in _events(model_dir, 'forensics')], ['Log'])
+
+  def test_stands_down_without_a_model_dir(self):
+    trainer = self._default(None)
+    [spare] = [p for p in trainer.policies if isinstance(p, forensics.Forensics)]
+    self.assertTrue(spare.optional)
+    self.assertFalse(spare.active)
+    self.assertFalse(spare.uses_end_step)
+    trainer.fit(_regression(), num_steps=2)
+    self.assertIsNone(spare._stash)  # Nothing traced for it.
+
+  def test_gives_way_to_one_of_one_s_own(self):
+    own = forensics.Forensics(recheck=True)
+    trainer = self._default(self.get_temp_dir(),
+                            policies=trainer_lib.setup.default_policies() + [own])
+    self.assertEqual([p for p in trainer.policies if isinstance(p, forensics.Forensics)], [own])
+    alone = forensics.without_spares([forensics.Forensics(optional=True)])
+    self.assertLen(alone, 1)  # The only one stays.
+
+  def test_a_fit_compiled_whole_by_xla_runs_without_it(self):
+    from stable_train.keras import fit as keras_fit  # pylint: disable=g-import-not-at-top
+    model = _model()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss='mse', jit_compile=True)
+    guard = keras_fit.guard_fit(model)
+    model_dir = self.get_temp_dir()
+    model.fit(_regression(poison_batches=[1]), epochs=1, steps_per_epoch=4, verbose=0,
+              callbacks=[guard.callback(model_dir=model_dir)])
+    [spare] = [p for p in guard.policies if isinstance(p, forensics.Forensics)]
+    self.assertFalse(spare.active)
+    self.assertEqual(int(guard.state.skipped_steps.numpy()), 1)
+    # One of one's own still refuses XLA, as before.
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss='mse', jit_compile=True)
+    keras_fit.guard_fit(model, policies=[forensics.Forensics()])
+    with self.assertRaisesRegex(errors.ConfigError, 'need a step outside XLA'):
+      model.fit(_regression(), epochs=1, steps_per_epoch=1, verbose=0)
+
+  def test_an_own_forensics_cannot_stand_down(self):
+    with self.assertRaisesRegex(ValueError, 'not optional'):
+      forensics.Forensics().stand_down()
+    with self.assertRaisesRegex(errors.ConfigError, "Forensics: optional='yes'"):
+      forensics.Forensics(optional='yes')

@@ -303,12 +303,18 @@ def _gradient_rules(s: Symptoms, out: _Scores) -> None:
 def _mismatch_rules(s: Symptoms, out: _Scores) -> None:
   """The start's loss/output mismatch warning: a loss that cannot train the outputs it gets
   leaves a finite loss slow, stalled or diverging; it weighs less than an op that forensics saw
-  make a NaN (8 points), and non-finite steps are another matter."""
+  make a NaN (8 points) in a layer, more than one in the loss it feeds, and non-finite steps are
+  another matter."""
   found = s.mismatch
   if found is None:
     return
   out.add(MISMATCH, 4, f"at the start the loss did not fit the model's outputs "
                        f"({found.get('kind')}): {found.get('message')}", decisive=True)
+  op = s.op_type()
+  if op and not ((s.forensics or {}).get('op_level') or {}).get('layer'):
+    # The loss's own arithmetic (a log of a negative rate) on the outputs it does not fit.
+    out.add(MISMATCH, 5, f'forensics: the first NaN/Inf came out of the loss\'s {op} op '
+                         f'({_op(s)}), fed the outputs the loss does not fit', decisive=True)
   if not s.faults:
     out.add(MISMATCH, 3, 'no step was non-finite: a finite loss that the mismatch keeps from '
                          'training, not an overflow')

@@ -9,12 +9,11 @@ A forensics record is a folder `<model_dir>/forensics/step_<N>/`, written atomic
   report.json      everything below, machine-readable; report.txt the same for people
 """
 
-import collections
 import json
 import logging
 import os
 import shutil
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import gin
 import keras
@@ -26,6 +25,7 @@ from stable_train.core import interfaces
 from stable_train import errors
 from stable_train.forensics import activations
 from stable_train.forensics import provenance
+from stable_train.forensics import structure
 from stable_train.runfiles import events as events_lib
 
 log = logging.getLogger('stable_train')
@@ -37,35 +37,6 @@ RNG_JSON = 'rng.json'
 CHECKPOINT_PREFIX = os.path.join('checkpoint', 'ckpt')
 
 
-def _encode_structure(value) -> Any:
-  """A JSON description of a nest structure (dicts, lists, tuples, namedtuples; anything else
-  is a leaf)."""
-  if isinstance(value, dict):
-    return {'dict': {str(k): _encode_structure(value[k]) for k in sorted(value)}}
-  fields = compat.namedtuple_fields(value)
-  if fields is not None:
-    return {'namedtuple': type(value).__name__,
-            'fields': {f: _encode_structure(getattr(value, f)) for f in fields},
-            'order': list(fields)}
-  if isinstance(value, (list, tuple)):
-    return {type(value).__name__: [_encode_structure(v) for v in value]}
-  return None
-
-
-def _decode_structure(spec) -> Any:
-  """A template with the structure `_encode_structure` described (leaves are 0)."""
-  if spec is None:
-    return 0
-  if 'dict' in spec:
-    return {k: _decode_structure(v) for k, v in spec['dict'].items()}
-  if 'namedtuple' in spec:  # Rebuilt as a namedtuple of the same name and fields.
-    cls = collections.namedtuple(spec['namedtuple'], spec['order'])
-    return cls(*[_decode_structure(spec['fields'][f]) for f in spec['order']])
-  if 'list' in spec:
-    return [_decode_structure(v) for v in spec['list']]
-  return tuple(_decode_structure(v) for v in spec['tuple'])
-
-
 class _Stash:
   """Host-visible copies of the last faulty step's batch and flags, written in-graph on a fault only.
 
@@ -75,7 +46,7 @@ class _Stash:
 
   def __init__(self, batch):
     flat = tf.nest.flatten(batch)
-    self.structure = _encode_structure(batch)
+    self.structure = structure.encode(batch)
     with tf.init_scope():  # Created eagerly, even while the loop is being traced.
       self.inputs = [tf.Variable(self._empty(t.dtype), shape=tf.TensorShape(None),
                                  trainable=False, name=f'forensics_input_{i}')
@@ -93,7 +64,7 @@ class _Stash:
 
   def batch(self):
     """The stashed batch as tensors, in its original structure."""
-    template = _decode_structure(self.structure)
+    template = structure.decode(self.structure)
     return tf.nest.pack_sequence_as(template, [v.read_value() for v in self.inputs])
 
 
@@ -114,20 +85,26 @@ class Forensics(interfaces.Policy):
   """
 
   WHEN = ('first', 'every', 'never')
-  end_step_compiles = False  # The stash's variables take a batch of any shape.
 
-  def __init__(self, *, when: str = 'first', recheck: bool = False, name: str = 'forensics'):
+  def __init__(self, *, when: str = 'first', recheck: bool = False, optional: bool = False,
+               name: str = 'forensics'):
     """Initialises the policy.
 
     Args:
       when: deep provenance on the 'first' non-finite step of a run, on 'every' one, or 'never'.
       recheck: re-run every faulty step once on the same batch and state, and mark the fault
         'transient' (the re-run was finite: a hardware or non-determinism hint) or 'deterministic'.
+      optional: stand down silently (capture nothing) where the run cannot use it, instead of
+        refusing: no model_dir to write its record to, a step XLA compiles whole (`fit` with
+        jit_compile=True, `StepGuard(jit_compile=True)`), a `StepGuard` without loss_fn; and give
+        way to another Forensics in the same stack. The default stack's is optional.
       name: policy name.
     """
     super().__init__(name=name)
     self.when = errors.check_choice('Forensics', 'when', when, self.WHEN)
     self.recheck = errors.check_bool('Forensics', 'recheck', recheck)
+    self.optional = errors.check_bool('Forensics', 'optional', optional)
+    self._stood_down = False
     self.records_written = tf.Variable(0, dtype=tf.int64, trainable=False, name='records_written')
     self.transient_faults = tf.Variable(0, dtype=tf.int64, trainable=False, name='transient_faults')
     self.deterministic_faults = tf.Variable(0, dtype=tf.int64, trainable=False,
@@ -141,7 +118,20 @@ class Forensics(interfaces.Policy):
   @property
   def active(self) -> bool:
     """Whether faulty steps are captured at all."""
-    return self.when != 'never' or self.recheck
+    return not self._stood_down and (self.when != 'never' or self.recheck)
+
+  @property
+  def end_step_compiles(self) -> bool:
+    """False while active: the stash's variables take a batch of any shape."""
+    return not self.active
+
+  uses_end_step = active
+
+  def stand_down(self) -> None:
+    """Captures nothing from now on (before the step is traced); `optional` ones only."""
+    if not self.optional:
+      raise ValueError(f'Forensics {self.name!r} is not optional; it cannot stand down.')
+    self._stood_down = True
 
   def _deep_due(self) -> bool:
     return self.when == 'every' or (self.when == 'first' and
@@ -151,6 +141,8 @@ class Forensics(interfaces.Policy):
   def end_step(self, batch, report):
     if not self.active:
       return None
+    if isinstance(batch, tuple) and compat.namedtuple_fields(batch) is None:
+      batch = tuple(b for b in batch if b is not None)  # train_on_batch's sample_weight=None.
     if self._stash is None:
       self._holder.stash = _Stash(batch)
     stash = self._stash
@@ -297,7 +289,7 @@ def _rng_state() -> Dict[str, Any]:
   return state
 
 
-def write_record(run, report: Dict[str, Any], batch, structure) -> Optional[str]:
+def write_record(run, report: Dict[str, Any], batch, batch_structure) -> Optional[str]:
   """Writes `<model_dir>/forensics/step_<N>/` atomically (temp folder, then rename); returns it."""
   if not run.output_dir:  # No model_dir, or not the chief: only the chief writes files.
     return None
@@ -314,7 +306,7 @@ def write_record(run, report: Dict[str, Any], batch, structure) -> Optional[str]
     np.savez(os.path.join(tmp, BATCH_FILE), **{f'input_{j}': a for j, a in enumerate(flat)})
     run.probe.model_checkpoint().write(os.path.join(tmp, CHECKPOINT_PREFIX))
     good = run.good_checkpoints()
-    report = dict(report, batch_file=BATCH_FILE, batch_structure=structure,
+    report = dict(report, batch_file=BATCH_FILE, batch_structure=batch_structure,
                   checkpoint=CHECKPOINT_PREFIX, model_dir=os.path.abspath(run.output_dir),
                   last_good_checkpoint=(
                       None if not good else
@@ -336,5 +328,22 @@ def read_record(directory: str) -> Tuple[Dict[str, Any], Any]:
     report = json.load(f)
   with np.load(os.path.join(directory, report.get('batch_file', BATCH_FILE))) as data:
     flat = [data[f'input_{j}'] for j in range(len(data.files))]
-  batch = tf.nest.pack_sequence_as(_decode_structure(report['batch_structure']), flat)
+  batch = tf.nest.pack_sequence_as(structure.decode(report['batch_structure']), flat)
   return report, batch
+
+
+def without_spares(policies: List[interfaces.Policy]) -> List[interfaces.Policy]:
+  """`policies` without the optional Forensics where another Forensics is in the list."""
+  found = [p for p in policies if isinstance(p, Forensics)]
+  keep = [p for p in found if not p.optional] or found[-1:]
+  return [p for p in policies if not isinstance(p, Forensics) or p in keep]
+
+
+def stand_down_optional(policies: Sequence[interfaces.Policy], *, model_dir: Optional[str] = '',
+                        whole_step_xla: bool = False, loss_fn: bool = True) -> None:
+  """Stands down the optional Forensics of `policies` where a run cannot use it: no `model_dir`
+  (None) to write its record to, a step XLA compiles whole, no loss_fn to re-run the step with."""
+  if model_dir is None or whole_step_xla or not loss_fn:
+    for p in policies:
+      if isinstance(p, Forensics) and p.optional:
+        p.stand_down()

@@ -27,6 +27,7 @@ from stable_train.core import ring
 from stable_train.core import state as state_lib
 from stable_train.core import step as step_lib
 from stable_train import errors
+from stable_train.forensics import forensics
 from stable_train.forensics import provenance
 from stable_train.keras import callbacks as keras_callbacks
 from stable_train.keras import first_batch as first_batch_lib
@@ -152,6 +153,7 @@ class KerasGuard(driven.DrivenGuard):
     distribute.check_optimizer(optimizer, self.strategy, 'stable_train.guard_fit')
     if m.jit_compile:
       distribute.check_jit(self.strategy, True, 'stable_train.guard_fit')
+      forensics.stand_down_optional(self.policies, whole_step_xla=True)
       slow = [p.name for p in self.policies if not p.end_step_compiles]
       if slow:
         raise errors.ConfigError(

@@ -243,6 +243,8 @@ class StepGuard(driven.DrivenGuard):
     return out
 
   def _check_policies(self) -> None:
+    forensics.stand_down_optional(self.policies, whole_step_xla=self.jit_compile,
+                                  loss_fn=self.loss_fn is not None)
     if self.jit_compile:
       slow = [p.name for p in self.policies if not p.end_step_compiles]
       if slow:
@@ -250,7 +252,7 @@ class StepGuard(driven.DrivenGuard):
             f'StepGuard: policies {slow} need a step outside XLA; use jit_compile=False, or drop '
             'them.')
     if self.loss_fn is None:
-      rerun = [p.name for p in self.policies if isinstance(p, forensics.Forensics)]
+      rerun = [p.name for p in self.policies if isinstance(p, forensics.Forensics) and p.active]
       if rerun:
         raise errors.ConfigError(
             f'StepGuard: {rerun} re-runs the offending batch: pass loss_fn=(batch -> loss) and '

@@ -121,9 +121,11 @@ class Controller:
     """The host loop: a loop of steps, record, decide and dispatch, then the cadence actions,
     until `num_steps`, the data's end or an outcome."""
     start = step = self.global_step()
+    every = self.trainer.options.steps_per_loop
     while step < num_steps:
-      outputs = self.loop.run(self.input.iterator,
-                              min(self.trainer.options.steps_per_loop, num_steps - step))
+      # Loops end on multiples of steps_per_loop, also after one that ended early (Forensics
+      # ends it at a captured fault), so the cadences keep their steps.
+      outputs = self.loop.run(self.input.iterator, min(every - step % every, num_steps - step))
       # The last checkpoint's write overlapped this loop: committed now (its prune goes on).
       self.host.complete_writes(prune=False)
       reports = self._read_reports(outputs)

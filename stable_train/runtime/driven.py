@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train import errors
+from stable_train.forensics import forensics
 from stable_train.core import interfaces
 from stable_train.core import lr as lr_lib
 from stable_train.core import outcome as outcome_lib
@@ -111,6 +112,7 @@ class DrivenRun:
           'train with the Trainer, or drop them.')
     self.guard = guard
     self.model_dir = errors.check_dir(options.owner, 'model_dir', model_dir)
+    forensics.stand_down_optional(guard.policies, model_dir=self.model_dir)
     self.host = host_lib.RunHost(DrivenModel(self), options, variables=guard.float_variables)
     # Opened once the model and optimizer are built (the first save or restore).
     self.host.open_when_needed(lambda: open_keeper(self.host, guard, self.model_dir))

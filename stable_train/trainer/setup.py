@@ -15,6 +15,7 @@ from stable_train.core import interfaces
 from stable_train.core import keras_parts
 from stable_train.core import labels as labels_lib
 from stable_train import errors
+from stable_train.forensics import forensics
 from stable_train.forensics import provenance
 from stable_train.policies import basic as policies_lib
 from stable_train.policies import clipping
@@ -37,14 +38,17 @@ _OWNED_POLICIES = weakref.WeakSet()
 
 def default_policies() -> List[interfaces.Policy]:
   """The default stack: CheckNumerics('flag'), AdaptiveClip(), SkipNonFinite(max_consecutive=10),
-  DivergenceCheck().
+  DivergenceCheck(), Forensics(optional=True).
 
   AdaptiveClip clips only spikes above the run's own grad-norm statistics, so a healthy run trains
   as it would bare; `ClipByGlobalNorm` remains for a fixed norm. DivergenceCheck stops a run whose
   loss diverges while finite (status 'diverged'), or hands it to a Rollback when one is added.
+  Forensics records the first non-finite step (the op that made the NaN: the doctor's best
+  evidence) where the run has a model_dir and its step is not compiled whole by XLA; it gives way
+  to a Forensics of your own.
   """
   return [policies_lib.CheckNumerics(), clipping.AdaptiveClip(), policies_lib.SkipNonFinite(),
-          divergence.DivergenceCheck()]
+          divergence.DivergenceCheck(), forensics.Forensics(optional=True)]
 
 
 # The capability flags that became protocols, with what to define instead: a policy that still
@@ -137,6 +141,7 @@ def policy_stack(policies, model, strategy, wrapper=None,
       raise errors.ConfigError(
           f'{owner}: policy {p.name!r} ({type(p).__name__}) already belongs to another '
           'run; its counters are that run\'s state: create new policies for each run.')
+  policies = forensics.without_spares(policies)
   names = [p.name for p in policies]
   if len(set(names)) != len(names):
     raise errors.ConfigError(f'{owner}: policy names must be unique, got {names}; pass name=... .')

@@ -12,6 +12,7 @@ from stable_train.core import lr as lr_lib
 from stable_train.core import numerics
 from stable_train.core import state as state_lib
 from stable_train import errors
+from stable_train.forensics import forensics
 from stable_train.runfiles import events as events_lib
 from stable_train.runtime import controller as controller_lib
 from stable_train.runtime import distribute
@@ -78,6 +79,7 @@ class Trainer(step_access.StepAccess, run_access.RunAccess):
     optimizer, loss, metrics, wrapper = setup.model_parts(
         model, optimizer, loss, metrics, self.strategy, faults=faults, model_dir=model_dir)
     self.policies, self.loss_scale = setup.policy_stack(policies, model, self.strategy, wrapper)
+    forensics.stand_down_optional(self.policies, model_dir=model_dir)
     self.jit_compile = errors.check_bool('Trainer', 'jit_compile', jit_compile)
     self.options = options_lib.RunOptions(
         steps_per_loop=steps_per_loop, checkpoint_every=checkpoint_every,
