@@ -12,8 +12,9 @@ DOORS = ('trainer', 'fit')
 # later, blind to the doctor's rules: sick_fresh.py), 'blind' (written later still, blind to
 # the rules that came after the fresh split was read: sick_blind.py) and 'blind2' (a second blind
 # set, written without reading the doctor, its policies or the other sick files, on new
-# architectures: sick_blind2.py).
-SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2')
+# architectures: sick_blind2.py) and 'blind3' (a third, written the same way after the default
+# stack took Forensics in: sick_blind3.py).
+SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2', 'blind3')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 
