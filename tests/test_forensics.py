@@ -12,6 +12,7 @@ import pytest
 
 from stable_train.core import losses
 from stable_train import errors
+from stable_train.forensics import activations
 from stable_train.forensics import forensics
 from stable_train.forensics import provenance
 from stable_train.policies import basic as policies
@@ -370,3 +371,32 @@ class DefaultStackTest(tf.test.TestCase):
       forensics.Forensics().stand_down()
     with self.assertRaisesRegex(errors.ConfigError, "Forensics: optional='yes'"):
       forensics.Forensics(optional='yes')
+
+  def test_a_step_it_cannot_investigate_is_told_and_the_run_goes_on(self):
+    model_dir = self.get_temp_dir()
+    with mock.patch.object(forensics, 'build_report', side_effect=RuntimeError('odd model')):
+      summary = self._default(model_dir).fit(_regression(), num_steps=2)
+    self.assertEqual((summary['global_step'], summary['skipped_steps']), (2, 2))
+    [event] = _events(model_dir, 'forensics')
+    self.assertEqual(event['error'], 'RuntimeError: odd model')
+    self.assertEqual(_records(model_dir), [])
+
+
+class TwoOutputs(keras.layers.Layer):
+  """Two outputs of different shapes (a TabNet step's mask and features)."""
+
+  def call(self, x):
+    return x, tf.reduce_sum(x, axis=-1, keepdims=True)
+
+
+class ActivationsTest(tf.test.TestCase):
+
+  def test_a_layer_with_two_outputs_is_left_out_not_a_crash(self):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((NUM_FEATURES,))
+    wide, narrow = TwoOutputs(name='two')(inputs)
+    outputs = keras.layers.Dense(1, name='head')(keras.layers.Concatenate()([wide, narrow]))
+    model = keras.Model(inputs, outputs)
+    scales = activations.activation_scales(model, np.ones((2, NUM_FEATURES), np.float32))
+    self.assertIn('head', [s['layer'] for s in scales])
+    self.assertNotIn('two', [s['layer'] for s in scales])

@@ -22,7 +22,8 @@ def _extractor(model):
   extractor = None
   if isinstance(model, keras.Model):
     try:
-      layers = [l for l in model.layers if not isinstance(l, keras.layers.InputLayer)]
+      layers = [l for l in model.layers if not isinstance(l, keras.layers.InputLayer)
+                and not isinstance(l.output, (list, tuple, dict))]  # One tensor each.
       inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
       extractor = (keras.Model(inputs, [l.output for l in layers]),
                    [l.name for l in layers])

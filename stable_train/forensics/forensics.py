@@ -1,13 +1,7 @@
 """NaN forensics: the Forensics policy (saves the offending batch and state, names the op that made
-the NaN, and tells transient from deterministic) and its on-disk record.
-
-A forensics record is a folder `<model_dir>/forensics/step_<N>/`, written atomically:
-  batch.npz        the offending batch, flattened (`input_<i>` arrays; the structure is in report.json)
-  checkpoint/      model and optimizer state from right before the faulty step (a skip leaves it
-                   bit-identical), the state scripts/replay.py restores
-  rng.json         TensorFlow's global generator state and Keras's global seed state
-  report.json      everything below, machine-readable; report.txt the same for people
-"""
+the NaN, and tells transient from deterministic) and its on-disk record, the folder
+`<model_dir>/forensics/step_<N>/` (batch.npz, checkpoint/, rng.json, report.json, report.txt;
+docs/forensics.md), written atomically."""
 
 import json
 import logging
@@ -68,8 +62,7 @@ class _Stash:
     return tf.nest.pack_sequence_as(template, [v.read_value() for v in self.inputs])
 
 
-class _Holder:
-  """A plain box for the stash: tf.Module tracks lists and dicts, not plain objects."""
+class _Holder:  # A plain box for the stash: tf.Module tracks lists and dicts, not plain objects.
   stash: Optional[_Stash] = None
 
 
@@ -176,8 +169,15 @@ class Forensics(interfaces.Policy):
 
   def execute(self, decision, run):
     """Investigates the captured step (re-run, record folder, event), then re-arms the stash."""
-    self.investigate(run, decision.details['reports'], decision.details['index'])
-    self._stash.armed.assign(self.recheck or self._deep_due())
+    try:
+      self.investigate(run, decision.details['reports'], decision.details['index'])
+      again = self.recheck or self._deep_due()
+    except Exception as e:  # pylint: disable=broad-except  (a diagnostic never ends a run)
+      log.warning('step %d: forensics could not investigate it (%s: %s)', decision.step,
+                  type(e).__name__, e)
+      run.emit('forensics', decision.step, error=f'{type(e).__name__}: {e}')
+      again = False
+    self._stash.armed.assign(again)
     return None
 
   def investigate(self, run, reports, i: int) -> Dict[str, Any]:
