@@ -179,6 +179,19 @@ class RulesTest(tf.test.TestCase):
     self.assertGreater(scores['division_or_log'][0], 0)
 
 
+class ProductOverflowTest(tf.test.TestCase):
+
+  def test_a_product_in_the_loss_that_overflows_is_an_exp_overflow(self):
+    record = {'op_level': {'found': True, 'op_type': 'Mul', 'op_name': 'mul_62', 'layer': None},
+              'inputs': []}
+    faults = [skip(k, fault='loss') for k in range(11, 30)]
+    cause, _ = top(faults, {'status': 'aborted'}, [record])
+    self.assertEqual(cause, 'softmax_overflow')
+    record['op_level']['layer'] = 'dense'  # In a layer: activations that grew, not the loss.
+    cause, scores = top(faults, {'status': 'aborted'}, [record])
+    self.assertNotEqual(cause, 'softmax_overflow')
+
+
 class RankingTest(tf.test.TestCase):
   """Evidence ranked as a clinician would: the op over the norm history, no explosion without
   growth, no data verdict over a dead net, high confidence only on decisive evidence."""

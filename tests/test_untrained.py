@@ -89,6 +89,20 @@ class VerdictTest(tf.test.TestCase):
                                   progress=STALLED, broken_start='the loss is 90, far above')
     self.assertIn('initial weights too large', reason)
 
+  def test_a_loss_that_never_went_below_the_guess_made_no_progress(self):
+    model = classifier(last_scale=3.0)  # Varied per-example losses, their mean above the guess.
+    guess = math.log(CLASSES)
+    probe = probe_of(model, RANDOM)
+    judge = lambda never_below: untrained.verdict(probe, smoothed=1.07 * guess, steps=150,
+                                                  progress=0.15, never_below=never_below)
+    self.assertIsNone(judge(False))  # Still coming down: left alone.
+    rule, reason = judge(True)  # Coming down, but never below a uniform guess: not trained.
+    self.assertEqual(rule, untrained.CHANCE)
+    self.assertIn('never got below it', reason)
+    trained = fit_classifier(classifier(), LEARNABLE)  # First-batch losses below the guess.
+    self.assertIsNone(untrained.verdict(probe_of(trained, LEARNABLE), smoothed=1.07 * guess,
+                                        steps=150, progress=0.15, never_below=True))
+
   def test_at_a_uniform_guess_but_still_coming_down_is_not_judged_unless_far_above(self):
     model = classifier(last_scale=30.0)  # Large logits: far worse than a uniform guess.
     guess = math.log(CLASSES)
@@ -221,6 +235,17 @@ class TrailTest(tf.test.TestCase):
     for count in range(201, 261):  # Below the guess now: that is progress.
       trail.record(float(count), 1.15)
     self.assertGreater(trail.progress(ceiling=2.3), 0.05)
+
+  def test_never_below_a_guess_since_the_first_quarter(self):
+    trail = untrained.Trail()
+    self.assertFalse(trail.never_below(2.3))  # Nothing seen.
+    trail.record(1.0, 2.29)  # The untrained model's own loss, a little under the guess.
+    for count in range(2, 151):  # Knocked above it, coming down but never below it.
+      trail.record(float(count), 2.3 + 0.5 * (150 - count) / 150 + 0.01)
+    self.assertTrue(trail.never_below(2.3))
+    self.assertFalse(trail.never_below(None))  # Not a classifier.
+    trail.record(151.0, 2.2)
+    self.assertFalse(trail.never_below(2.3))
 
   def test_bounded(self):
     trail = untrained.Trail()

@@ -23,6 +23,9 @@ EXP_OPS = ('Exp', 'Expm1', 'Softmax', 'LogSoftmax', 'Softplus', 'Sinh', 'Cosh')
 DIV_LOG_OPS = ('Log', 'Log1p', 'Xlogy', 'Xlog1py', 'Xdivy', 'RealDiv', 'Div', 'DivNoNan',
                'FloorDiv', 'Reciprocal', 'Inv', 'Rsqrt', 'Sqrt', 'Pow', 'SqrtGrad', 'RsqrtGrad',
                'ReciprocalGrad', 'InvGrad', 'Digamma', 'Lgamma', 'Atanh', 'Acos', 'Asin')
+# Products: a first Inf born in one of these, from finite operands, is an overflow.
+PRODUCT_OPS = ('Mul', 'MatMul', 'BatchMatMul', 'BatchMatMulV2', 'BatchMatMulV3', 'Prod', 'Square',
+               'Einsum', 'Cumprod')
 FLOAT16_MAX = 65504.0
 EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
 OUTPUT_RATIO = 30.0  # Outputs this many times the labels' scale: the initial weights (as
@@ -168,8 +171,14 @@ def _arithmetic_rules(s: Symptoms, out: _Scores) -> None:
   if top > EXP_OVERFLOW and loss_only:
     out.add('softmax_overflow', 2, f"the model's outputs reach {top:.3g}: exp() of them "
                                    'overflows float32 (above 88.7)')
+  if op in PRODUCT_OPS and loss_only and not s.fp16 and not (
+      (s.forensics or {}).get('op_level') or {}).get('layer'):
+    out.add('softmax_overflow', 3, f"forensics: the first NaN/Inf came out of a {op} in the "
+                                   f"loss ({_op(s)}), from finite outputs: a product that "
+                                   'overflows float32, typically exp() terms multiplied (work in '
+                                   'log space: logsumexp)')
   recurring = s.persistent() or (len(s.faults) > 3 and not s.sporadic())
-  if recurring and loss_only >= 0.8 * len(s.faults) and not op:
+  if recurring and loss_only >= 0.8 * len(s.faults) and op not in EXP_OPS + DIV_LOG_OPS:
     out.add('division_or_log', 2, f'{len(s.faults)} steps with a non-finite loss from finite '
                                   'model outputs: the loss function (add Forensics() to name '
                                   'the op)')

@@ -264,10 +264,11 @@ class DivergenceCheck(interfaces.Policy):
         return _collapsed(run.step, dict(zip(_FIELDS, state.tolist())))
     if not self.judge_end or fields['count'] < 2 * self.rise_patience:
       return None
+    guess = untrained.uniform_guess(run.probe)
     found = self._moved.verdict(self._variables, 2 * self.rise_patience) or untrained.verdict(
-        run.probe, fields['smoothed'], int(fields['count']),
-        self._trail.progress(untrained.uniform_guess(run.probe)),
-        _bad_start(fields) if fields['init_bad'] else '', fields['init_bad'] == _CHANCE)
+        run.probe, fields['smoothed'], int(fields['count']), self._trail.progress(guess),
+        _bad_start(fields) if fields['init_bad'] else '', fields['init_bad'] == _CHANCE,
+        self._trail.never_below(guess))
     if found is None:
       return None
     return interfaces.Decision(action=interfaces.ABORT, trigger=found[0], step=run.step,

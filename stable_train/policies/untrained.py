@@ -71,6 +71,14 @@ class Trail:
     recent = self._down(count_from=0.5, ceiling=math.inf)
     return capped if recent is None else max(capped, recent)
 
+  def never_below(self, guess: Optional[float]) -> bool:
+    """Whether the smoothed loss stayed at `guess` or above since the run's first quarter (the
+    untrained model's own loss may start a little under it)."""
+    if self._now is None or guess is None:
+      return False
+    kept = [v for c, v in self._points if c >= self._now[0] / 4] + [self._now[1]]
+    return min(kept) >= guess
+
   def _down(self, count_from: float, ceiling: float) -> Optional[float]:
     """1 - the mean over the last quarter / the mean over the quarter from `count_from` x the
     count, each point at `ceiling` at most; None without points in both."""
@@ -85,20 +93,24 @@ class Trail:
 
 
 def verdict(probe, smoothed: float, steps: int, progress: Optional[float],
-            broken_start: str = '', chance_start: bool = False) -> Optional[Tuple[str, str]]:
+            broken_start: str = '', chance_start: bool = False,
+            never_below: bool = False) -> Optional[Tuple[str, str]]:
   """(rule, reason) when the run's model did not train after `steps` applied steps (its
   smoothed training loss `smoothed`, down by `progress` over the second half, see `Trail`),
   else None; never raises (a diagnostic never ends a run). Rules: `CONSTANT`, `CHANCE`.
   `broken_start`: what the start check found wrong, if anything (`diagnostics.bad_start`);
-  `chance_start`: that was a loss far above a uniform guess's (then `at_chance` is lenient)."""
+  `chance_start`: that was a loss far above a uniform guess's (then `at_chance` is lenient);
+  `never_below`: the smoothed loss never went below the guess (`Trail.never_below`): however it
+  moved above it, no progress, and `at_chance` is lenient."""
   try:
-    return _verdict(probe, smoothed, steps, progress, broken_start, chance_start)
+    return _verdict(probe, smoothed, steps, progress, broken_start, chance_start or never_below,
+                    never_below)
   except Exception:  # pylint: disable=broad-except  (a model or batch it cannot judge)
     return None
 
 
-def _verdict(probe, smoothed, steps, progress, broken_start, chance_start):
-  stalled = progress is not None and progress < PROGRESS
+def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never_below=False):
+  stalled = progress is not None and (progress < PROGRESS or never_below)
   if stalled and collapse.constant(probe) is not None:
     return CONSTANT, (
         f'the model did not train: after {steps} steps its outputs on the first batch are the '
