@@ -8,8 +8,9 @@ best (min) ms/step over `repeats` timed runs after a warm-up (tracing excluded).
   core           loss, gradients, global norm, one finite flag, tf.cond apply-or-skip
   + provenance   + per-variable gradient finite flags, first-bad index, ValidateInputs checks
                  (input finite flags ANDed into the apply decision, first-bad-input index)
-  Trainer        the real Trainer with the default policies, then + ValidateInputs + Forensics
-                 (the in-loop stash `tf.cond` and early-exit check on every step)
+  Trainer        the real Trainer with the default policies without their Forensics, with it
+                 active (the in-loop stash `tf.cond` and early-exit check on every step: what a
+                 run with a model_dir has), then + ValidateInputs
 """
 
 import os
@@ -88,14 +89,18 @@ def bare_loop(with_provenance: bool):
   return run
 
 
-def trainer_loop(with_forensics: bool):
-  """The real Trainer, default policies (+ ValidateInputs + Forensics); returns run(steps)."""
+def trainer_loop(kind: str):
+  """The real Trainer (nothing on disk), returns run(steps). `kind`: 'without' (the default
+  policies without their Forensics: the stack before it joined), 'default' (with it active, as
+  a run with a model_dir has it), 'full' (+ ValidateInputs)."""
   import keras  # pylint: disable=g-import-not-at-top
   import stable_train  # pylint: disable=g-import-not-at-top
   from stable_train.zoo import models  # pylint: disable=g-import-not-at-top
-  policies = stable_train.default_policies()
-  if with_forensics:
-    policies += [stable_train.ValidateInputs(), stable_train.Forensics()]
+  policies = stable_train.default_policies()[:-1]  # The optional Forensics is last.
+  if kind != 'without':  # Not optional: active without a model_dir too.
+    policies += [stable_train.Forensics()]
+  if kind == 'full':
+    policies += [stable_train.ValidateInputs()]
   trainer = stable_train.Trainer(model=models.mlp(), optimizer=keras.optimizers.Adam(1e-3),
                                  loss=keras.losses.MeanSquaredError(), policies=policies,
                                  model_dir=None, steps_per_loop=FLAGS.steps_per_loop,
@@ -138,9 +143,11 @@ def main(argv):
   core, prov = best_ms_per_step([bare_loop(False), bare_loop(True)])
   print(_line('core step', core, core))
   print(_line('core step + provenance', prov, core))
-  base, full = best_ms_per_step([trainer_loop(False), trainer_loop(True)])
-  print(_line('Trainer, default policies', base, base))
-  print(_line('  + ValidateInputs + Forensics', full, base))
+  base, default, full = best_ms_per_step([trainer_loop('without'), trainer_loop('default'),
+                                          trainer_loop('full')])
+  print(_line('Trainer, default w/o Forensics', base, base))
+  print(_line('  default (Forensics active)', default, base))
+  print(_line('  + ValidateInputs', full, base))
 
 
 if __name__ == '__main__':

@@ -51,7 +51,10 @@ def test_sick_matrix_counts_citations_and_splits():
     splits[c.expected].add(c.split)
   for cause in cases.CAUSES:
     assert len(archs[cause]) >= 3, (cause, archs[cause])
-    assert splits[cause] == set(cases.SPLITS), (cause, splits[cause])
+    # blind3's transient scenario (a kernel bit flip) never showed its symptom in plain Keras,
+    # so its writer dropped it: that split holds every other cause.
+    expected = set(cases.SPLITS) - ({'blind3'} if cause == 'transient' else set())
+    assert splits[cause] == expected, (cause, splits[cause])
   assert any(len(c.seeds) > 1 for c in sick)
 
 

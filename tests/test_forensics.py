@@ -374,7 +374,7 @@ class DefaultStackTest(tf.test.TestCase):
 
   def test_a_step_it_cannot_investigate_is_told_and_the_run_goes_on(self):
     model_dir = self.get_temp_dir()
-    with mock.patch.object(forensics, 'build_report', side_effect=RuntimeError('odd model')):
+    with mock.patch.object(forensics.report_lib, 'build_report', side_effect=RuntimeError('odd model')):
       summary = self._default(model_dir).fit(_regression(), num_steps=2)
     self.assertEqual((summary['global_step'], summary['skipped_steps']), (2, 2))
     [event] = _events(model_dir, 'forensics')
@@ -400,3 +400,44 @@ class ActivationsTest(tf.test.TestCase):
     scales = activations.activation_scales(model, np.ones((2, NUM_FEATURES), np.float32))
     self.assertIn('head', [s['layer'] for s in scales])
     self.assertNotIn('two', [s['layer'] for s in scales])
+
+
+class DefaultStackUseTest(tf.test.TestCase):
+  """What a user's run meets with the default stack's Forensics: ragged features, a model_dir
+  written before it joined the stack, a second fit whose batches have another structure."""
+
+  def _trainer(self, model_dir, policies=None, model=None):
+    return trainer_lib.Trainer(model=model or _model(PlainLog(name='plain_log')),
+                               optimizer=keras.optimizers.Adam(1e-3),
+                               loss=keras.losses.MeanSquaredError(), model_dir=model_dir,
+                               policies=policies, steps_per_loop=4, verbose=False)
+
+  def test_ragged_features_train_and_leave_no_record(self):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((None,), ragged=True, dtype='float32')
+    dense = keras.layers.Lambda(lambda r: r.to_tensor(shape=[None, NUM_FEATURES]),
+                                output_shape=(NUM_FEATURES,))(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(1)(dense))
+    rows = tf.ragged.constant([[1.0] * (1 + k % NUM_FEATURES) for k in range(32)])
+    data = tf.data.Dataset.from_tensor_slices((rows, tf.ones([32, 1]))).batch(8).repeat()
+    model_dir = self.get_temp_dir()
+    summary = self._trainer(model_dir, model=model).fit(data, num_steps=4)
+    self.assertEqual((summary['status'], summary['applied_steps']), ('completed', 4))
+
+  def test_a_model_dir_of_the_stack_before_it_resumes(self):
+    model_dir = self.get_temp_dir()
+    old = trainer_lib.setup.default_policies()[:-1]
+    self._trainer(model_dir, old, model=_model()).fit(_regression(), num_steps=4)
+    summary = self._trainer(model_dir, model=_model()).fit(_regression(), num_steps=8)
+    self.assertEqual((summary['status'], summary['global_step']), ('completed', 8))
+
+  def test_a_second_fit_with_another_batch_structure_is_recorded(self):
+    model_dir = self.get_temp_dir()
+    trainer = self._trainer(model_dir, model=_model())
+    weighted = _regression().map(lambda x, y: (x, y, tf.ones_like(y[:, 0])))
+    trainer.fit(weighted, num_steps=4)  # Healthy: traces the stash for (x, y, w).
+    trainer.fit(_regression(poison_batches=[1]), num_steps=8)
+    [event] = _events(model_dir, 'forensics')
+    self.assertEqual((event['step'], event['fault']), (6, 'input'))
+    _, batch = forensics.read_record(event['dir'])
+    self.assertLen(batch, 2)

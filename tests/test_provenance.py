@@ -45,6 +45,10 @@ class ProvenanceTest(tf.test.TestCase):
                      'dense_0')
     self.assertEqual(provenance.layer_of_op('mlp_1/Exp', known), 'mlp')
     self.assertIsNone(provenance.layer_of_op('Exp', known))
+    # Keras's default names: in the re-run's 'sequential_1', 'dense_1' is layer 'dense' again.
+    default = ['sequential', 'dense', 'dense_1', 'dense_2']
+    self.assertEqual(provenance.layer_of_op('sequential_1/dense_1/MatMul', default), 'dense')
+    self.assertEqual(provenance.layer_of_op('sequential/dense_1/MatMul', default), 'dense_1')
 
   def test_parse_graph_error(self):
     found = provenance.parse_check_numerics_error(GRAPH_ERROR, ['mlp', 'dense_1'])

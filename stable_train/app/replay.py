@@ -16,6 +16,7 @@ from stable_train.core import labels as labels_lib
 from stable_train import errors
 from stable_train.forensics import forensics
 from stable_train.forensics import provenance
+from stable_train.forensics import report as forensics_report
 
 
 class ReplayError(errors.ConfigError):
@@ -134,7 +135,7 @@ def replay(forensics_dir: str, *, trainer=None, gin_files: Sequence[str] = (),
   features, labels = trainer.split_batch(batch)
   paths = [provenance.variable_path(v) for v in trainer.model.trainable_variables]
   observed = provenance.observed_from_rerun(again, paths, interfaces.input_paths(features, labels))
-  report = forensics.build_report(trainer, batch, step=recorded['step'], observed=observed,
+  report = forensics_report.build_report(trainer, batch, step=recorded['step'], observed=observed,
                                   again=again)
   report.update(state='restored from the record', checkpoint=recorded.get('checkpoint'),
                 last_good_checkpoint=recorded.get('last_good_checkpoint'))

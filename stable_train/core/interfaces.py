@@ -41,5 +41,9 @@ class Policy(InGraphHalf, HostHalf, tf.Module):
     `EndCheck` (a last word on a run about to end),
     `NormCeiling` (a fixed ceiling a recovery sets).
   Traits: `decides_on_clean_loops`, `uses_first_batch` (host); `updates_after_apply`,
-    `end_step_compiles`, `uses_end_step` (in-graph).
+    `end_step_compiles`, `uses_end_step` (in-graph); `checkpointed`.
   """
+
+  # False for a policy whose state is scratch (the default stack's optional Forensics): left out
+  # of the run's checkpoints, so adding or dropping it never stops a resume.
+  checkpointed = True

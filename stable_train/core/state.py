@@ -45,7 +45,7 @@ class TrainState(tf.Module):
         setattr(self, name, tf.Variable(initial, dtype=tf.int64, trainable=False, name=name))
       self.lr_scale = tf.Variable(1.0, dtype=tf.float32, trainable=False, name='lr_scale')
     self.policies = tf.Module(name='policies')
-    self.policies.by_name = {p.name: p for p in policies}
+    self.policies.by_name = {p.name: p for p in policies if getattr(p, 'checkpointed', True)}
 
   def checkpoint_objects(self, *, model, optimizer, forward_state: Sequence[tf.Variable],
                          random_states: Sequence[tf.Variable]) -> Dict[str, Any]:

@@ -124,7 +124,7 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                         f'lower {name}.learning_rate 10x') + (
                             '  # or warm it up: @WarmupSchedule()' if rate else ''),
       'exploding_gradients': (f'Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), '
-                              f'@SkipNonFinite(), @DivergenceCheck()] and '
+                              f'@SkipNonFinite(), @DivergenceCheck(), @Forensics()] and '
                               f'ClipByGlobalNorm.max_norm = {norm}  # the healthy norm'),
       'initialisation': ((f'{model}.kernel_initializer = @keras.initializers.HeNormal()  # or '
                           'GlorotUniform' if model else
@@ -141,7 +141,7 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
       'precision': ("train.precision = 'mixed_bfloat16'  # float32's range; or 'float32', or "
                     'rescale the inputs/activations below 65504'),
       'bad_input': ('Trainer.policies = [@ValidateInputs(), @CheckNumerics(), @AdaptiveClip(), '
-                    '@SkipNonFinite(), @OutlierSkip(), @DivergenceCheck()]  # skip and '
+                    '@SkipNonFinite(), @OutlierSkip(), @DivergenceCheck(), @Forensics()]  # skip and '
                     'quarantine bad batches; then fix the data at the batches named'),
       'transient': ('nothing to change in the model: if it recurs, suspect the hardware '
                     '(memory errors) or non-deterministic ops; Forensics(recheck=True) '

@@ -10,15 +10,14 @@ import shutil
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import gin
-import keras
 import numpy as np
 import tensorflow as tf
 
 from stable_train import compat
 from stable_train.core import interfaces
 from stable_train import errors
-from stable_train.forensics import activations
 from stable_train.forensics import provenance
+from stable_train.forensics import report as report_lib
 from stable_train.forensics import structure
 from stable_train.runfiles import events as events_lib
 
@@ -34,17 +33,19 @@ CHECKPOINT_PREFIX = os.path.join('checkpoint', 'ckpt')
 class _Stash:
   """Host-visible copies of the last faulty step's batch and flags, written in-graph on a fault only.
 
-  Deliberately not a tf.Module attribute that checkpoints track: it is scratch space, its variables
-  have no fixed shape, and old checkpoints must keep restoring.
+  Deliberately not a tf.Module attribute that checkpoints track: it is scratch space, and old
+  checkpoints must keep restoring. The batch is kept serialized (`tf.io.serialize_tensor`, one
+  string per tensor), so one set of variables, made at the first trace, takes a batch of any
+  structure: a later fit's other structure is one more `layouts` entry, not new variables
+  (which a retrace may not create).
   """
 
-  def __init__(self, batch):
-    flat = tf.nest.flatten(batch)
-    self.structure = structure.encode(batch)
+  def __init__(self):
+    self.layouts: List[Tuple[Any, Tuple[tf.DType, ...]]] = []  # (structure, dtypes) per trace.
     with tf.init_scope():  # Created eagerly, even while the loop is being traced.
-      self.inputs = [tf.Variable(self._empty(t.dtype), shape=tf.TensorShape(None),
-                                 trainable=False, name=f'forensics_input_{i}')
-                     for i, t in enumerate(flat)]
+      self.data = tf.Variable(tf.constant([], tf.string), shape=tf.TensorShape(None),
+                              trainable=False, name='forensics_batch')
+      self.layout = tf.Variable(-1, dtype=tf.int64, trainable=False, name='forensics_layout')
       self.grad_flags = tf.Variable(tf.zeros([0], tf.bool), shape=tf.TensorShape(None),
                                     trainable=False, name='forensics_grad_flags')
       self.step = tf.Variable(-1, dtype=tf.int64, trainable=False, name='forensics_step')
@@ -52,14 +53,23 @@ class _Stash:
       self.captured = tf.Variable(False, trainable=False, name='forensics_captured')
       self.armed = tf.Variable(True, trainable=False, name='forensics_armed')
 
-  @staticmethod
-  def _empty(dtype):
-    return tf.constant([], dtype=dtype) if dtype == tf.string else tf.zeros([0], dtype)
+  def layout_of(self, batch) -> int:
+    """The index of `batch`'s (structure, dtypes) in `layouts`, added if new. Trace time."""
+    layout = (structure.encode(batch), tuple(t.dtype for t in tf.nest.flatten(batch)))
+    if layout not in self.layouts:
+      self.layouts.append(layout)
+    return self.layouts.index(layout)
+
+  @property
+  def structure(self):
+    """The stashed batch's structure (`structure.encode`)."""
+    return self.layouts[int(self.layout.numpy())][0]
 
   def batch(self):
     """The stashed batch as tensors, in its original structure."""
-    template = structure.decode(self.structure)
-    return tf.nest.pack_sequence_as(template, [v.read_value() for v in self.inputs])
+    code, dtypes = self.layouts[int(self.layout.numpy())]
+    flat = [tf.io.parse_tensor(s, d) for s, d in zip(tf.unstack(self.data.read_value()), dtypes)]
+    return tf.nest.pack_sequence_as(structure.decode(code), flat)
 
 
 class _Holder:  # A plain box for the stash: tf.Module tracks lists and dicts, not plain objects.
@@ -78,6 +88,8 @@ class Forensics(interfaces.Policy):
   """
 
   WHEN = ('first', 'every', 'never')
+  checkpointed = property(lambda self: not self.optional,
+                          doc='An optional one (the default stack\'s) is left out of checkpoints.')
 
   def __init__(self, *, when: str = 'first', recheck: bool = False, optional: bool = False,
                name: str = 'forensics'):
@@ -136,14 +148,18 @@ class Forensics(interfaces.Policy):
       return None
     if isinstance(batch, tuple) and compat.namedtuple_fields(batch) is None:
       batch = tuple(b for b in batch if b is not None)  # train_on_batch's sample_weight=None.
+    flat = tf.nest.flatten(batch)
+    if not flat or any(isinstance(t, (tf.RaggedTensor, tf.SparseTensor)) for t in flat):
+      return None  # The stash takes dense tensors only: such a batch leaves no record.
     if self._stash is None:
-      self._holder.stash = _Stash(batch)
+      self._holder.stash = _Stash()
     stash = self._stash
+    layout = stash.layout_of(batch)
     capture = tf.logical_and(interfaces.step_faulty(report), stash.armed)
 
     def save():
-      for v, t in zip(stash.inputs, tf.nest.flatten(batch)):
-        v.assign(t)
+      stash.data.assign(tf.stack([tf.io.serialize_tensor(t) for t in flat]))
+      stash.layout.assign(layout)
       stash.grad_flags.assign(report['grad_finite_flags'])
       stash.step.assign(tf.cast(report['step'], tf.int64))
       stash.applied.assign(report['applied'])
@@ -169,8 +185,9 @@ class Forensics(interfaces.Policy):
 
   def execute(self, decision, run):
     """Investigates the captured step (re-run, record folder, event), then re-arms the stash."""
-    try:
-      self.investigate(run, decision.details['reports'], decision.details['index'])
+    try:  # Nothing due (a resumed run's record is written): no event.
+      if self.recheck or self._deep_due():
+        self.investigate(run, decision.details['reports'], decision.details['index'])
       again = self.recheck or self._deep_due()
     except Exception as e:  # pylint: disable=broad-except  (a diagnostic never ends a run)
       log.warning('step %d: forensics could not investigate it (%s: %s)', decision.step,
@@ -226,59 +243,8 @@ class Forensics(interfaces.Policy):
         'loss': float(reports.loss[i]), 'loss_finite': bool(reports.loss_finite[i]),
         'outputs_finite': bool(reports.outputs_finite[i]), 'applied': applied,
         'grad_flags': [bool(f) for f in self._stash.grad_flags.numpy()]}
-    return build_report(probe, batch, step=int(reports.step[i]), observed=observed,
+    return report_lib.build_report(probe, batch, step=int(reports.step[i]), observed=observed,
                         again=again)
-
-
-def _num_classes(probe) -> Optional[int]:
-  """The class count labels are checked against: a policy's that checks the labels' range (its
-  `num_classes`, as `ValidateInputs` has it), else the step's own."""
-  for p in probe.policies:
-    if getattr(p, 'num_classes', None) is not None:
-      return p.num_classes
-  return probe.label_classes
-
-
-def build_report(probe, batch, *, step: int, observed: Dict[str, Any],
-                 again: Optional[provenance.Rerun] = None) -> Dict[str, Any]:
-  """The deep provenance of one faulty step: variable level, op level (a re-run) and the batch.
-
-  Args:
-    probe: the run's `handle.Probe` (or a Trainer), holding the state the step started from.
-    batch: the step's dataset element.
-    step: its global step.
-    observed: what the step itself saw: 'fault', 'offending_tensor', 'loss', 'loss_finite',
-      'outputs_finite', 'grad_flags' (per variable, layer order), 'applied'.
-    again: a non-XLA re-run of the step on this state and batch, if the caller has one already.
-  """
-  paths = [provenance.variable_path(v) for v in probe.model.trainable_variables]
-  features, labels = probe.split_batch(batch)
-  flat = [np.asarray(t) for t in interfaces.flatten_inputs(features, labels)]
-  if again is None:
-    again = provenance.rerun(probe, batch)
-  applied = observed['applied']
-  grad_flags = observed['grad_flags']
-  return {
-      'step': step,
-      'fault': observed['fault'],
-      'offending_tensor': observed['offending_tensor'],
-      'loss': observed['loss'],
-      'loss_finite': observed['loss_finite'],
-      'outputs_finite': observed['outputs_finite'],
-      'applied': applied,
-      'state': ('after the applied faulty update' if applied else
-                'before the faulty step (the skip left it bit-identical)'),
-      'variable_paths': paths,
-      'grad_finite_flags': grad_flags,
-      'variable_level': provenance.variable_provenance(
-          grad_flags, paths, loss_finite=observed['loss_finite'],
-          outputs_finite=observed['outputs_finite']),
-      'op_level': provenance.locate_op(probe, batch),
-      'inputs': provenance.input_summary(interfaces.input_paths(features, labels), flat,
-                                         again.input_flags, _num_classes(probe)),
-      'rerun': {'loss': again.loss, 'finite': again.finite},
-      'activations': activations.activation_scales(probe.model, features),
-  }
 
 
 def _rng_state() -> Dict[str, Any]:

@@ -89,17 +89,20 @@ def layer_of_op(op_name: str, known_layers: Sequence[str]) -> Optional[str]:
   """The innermost layer whose name scope holds op `op_name`, e.g. 'mlp_1/dense_1_1/MatMul'.
 
   Graph name scopes get a '_<n>' suffix when a layer is called again in a new graph, so a scope
-  matches a layer by its exact name first, then with one such suffix removed.
+  matches a layer by its exact name, or with one such suffix removed; inside a scope that was
+  such a re-call (the re-run's 'sequential_1' of model 'sequential'), the suffixed reading wins
+  ('sequential_1/dense_1/MatMul' is layer 'dense' where both 'dense' and 'dense_1' exist).
   """
   known = set(known_layers)
   scopes = [s for s in op_name.split('/')[:-1] if s and s != 'gradient_tape']
-  for scope in reversed(scopes):
-    if scope in known:
-      return scope
+  found, recalled = None, False
+  for scope in scopes:  # Outermost first; the innermost match is the answer.
     stripped = re.sub(r'_\d+$', '', scope)
-    if stripped in known:
-      return stripped
-  return None
+    if scope in known and not (recalled and stripped != scope and stripped in known):
+      found = scope
+    elif stripped in known:
+      found, recalled = stripped, True
+  return found
 
 
 @dataclasses.dataclass(frozen=True)
