@@ -374,7 +374,8 @@ class DefaultStackTest(tf.test.TestCase):
 
   def test_a_step_it_cannot_investigate_is_told_and_the_run_goes_on(self):
     model_dir = self.get_temp_dir()
-    with mock.patch.object(forensics.report_lib, 'build_report', side_effect=RuntimeError('odd model')):
+    with mock.patch.object(forensics.report_lib, 'build_report',
+                           side_effect=RuntimeError('odd model')):
       summary = self._default(model_dir).fit(_regression(), num_steps=2)
     self.assertEqual((summary['global_step'], summary['skipped_steps']), (2, 2))
     [event] = _events(model_dir, 'forensics')

@@ -18,7 +18,8 @@ HEALTHY: List[cases.Case] = list(healthy.HEALTHY.cases)
 SICK: List[cases.Case] = sorted(
     sick_arith.ARITH.cases + sick_hardware.HARDWARE.cases + sick_training.TRAINING.cases +
     sick_data.DATA.cases + sick_fresh.FRESH.cases + sick_blind.BLIND.cases +
-    sick_blind2.BLIND2.cases + sick_blind3.BLIND3.cases, key=lambda c: cases.CAUSES.index(c.expected))
+    sick_blind2.BLIND2.cases + sick_blind3.BLIND3.cases,
+    key=lambda c: cases.CAUSES.index(c.expected))
 ALL: List[cases.Case] = HEALTHY + SICK
 
 

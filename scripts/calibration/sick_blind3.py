@@ -333,7 +333,8 @@ def drifting_digits(seed, *, frames=16, size=8):
 
 
 def meter_sets(seed, *, rows=2048, size=100):
-  """Sets of `size` positive meter readings (log-normal, a level per set) and the log of their mean square."""
+  """Sets of `size` positive meter readings (log-normal, a level per set) and the log of their
+  mean square."""
   rng = np.random.RandomState(11500 + seed)
   x = rng.lognormal(rng.uniform(-0.5, 0.5, (rows, 1, 1)), 0.5, (rows, size, 1)).astype(np.float32)
   return x, np.log(np.mean(np.square(x), axis=(1, 2)))[:, None].astype(np.float32)
@@ -662,7 +663,8 @@ def _(seed, cured=False):
 
 @add('blind3_exp_listnet_percentage_relevance', 'softmax_overflow', 'listnet', doors=('trainer',),
      steps=150, jit=True,
-     citation='shiba24/learning2rank#22; huggingface/sentence-transformers#4012; dotnet/machinelearning#3648')
+     citation='shiba24/learning2rank#22; huggingface/sentence-transformers#4012; '
+              'dotnet/machinelearning#3648')
 def _(seed, cured=False):
   """A ListNet ranker (XLA) whose top-one loss computes softmax(relevance) as exp(v) / sum(exp(v));
   the editorial relevance is a score of 0-100, and exp(100) overflows float32: inf / inf = NaN
@@ -705,8 +707,8 @@ def _(seed, cured=False):
      citation='charlesq34/pointnet#239; fxia22/pointnet.pytorch#58')
 def _(seed, cured=False):
   """A PointNet classifying point clouds centred and scaled to the unit sphere in preprocessing;
-  0.4 % of the scans failed and came back as zeros (padding only), whose largest norm is 0: 0 / 0 puts NaN
-  clouds in the data; the batch holding one gives NaN gradients and the weights turn NaN (on CPU
+  0.4 % of the scans failed and came back as zeros (padding only), whose largest norm is 0:
+  0 / 0 puts NaN clouds in the data; the batch holding one gives NaN gradients and the weights turn NaN (on CPU
   the global max pooling can pass finite values, so the logged loss may stay finite and flat
   near log(5) while the model's outputs are non-finite). charlesq34/pointnet#239 and
   fxia22/pointnet.pytorch#58 ("Getting NAN after few iterations": "There were NAN's in the input

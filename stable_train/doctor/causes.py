@@ -171,8 +171,7 @@ def _arithmetic_rules(s: Symptoms, out: _Scores) -> None:
   if top > EXP_OVERFLOW and loss_only:
     out.add('softmax_overflow', 2, f"the model's outputs reach {top:.3g}: exp() of them "
                                    'overflows float32 (above 88.7)')
-  if op in PRODUCT_OPS and loss_only and not s.fp16 and not (
-      (s.forensics or {}).get('op_level') or {}).get('layer'):
+  if op in PRODUCT_OPS and loss_only and not s.fp16 and s.op_in_loss():
     out.add('softmax_overflow', 3, f"forensics: the first NaN/Inf came out of a {op} in the "
                                    f"loss ({_op(s)}), from finite outputs: a product that "
                                    'overflows float32, typically exp() terms multiplied (work in '
@@ -319,11 +318,9 @@ def _mismatch_rules(s: Symptoms, out: _Scores) -> None:
     return
   out.add(MISMATCH, 4, f"at the start the loss did not fit the model's outputs "
                        f"({found.get('kind')}): {found.get('message')}", decisive=True)
-  op = s.op_type()
-  if op and not ((s.forensics or {}).get('op_level') or {}).get('layer'):
-    # The loss's own arithmetic (a log of a negative rate) on the outputs it does not fit.
-    out.add(MISMATCH, 5, f'forensics: the first NaN/Inf came out of the loss\'s {op} op '
-                         f'({_op(s)}), fed the outputs the loss does not fit', decisive=True)
+  if s.op_in_loss():  # The loss's own arithmetic (a log of a negative rate) on those outputs.
+    out.add(MISMATCH, 5, f"forensics: the first NaN/Inf came out of the loss's {s.op_type()} "
+                         f'op ({_op(s)}), fed the outputs the loss does not fit', decisive=True)
   if not s.faults:
     out.add(MISMATCH, 3, 'no step was non-finite: a finite loss that the mismatch keeps from '
                          'training, not an overflow')

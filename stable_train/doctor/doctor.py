@@ -141,8 +141,8 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
       'precision': ("train.precision = 'mixed_bfloat16'  # float32's range; or 'float32', or "
                     'rescale the inputs/activations below 65504'),
       'bad_input': ('Trainer.policies = [@ValidateInputs(), @CheckNumerics(), @AdaptiveClip(), '
-                    '@SkipNonFinite(), @OutlierSkip(), @DivergenceCheck(), @Forensics()]  # skip and '
-                    'quarantine bad batches; then fix the data at the batches named'),
+                    '@SkipNonFinite(), @OutlierSkip(), @DivergenceCheck(), @Forensics()]  '
+                    '# skip and quarantine bad batches; then fix the data at the batches named'),
       'transient': ('nothing to change in the model: if it recurs, suspect the hardware '
                     '(memory errors) or non-deterministic ops; Forensics(recheck=True) '
                     'keeps telling them apart'),

@@ -227,3 +227,7 @@ class Symptoms:
   def op_type(self) -> Optional[str]:
     op = (self.forensics or {}).get('op_level') or {}
     return op.get('op_type') if op.get('found') else None
+
+  def op_in_loss(self) -> bool:
+    """Whether forensics located the op outside every layer: the loss's own arithmetic."""
+    return self.op_type() is not None and not (self.forensics['op_level'].get('layer'))
