@@ -151,6 +151,17 @@ class RulesTest(tf.test.TestCase):
     events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(1, 12)]
     self.assertEqual(top(events, {'loss_scale': 1.0}, [record])[0], 'precision')
 
+  def test_a_located_op_that_computed_in_float16_is_first_the_float16_range(self):
+    # An RMSNorm's x / sqrt(mean(x^2) + 1e-8) in float16: the epsilon is 0 there.
+    record = {'op_level': {'found': True, 'op_type': 'RealDiv', 'op_name': 'rms/truediv',
+                           'layer': 'rms', 'dtype': 'float16'}, 'inputs': []}
+    events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(1, 12)]
+    found = doctor.diagnose(events, {'loss_scale': 1.0, 'status': 'aborted'}, [record])
+    self.assertEqual(found['cause'], 'precision')
+    self.assertIn('float16 RealDiv', found['evidence'][0])
+    record['op_level']['dtype'] = 'float32'  # The same op in float32 is the division's.
+    self.assertEqual(top(events, {'loss_scale': 1.0}, [record])[0], 'division_or_log')
+
   def test_a_loss_output_mismatch_explains_a_finite_trouble_not_an_op_s_nan(self):
     mismatch = {'event': 'warning', 'step': 10, 'cause': 'loss_output_mismatch',
                 'kind': 'logits_to_probability_loss', 'message': 'm', 'fix': 'f',

@@ -57,6 +57,9 @@ class ProvenanceTest(tf.test.TestCase):
     self.assertEqual(found.layer, 'dense_1')
     self.assertEqual(found.input_name, 'mlp_1/dense_1_1/mul:0')
     self.assertEqual(found.source, '/x/model.py:8 in call')
+    self.assertEqual(found.dtype, 'float32')  # The op output's, not its input's.
+    half = GRAPH_ERROR.replace("<dtype: 'float32'>", "<dtype: 'float16'>")
+    self.assertEqual(provenance.parse_check_numerics_error(half, ['mlp']).dtype, 'float16')
     self.assertIsNone(provenance.parse_check_numerics_error('some other error', ['mlp']))
 
   def test_locate_op_leaves_check_numerics_off(self):

@@ -148,13 +148,15 @@ def _transient_rules(s: Symptoms, out: _Scores) -> None:
 
 def _arithmetic_rules(s: Symptoms, out: _Scores) -> None:
   op = s.op_type()
-  # The op that made the first NaN/Inf outranks the norm history.
+  # The op that made the first NaN/Inf outranks the norm history; one computed in float16 is
+  # first the float16 range's (_precision_rules), its kind only second.
+  located, settles = (5, False) if s.op_in_half() else (8, True)
   if op in DIV_LOG_OPS:
-    out.add('division_or_log', 8, f'forensics: the first NaN/Inf came out of a {op} op ({_op(s)})',
-            decisive=True)
+    out.add('division_or_log', located, f'forensics: the first NaN/Inf came out of a {op} op '
+                                        f'({_op(s)})', decisive=settles)
   if op in EXP_OPS:
-    out.add('softmax_overflow', 8, f'forensics: the first NaN/Inf came out of a {op} op '
-                                   f'({_op(s)})', decisive=True)
+    out.add('softmax_overflow', located, f'forensics: the first NaN/Inf came out of a {op} op '
+                                         f'({_op(s)})', decisive=settles)
   outputs = s.outputs_non_finite()
   if s.inputs_checked and not op and outputs >= max(1, 0.5 * len(s.faults)) and not s.fp16:
     out.add('softmax_overflow', 2, f'{outputs} step(s) whose model outputs were non-finite from '
@@ -195,6 +197,10 @@ def _precision_rules(s: Symptoms, out: _Scores) -> None:
   if hot:
     out.add('precision', 5, f"float16 activations overflow (layer {hot[0]}): above float16's "
                             '65504', decisive=True)
+  if s.op_in_half():
+    out.add('precision', 6, f'forensics: the first NaN/Inf came out of a float16 {s.op_type()} '
+                            f"({_op(s)}): float16's range (largest 65504; an epsilon below 6e-8 "
+                            'is 0) -- compute that layer in float32', decisive=True)
   if s.faults and not s.input_bad() and not s.fault_kinds().get('input') and (
       s.persistent() or len(s.faults) > 3) and not s.op_type() in EXP_OPS + DIV_LOG_OPS:
     out.add('precision', 3, f'{len(s.faults)} non-finite steps under float16 compute from finite '

@@ -139,7 +139,9 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                            'from_logits=True)  # or @sparse_softmax_cross_entropy: the loss '
                            f'from logits, never exp(x) / sum(exp(x)){where}'),
       'precision': ("train.precision = 'mixed_bfloat16'  # float32's range; or 'float32', or "
-                    'rescale the inputs/activations below 65504'),
+                    'rescale the inputs/activations below 65504' + (
+                        f", or keep layer {op['layer']} in float32 (dtype='float32'){where}"
+                        if op.get('found') and op.get('layer') else '')),
       'bad_input': ('Trainer.policies = [@ValidateInputs(), @CheckNumerics(), @AdaptiveClip(), '
                     '@SkipNonFinite(), @OutlierSkip(), @DivergenceCheck(), @Forensics()]  '
                     '# skip and quarantine bad batches; then fix the data at the batches named'),

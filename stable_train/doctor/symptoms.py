@@ -228,6 +228,10 @@ class Symptoms:
     op = (self.forensics or {}).get('op_level') or {}
     return op.get('op_type') if op.get('found') else None
 
+  def op_in_half(self) -> bool:
+    """Whether the op forensics located computed in float16 (its output's dtype)."""
+    return self.op_type() is not None and self.forensics['op_level'].get('dtype') == 'float16'
+
   def op_in_loss(self) -> bool:
     """Whether forensics located the op outside every layer: the loss's own arithmetic."""
     return self.op_type() is not None and not (self.forensics['op_level'].get('layer'))

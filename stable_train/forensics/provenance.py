@@ -114,6 +114,7 @@ class OpProvenance:
   input_name: Optional[str]
   source: Optional[str]  # 'file:line in function' of the innermost user frame that made the op.
   message: str  # The error's line naming the op.
+  dtype: Optional[str] = None  # The op output's dtype, e.g. 'float16'.
 
   def as_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
@@ -122,6 +123,7 @@ class OpProvenance:
 _NODE = re.compile(r"Detected at node '?([^\s']+?)'? defined at")
 _OP = re.compile(r'(Detected Infinity or NaN in output \d+ of (?:graph|eagerly-executing) op '
                  r'"([^"]+)"[^\n]*)')
+_DTYPE = re.compile(r"dtype: <dtype: '(\w+)'>")
 _INPUT = re.compile(r'Input tensor: (?:Tensor|tf\.Tensor)\("([^"]+)"')
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
@@ -135,6 +137,7 @@ def parse_check_numerics_error(text: str, known_layers: Sequence[str]) -> Option
   op_name = node.group(1) if node else ''
   op_name = re.sub(r'/CheckNumericsV2(_\d+)?$', '', op_name)
   input_match = _INPUT.search(text)
+  dtype = _DTYPE.search(text, op.end())
   # The "defined at" frames end with the innermost user code that created the op.
   head = text[:op.start()]
   frames = _FRAME.findall(head[node.end():] if node else head)
@@ -142,7 +145,8 @@ def parse_check_numerics_error(text: str, known_layers: Sequence[str]) -> Option
   return OpProvenance(op_type=op.group(2), op_name=op_name,
                       layer=layer_of_op(op_name, known_layers) if op_name else None,
                       input_name=input_match.group(1) if input_match else None,
-                      source=source, message=op.group(1).strip())
+                      source=source, message=op.group(1).strip(),
+                      dtype=dtype.group(1) if dtype else None)
 
 
 def observed_from_rerun(again: 'Rerun', variable_paths: Sequence[str],
@@ -300,7 +304,7 @@ def format_report(report: Dict[str, Any]) -> str:
   if op is not None:
     lines.append('Op level (re-run with tf.debugging.enable_check_numerics):')
     if op.get('found'):
-      lines.append(f"  op type: {op['op_type']}")
+      lines.append(f"  op type: {op['op_type']}" + (f" ({op['dtype']})" if op.get('dtype') else ''))
       lines.append(f"  op name: {op['op_name']}")
       lines.append(f"  layer:   {op['layer']}")
       if op.get('input_name'):
