@@ -4,6 +4,7 @@ seed generators, the global generators, `optimizer.iterations`) on the zoo, at s
 execution, under XLA, MirroredStrategy and mixed_float16, with sample and class weights."""
 
 import os
+import tempfile
 
 from absl.testing import parameterized
 import keras
@@ -183,21 +184,23 @@ class HealthyRunTest(TestCase):
 
 class SkippedStepChangesNothingTest(TestCase):
 
-  def _check(self, model, kind, **poison):
+  def _check(self, model, kind, callbacks=(), **poison):
     poison = poison or dict(nan_weights=[0])
-    model.fit(dataset(kind).take(2), shuffle=False, verbose=0)
+    model.fit(dataset(kind).take(2), shuffle=False, verbose=0, callbacks=list(callbacks))
     before = whole_state(model)
     steps = int(model.optimizer.iterations.numpy())
     names = [v.path for v in model.non_trainable_variables]
     self.assertTrue(any('seed_generator' in n for n in names), names)  # Dropout state exists.
-    history = model.fit(dataset(kind, **poison).take(1), shuffle=False, verbose=0)
+    history = model.fit(dataset(kind, **poison).take(1), shuffle=False, verbose=0,
+                        callbacks=list(callbacks))
     self.assertEqual(history.history['skipped_steps'], [1.0])
     self.assertSameState(before, whole_state(model), 'a skipped step')
     # The first batch's sample (the default stack's DivergenceCheck) is no state the skip keeps.
     guard = model.train_step.__self__
     self.assertEqual(guard.first_batch() is None, guard.strategy.num_replicas_in_sync > 1)
     self.assertEqual(int(model.optimizer.iterations.numpy()), steps)
-    model.fit(dataset(kind).skip(2).take(2), shuffle=False, verbose=0)  # The state moves on.
+    model.fit(dataset(kind).skip(2).take(2), shuffle=False, verbose=0,  # The state moves on.
+              callbacks=list(callbacks))
     moved = whole_state(model)
     forward = [i for i, v in enumerate(model.variables) if not v.trainable]
     self.assertTrue(any(not np.array_equal(before[i][0], moved[i][0]) for i in forward))
@@ -241,6 +244,20 @@ class SkippedStepChangesNothingTest(TestCase):
     # The guard scales with the wrapper's own variables and applies through its inner optimizer.
     self.assertIs(guard.loss_scale.scale, model.optimizer.dynamic_scale)
     self.assertEqual(int(model.optimizer.step_counter.numpy()), 4)  # Applied steps, as Keras.
+
+  @parameterized.named_parameters(('convnet_bn_mixed_float16', 'convnet_bn', 'mixed_float16'),
+                                  ('transformer', 'transformer', 'float32'))
+  @pytest.mark.slow
+  def test_the_default_forensics_investigates_and_the_skip_still_changes_nothing(self, kind,
+                                                                                 policy):
+    precision.set_precision(policy)
+    model = compiled(kind)
+    guard = keras_fit.guard_fit(model)
+    [spare] = [p for p in guard.policies if isinstance(p, forensics.Forensics)]
+    model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
+    self._check(model, kind, callbacks=[guard.callback(model_dir=model_dir)])
+    self.assertTrue(spare.active)  # It re-ran the skipped step's batch on the state before it.
+    self.assertEqual(os.listdir(os.path.join(model_dir, 'forensics')), ['step_3'])
 
   def test_an_fp16_overflow_halves_the_wrappers_scale_and_changes_nothing_else(self):
     precision.set_precision('mixed_float16')

@@ -160,8 +160,11 @@ class SkippedStepChangesNothingTest(TestCase):
   @parameterized.named_parameters(*[(k, k) for k in ZOO])
   @pytest.mark.slow
   def test_zoo_one_device(self, kind):
-    self._check(_make(kind, model_dir=tempfile.mkdtemp(dir=self.get_temp_dir()),
-                      checkpoint_every=1), kind)
+    model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
+    self._check(_make(kind, model_dir=model_dir, checkpoint_every=1), kind)
+    # The default stack's Forensics investigated the skipped step (a re-run of its batch on the
+    # state before it) and the state was still left exactly as it was.
+    self.assertEqual(os.listdir(os.path.join(model_dir, 'forensics')), ['step_4'])
 
   @pytest.mark.slow
   def test_convnet_steps_per_loop(self):
