@@ -442,6 +442,44 @@ class TwoModelsTest(tf.test.TestCase):
       self.assertAlmostEqual(float(optimizer.learning_rate.numpy()), 5e-3)
 
 
+class TwoModelsForensicsTest(tf.test.TestCase):
+  test_session = None
+
+  def test_the_record_names_every_model_s_variables(self):
+    # The critic's log of a negative score is NaN; its gradients and the generator's behind it
+    # turn NaN: the record's per-variable flags are the step's, for both models, in its order.
+    generator = _model(seed=1, name='generator', outputs=FEATURES)
+    critic = _model(seed=2, name='critic')
+    g_opt, c_opt = keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3)
+
+    def loss_fn(batch):
+      x, _ = batch
+      return tf.reduce_mean(tf.math.log(critic(generator(x, training=True), training=True)))
+
+    guard = stable_train.StepGuard([generator, critic], [g_opt, c_opt], loss_fn=loss_fn)
+
+    @tf.function
+    def train_step(x, y):
+      with guard.step((x, y)) as step:
+        with tf.GradientTape(persistent=True) as tape:
+          loss = loss_fn((x, y))
+        step.apply(tape.gradient(loss, critic.trainable_variables), loss, optimizer=c_opt)
+        step.apply(tape.gradient(loss, generator.trainable_variables), loss, optimizer=g_opt)
+      return step.report
+
+    model_dir = self.get_temp_dir()
+    with stable_train.LoopHost(guard, model_dir=model_dir, read_every=1) as host:
+      for x, y in _batches(1):
+        train_step(x, y)
+        host.after_step()
+    with open(os.path.join(model_dir, 'forensics', 'step_1', 'report.json')) as f:
+      report = json.load(f)
+    paths = [v.path for v in generator.trainable_variables + critic.trainable_variables]
+    self.assertEqual(report['variable_paths'], paths)
+    self.assertLen(report['grad_finite_flags'], len(paths))
+    self.assertEqual(report['op_level']['op_type'], 'Log')
+
+
 class HealthyRunTest(tf.test.TestCase):
   test_session = None
 

@@ -31,7 +31,8 @@ def build_report(probe, batch, *, step: int, observed: Dict[str, Any],
       'outputs_finite', 'grad_flags' (per variable, layer order), 'applied'.
     again: a non-XLA re-run of the step on this state and batch, if the caller has one already.
   """
-  paths = [provenance.variable_path(v) for v in probe.model.trainable_variables]
+  paths = list(getattr(probe, 'variable_paths', None) or
+               [provenance.variable_path(v) for v in probe.model.trainable_variables])
   features, labels = probe.split_batch(batch)
   flat = [np.asarray(t) for t in interfaces.flatten_inputs(features, labels)]
   if again is None:

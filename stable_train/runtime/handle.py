@@ -26,6 +26,8 @@ class Probe:
     loss: the loss the step applies to the model's outputs and the labels (a Keras loss, name
       or function), or None where the step computes its loss otherwise (an overridden
       compute_loss or forward).
+    variable_paths: the paths of the variables the step's gradients are for, in its order
+      (None: the model's trainable variables; a guard of several models lists all of theirs).
   """
   model: Any
   policies: Sequence[interfaces.Policy]
@@ -36,6 +38,7 @@ class Probe:
   jit_compile: bool = False
   label_classes_of: Callable[[], Optional[int]] = lambda: None
   loss: Any = None
+  variable_paths: Optional[Sequence[str]] = None
 
   @property
   def label_classes(self) -> Optional[int]:
