@@ -13,8 +13,9 @@ DOORS = ('trainer', 'fit')
 # the rules that came after the fresh split was read: sick_blind.py) and 'blind2' (a second blind
 # set, written without reading the doctor, its policies or the other sick files, on new
 # architectures: sick_blind2.py) and 'blind3' (a third, written the same way after the default
-# stack took Forensics in: sick_blind3.py).
-SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2', 'blind3')
+# stack took Forensics in: sick_blind3.py) and 'blind4' (a fourth, written the same way on new
+# architectures: sick_blind4.py).
+SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2', 'blind3', 'blind4')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 
