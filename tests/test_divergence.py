@@ -338,6 +338,7 @@ class ByDesignStartTest(tf.test.TestCase):
     self.assertGreater(summary['divergence']['output_rms'],
                        30 * summary['divergence']['label_rms'])
     self.assertEqual((summary['status'], warnings), ('completed', []))
+    self.assertLess(summary['divergence']['kernel_ratio'], 3.0)  # Told the doctor all the same.
     summary, warnings = self._fit(widen=20.0)  # The same outputs, from kernels 20x Glorot's.
     self.assertEqual(summary['status'], 'diverged')
     self.assertIn('the initial weights are too large', summary['reason'])

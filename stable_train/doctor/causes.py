@@ -230,11 +230,13 @@ def _start_rules(s: Symptoms, out: _Scores) -> None:
     if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
       out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '
                               f"outputs start at {s.output_ratio:.3g}x the labels' scale")
-    elif sound:
-      out.add('initialisation', 2, f"the model's outputs at the start were "
-                                   f"{s.output_ratio:.3g}x the labels' scale, from kernels at "
-                                   f"{s.kernel_ratio:.3g}x LeCun's scale: the forward pass "
-                                   'scales them up, not the initialiser')
+    elif sound:  # The architecture amplifies (depth without normalisation, a sum over many
+      # inputs): its gradients are amplified alike; another initialiser would not change it.
+      out.add('exploding_gradients', 2, f"the model's outputs at the start were "
+                                        f"{s.output_ratio:.3g}x the labels' scale from kernels "
+                                        f"at {s.kernel_ratio:.3g}x LeCun's scale: the forward "
+                                        'pass amplifies the signal, and its gradients with it')
+      out.add('initialisation', 1, 'outputs far off scale at the start (from sound kernels)')
     else:
       out.add('initialisation', 4, f"the model's outputs at the start were "
                                    f"{s.output_ratio:.3g}x the labels' scale", decisive=True)

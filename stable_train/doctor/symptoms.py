@@ -137,6 +137,8 @@ class Symptoms:
       s.output_rms = number(start['output_rms'])
       s.output_ratio = s.output_rms / max(number(start['label_rms']), 1.0)
     s.input_rms = number(start.get('input_rms'))
+    if s.kernel_ratio is None and start.get('kernel_ratio') is not None:  # Measured, no warning.
+      s.kernel_ratio = number(start['kernel_ratio'])
     s.output_max = number(start.get('output_max'))
     clip = summary.get('adaptive_clip') or {}
     s.clipped_steps = int(clip.get('clipped_steps') or 0)

@@ -117,6 +117,7 @@ class DivergenceCheck(interfaces.Policy):
     self._initial, self._variables, self._moved = None, [], untrained.Moved()
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
+    self._kernels = {}  # Host-only: the start check's weight scale (`weight_scale.fields`).
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
     self._fold = trend.Fold(smoothing=self.smoothing, factor=self.factor, warmup=self.warmup,
                             patience=self.patience, rise_patience=self.rise_patience,
@@ -228,7 +229,7 @@ class DivergenceCheck(interfaces.Policy):
         ratio = scales[0] / max(scales[1], 1.0)
         scales = [x if math.isfinite(x) else _HUGE for x in scales]
       excess = diagnostics.chance_excess(run.probe, float(state[_I['start']]))
-      kernels = weight_scale.fields(self._variables, initial, run.probe.model)
+      kernels = self._kernels = weight_scale.fields(self._variables, initial, run.probe.model)
       bad = (_CHANCE if excess is not None and excess > CHANCE_EXCESS else
              float(math.isfinite(ratio) and ratio > self.output_ratio
                    and not weight_scale.by_design(kernels, scales[2])))
@@ -285,10 +286,10 @@ class DivergenceCheck(interfaces.Policy):
   def summary(self):
     state = dict(zip(_FIELDS, self.state.numpy().tolist()))
     value = lambda k: _shown(k, state[k])
-    return {'divergence': {'smoothed_loss': value('smoothed'), 'best': value('best'),
-                           'start': value('start'), 'output_rms': value('output_rms'),
-                           'label_rms': value('label_rms'), 'input_rms': value('input_rms'),
-                           'output_max': value('output_max')}}
+    return {'divergence': dict(  # The kernels' scale: this process's start check, if any.
+        smoothed_loss=value('smoothed'), best=value('best'), start=value('start'),
+        output_rms=value('output_rms'), label_rms=value('label_rms'),
+        input_rms=value('input_rms'), output_max=value('output_max'), **self._kernels)}
 
 
 def _bad_start(state) -> str:  # What was wrong at a broken start.
