@@ -159,8 +159,8 @@ def run(case, door: str, seed: int, stack: str = 'default',
         tempfile.TemporaryDirectory(prefix=f'calib_{case.name}_')) as model_dir:
     with precision_lib.using(case.precision):
       setup = case.build(seed)
-      batches = [(x.numpy(), y.numpy()) for x, y in
-                 (setup.eval_data or setup.data).take(EVAL_BATCHES)]
+      batches = [tf.nest.map_structure(lambda t: t.numpy(), b)  # Features may be nested.
+                 for b in (setup.eval_data or setup.data).take(EVAL_BATCHES)]
       before = _errors(setup.model, batches, setup.kind)
       train = _train_trainer if door == 'trainer' else _train_fit
       try:
