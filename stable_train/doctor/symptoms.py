@@ -128,26 +128,30 @@ class Symptoms:
         s.history = {k: e.get(k) or [] for k in ('steps', 'loss', 'grad_norm', 'learning_rate',
                                                  'loss_scale', 'applied')}
     s.forensics = forensics[0] if forensics else None
-    s.inputs_checked = bool(summary.get('inputs_checked'))
-    s.outputs_checked = summary.get('outputs_checked', True) is not False
-    s.fp16 = 'loss_scale' in summary or any(
-        v != 1.0 for v in finite_values((s.history or {}).get('loss_scale', [])))
+    s.read_summary(summary)
+    return s
+
+  def read_summary(self, summary: Dict[str, Any]) -> None:
+    """The fields of `summary.json` (after the events: the history's loss scale and norms)."""
+    self.inputs_checked = bool(summary.get('inputs_checked'))
+    self.outputs_checked = summary.get('outputs_checked', True) is not False
+    self.fp16 = 'loss_scale' in summary or any(
+        v != 1.0 for v in finite_values((self.history or {}).get('loss_scale', [])))
     start = summary.get('divergence') or summary.get('init_check') or {}
     if start.get('output_rms') is not None and start.get('label_rms') is not None:
-      s.output_rms = number(start['output_rms'])
-      s.output_ratio = s.output_rms / max(number(start['label_rms']), 1.0)
-    s.input_rms = number(start.get('input_rms'))
-    if s.kernel_ratio is None and start.get('kernel_ratio') is not None:  # Measured, no warning.
-      s.kernel_ratio = number(start['kernel_ratio'])
-    s.output_max = number(start.get('output_max'))
+      self.output_rms = number(start['output_rms'])
+      self.output_ratio = self.output_rms / max(number(start['label_rms']), 1.0)
+    self.input_rms = number(start.get('input_rms'))
+    if self.kernel_ratio is None and start.get('kernel_ratio') is not None:  # Measured, unwarned.
+      self.kernel_ratio = number(start['kernel_ratio'])
+    self.output_max = number(start.get('output_max'))
     clip = summary.get('adaptive_clip') or {}
-    s.clipped_steps = int(clip.get('clipped_steps') or 0)
-    norms = finite_values((s.history or {}).get('grad_norm', [])[:-1])
+    self.clipped_steps = int(clip.get('clipped_steps') or 0)
+    norms = finite_values((self.history or {}).get('grad_norm', [])[:-1])
     if norms.size:
-      s.healthy_norm = float(np.median(norms))
+      self.healthy_norm = float(np.median(norms))
     elif clip.get('norm_mean'):
-      s.healthy_norm = float(clip['norm_mean'])
-    return s
+      self.healthy_norm = float(clip['norm_mean'])
 
   # -- derived ------------------------------------------------------------------------------------
   def fault_kinds(self) -> Dict[str, int]:

@@ -284,8 +284,7 @@ class DivergenceCheck(interfaces.Policy):
     return float(state[_I['above']]) == 0.0 and float(state[_I['verdict']]) != _COLLAPSED
 
   def summary(self):
-    state = dict(zip(_FIELDS, self.state.numpy().tolist()))
-    value = lambda k: _shown(k, state[k])
+    value = lambda k, state=dict(zip(_FIELDS, self.state.numpy().tolist())): _shown(k, state[k])
     return {'divergence': dict(  # The kernels' scale: this process's start check, if any.
         smoothed_loss=value('smoothed'), best=value('best'), start=value('start'),
         output_rms=value('output_rms'), label_rms=value('label_rms'),
