@@ -449,7 +449,9 @@ class TwoModelsForensicsTest(tf.test.TestCase):
     # The critic's log of a negative score is NaN; its gradients and the generator's behind it
     # turn NaN: the record's per-variable flags are the step's, for both models, in its order.
     generator = _model(seed=1, name='generator', outputs=FEATURES)
-    critic = _model(seed=2, name='critic')
+    critic = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, name='c_dense'),
+                               keras.layers.BatchNormalization(), keras.layers.Dropout(0.3),
+                               keras.layers.Dense(1, name='c_out')], name='critic')
     g_opt, c_opt = keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3)
 
     def loss_fn(batch):
@@ -471,7 +473,11 @@ class TwoModelsForensicsTest(tf.test.TestCase):
     with stable_train.LoopHost(guard, model_dir=model_dir, read_every=1) as host:
       for x, y in _batches(1):
         train_step(x, y)
-        host.after_step()
+        skipped = _state(generator, critic, g_opt, c_opt)
+        host.after_step()  # Investigates: a training-mode re-run of the batch through both.
+    # The re-run moved neither model's forward state (the critic's BatchNorm statistics and
+    # dropout seed) nor the global generators for good.
+    _assert_same(self, skipped, _state(generator, critic, g_opt, c_opt), but=())
     with open(os.path.join(model_dir, 'forensics', 'step_1', 'report.json')) as f:
       report = json.load(f)
     paths = [v.path for v in generator.trainable_variables + critic.trainable_variables]

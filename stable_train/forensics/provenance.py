@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from stable_train.core import interfaces
 from stable_train.core import numerics
+from stable_train.core import state as state_lib
 
 
 def variable_path(v) -> str:
@@ -191,12 +192,20 @@ class Rerun:
         variable_paths=variable_paths)
 
 
-class _RestoreModelState:
-  """Puts every model variable back after a re-run (a training-mode forward pass may move state,
-  e.g. BatchNormalization statistics or seed generators)."""
+def models_of(trainer) -> List[Any]:
+  """The models a run's step trains: a guard's several (`Probe.models`), else its one model."""
+  return list(getattr(trainer, 'models', None) or [trainer.model])
 
-  def __init__(self, model):
-    self._variables = list(model.variables)
+
+class _RestoreModelState:
+  """Puts every variable of the models and the process-wide generators back after a re-run (a
+  training-mode forward pass may move BatchNormalization statistics and seed generators, and a
+  loss may draw from the global generators)."""
+
+  def __init__(self, trainer):
+    variables = [v for m in models_of(trainer) for v in m.variables]
+    variables += state_lib.random_state_variables()
+    self._variables = list({id(v): v for v in variables}.values())
 
   def __enter__(self):
     self._values = [v.numpy() for v in self._variables]
@@ -232,7 +241,7 @@ def rerun(trainer, batch, *, jit_compile: bool = False) -> Rerun:
   if fn is None:  # One function per trainer and mode, so repeated rechecks do not retrace.
     fn = tf.function(_compute_fn(trainer), jit_compile=jit_compile or None, reduce_retracing=True)
     _RERUN_FNS.setdefault(trainer, {})[key] = fn
-  with _RestoreModelState(trainer.model):
+  with _RestoreModelState(trainer):
     loss, grad_flags, input_flags, outputs_ok = fn(batch)
   return Rerun(loss=float(loss.numpy()), grad_flags=[bool(f) for f in grad_flags.numpy()],
                input_flags=[bool(f) for f in input_flags.numpy()],
@@ -245,12 +254,12 @@ def locate_op(trainer, batch) -> Dict[str, Any]:
   Returns:
     {'found': True, **OpProvenance fields} or {'found': False, 'note': why}.
   """
-  known = layer_names(trainer.model)
+  known = [n for m in models_of(trainer) for n in layer_names(m)]
   tf.debugging.enable_check_numerics()
   try:
     # A fresh function: check_numerics instruments only graphs traced while it is on.
     fn = tf.function(_compute_fn(trainer))
-    with _RestoreModelState(trainer.model):
+    with _RestoreModelState(trainer):
       fn(batch)
     return {'found': False, 'note': 'the re-run produced no NaN/Inf'}
   except tf.errors.InvalidArgumentError as e:

@@ -28,6 +28,7 @@ class Probe:
       compute_loss or forward).
     variable_paths: the paths of the variables the step's gradients are for, in its order
       (None: the model's trainable variables; a guard of several models lists all of theirs).
+    models: every model the step trains, where it trains several (empty: `model` alone).
   """
   model: Any
   policies: Sequence[interfaces.Policy]
@@ -39,6 +40,7 @@ class Probe:
   label_classes_of: Callable[[], Optional[int]] = lambda: None
   loss: Any = None
   variable_paths: Optional[Sequence[str]] = None
+  models: Sequence[Any] = ()
 
   @property
   def label_classes(self) -> Optional[int]:
