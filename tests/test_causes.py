@@ -168,9 +168,18 @@ class RulesTest(tf.test.TestCase):
     record = {'op_level': {'found': True, 'op_type': 'RealDiv', 'op_name': 'rms/truediv',
                            'layer': 'rms', 'dtype': 'float16'}, 'inputs': []}
     events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(1, 12)]
+    record['activations'] = [{'layer': 'rms', 'dtype': 'float16', 'finite': False,
+                              'max_abs': 3.0}]  # Its own NaN: no overflow shown.
     found = doctor.diagnose(events, {'loss_scale': 1.0, 'status': 'aborted'}, [record])
     self.assertEqual(found['cause'], 'precision')
     self.assertIn('float16 RealDiv', found['evidence'][0])
+    # ...but a division or a log by a real 0 (NaN in float32 too) leaves the same record: never
+    # high. A product or an exp located in float16 is the range's alone.
+    self.assertEqual(found['confidence'], 'medium')
+    record['op_level']['op_type'] = 'MatMul'
+    found = doctor.diagnose(events, {'loss_scale': 1.0, 'status': 'aborted'}, [record])
+    self.assertEqual((found['cause'], found['confidence']), ('precision', 'high'))
+    record['op_level']['op_type'] = 'RealDiv'
     record['op_level']['dtype'] = 'float32'  # The same op in float32 is the division's.
     self.assertEqual(top(events, {'loss_scale': 1.0}, [record])[0], 'division_or_log')
 

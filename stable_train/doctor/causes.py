@@ -192,15 +192,19 @@ def _precision_rules(s: Symptoms, out: _Scores) -> None:
     return
   half = [a for a in s.activations()
           if 'float16' in a.get('dtype', '') and 'bfloat16' not in a['dtype']]
-  hot = [a['layer'] for a in half
-         if not a['finite'] or number(a.get('max_abs')) > 0.5 * FLOAT16_MAX]
+  # A division or a log located in float16 is either float16's range (an epsilon below 6e-8 is
+  # 0 there) or a real 0 that float32 would not survive either: the non-finite activations
+  # after it tell neither, and the op's dtype alone decides nothing.
+  ambiguous = s.op_type() in DIV_LOG_OPS
+  hot = [a['layer'] for a in half if number(a.get('max_abs')) > 0.5 * FLOAT16_MAX or (
+      not a['finite'] and not ambiguous)]
   if hot:
     out.add('precision', 5, f"float16 activations overflow (layer {hot[0]}): above float16's "
                             '65504', decisive=True)
   if s.op_in_half():
     out.add('precision', 6, f'forensics: the first NaN/Inf came out of a float16 {s.op_type()} '
                             f"({_op(s)}): float16's range (largest 65504; an epsilon below 6e-8 "
-                            'is 0) -- compute that layer in float32', decisive=True)
+                            'is 0) -- compute that layer in float32', decisive=not ambiguous)
   if s.faults and not s.input_bad() and not s.fault_kinds().get('input') and (
       s.persistent() or len(s.faults) > 3) and not s.op_type() in EXP_OPS + DIV_LOG_OPS:
     out.add('precision', 3, f'{len(s.faults)} non-finite steps under float16 compute from finite '
