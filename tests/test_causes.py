@@ -134,14 +134,16 @@ class RulesTest(tf.test.TestCase):
 
   def test_outputs_amplified_by_the_architecture_are_exploding_gradients_not_a_bad_init(self):
     # A deep residual MLP without normalisation (He kernels): no start warning, since the start
-    # check found the kernels sound; its measure is in the summary. NaN from step 2.
+    # check found the kernels sound; its `start_check` event says so. NaN from step 2.
     summary = {'status': 'aborted', 'divergence': {
-        'output_rms': 2600.0, 'label_rms': 0.9, 'input_rms': 1.0, 'kernel_ratio': 1.4}}
-    events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(2, 14)]
+        'output_rms': 2600.0, 'label_rms': 0.9, 'input_rms': 1.0}}
+    checked = {'event': 'start_check', 'step': 1, 'output_ratio': 2600.0, 'kernel_ratio': 1.4}
+    events = [checked] + [skip(k, tensor='loss (model outputs already non-finite)')
+                          for k in range(2, 14)]
     found = doctor.diagnose(events, summary)
     self.assertEqual(found['cause'], 'exploding_gradients')
     self.assertNotEqual(found['confidence'], 'high')
-    summary['divergence']['kernel_ratio'] = 40.0  # Kernels far off scale: the initialiser's.
+    checked['kernel_ratio'] = 40.0  # Kernels far off scale: the initialiser's.
     self.assertEqual(doctor.diagnose(events, summary)['cause'], 'initialisation')
 
   def test_isolated_non_finite_losses_from_finite_outputs_are_the_losss_arithmetic(self):

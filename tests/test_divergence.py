@@ -329,16 +329,17 @@ class ByDesignStartTest(tf.test.TestCase):
         model_dir=model_dir, steps_per_loop=10, verbose=False)
     summary = t.fit(data.synthetic_regression(num_features=FEATURES, num_examples=256),
                     num_steps=50)
-    warnings = [e for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))
-                if e['event'] == 'warning']
-    return summary, warnings
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    self.checked = [e for e in records if e['event'] == 'start_check']
+    return summary, [e for e in records if e['event'] == 'warning']
 
   def test_a_temperatures_scale_is_left_alone_and_wide_kernels_are_not(self):
     summary, warnings = self._fit(widen=1.0)
     self.assertGreater(summary['divergence']['output_rms'],
                        30 * summary['divergence']['label_rms'])
     self.assertEqual((summary['status'], warnings), ('completed', []))
-    self.assertLess(summary['divergence']['kernel_ratio'], 3.0)  # Told the doctor all the same.
+    [checked] = self.checked  # Said all the same, with the kernels' scale, for the doctor.
+    self.assertLess(checked['kernel_ratio'], 3.0)
     summary, warnings = self._fit(widen=20.0)  # The same outputs, from kernels 20x Glorot's.
     self.assertEqual(summary['status'], 'diverged')
     self.assertIn('the initial weights are too large', summary['reason'])

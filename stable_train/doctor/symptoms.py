@@ -94,6 +94,8 @@ class Symptoms:
             global_step=int(summary.get('global_step') or 0))
     for e in events:
       kind = e.get('event')
+      if e.get('kernel_ratio') is not None:  # The start check's, warned of or not: off scale?
+        s.kernel_ratio = number(e['kernel_ratio'])
       if kind in ('start', 'resume') and e.get('num_steps'):
         s.num_steps = int(e['num_steps'])
         s.first_step = int(e.get('step') or 0) + 1 if s.first_step is None else s.first_step
@@ -120,8 +122,6 @@ class Symptoms:
         s.warnings.append(e.get('cause', ''))
         if e.get('cause') == MISMATCH and s.mismatch is None:
           s.mismatch = e
-        if e.get('kernel_ratio') is not None:  # A broken start's: were the weights off scale?
-          s.kernel_ratio = number(e['kernel_ratio'])
       elif kind == 'forensics' and e.get('recheck'):
         s.rechecks.append(e['recheck'])
       elif kind == 'history' and s.history is None:
@@ -142,8 +142,6 @@ class Symptoms:
       self.output_rms = number(start['output_rms'])
       self.output_ratio = self.output_rms / max(number(start['label_rms']), 1.0)
     self.input_rms = number(start.get('input_rms'))
-    if self.kernel_ratio is None and start.get('kernel_ratio') is not None:  # Measured, unwarned.
-      self.kernel_ratio = number(start['kernel_ratio'])
     self.output_max = number(start.get('output_max'))
     clip = summary.get('adaptive_clip') or {}
     self.clipped_steps = int(clip.get('clipped_steps') or 0)

@@ -113,11 +113,9 @@ class DivergenceCheck(interfaces.Policy):
     initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
     initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
     self.state = tf.Variable(initial, trainable=False, name='state')
-    # Initial weights (to the start check), of these; whether they moved (`untrained.Moved`).
-    self._initial, self._variables, self._moved = None, [], untrained.Moved()
+    self._initial, self._variables, self._moved = None, [], untrained.Moved()  # (`build`)
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
-    self._kernels = {}  # Host-only: the start check's weight scale (`weight_scale.fields`).
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
     self._fold = trend.Fold(smoothing=self.smoothing, factor=self.factor, warmup=self.warmup,
                             patience=self.patience, rise_patience=self.rise_patience,
@@ -229,7 +227,7 @@ class DivergenceCheck(interfaces.Policy):
         ratio = scales[0] / max(scales[1], 1.0)
         scales = [x if math.isfinite(x) else _HUGE for x in scales]
       excess = diagnostics.chance_excess(run.probe, float(state[_I['start']]))
-      kernels = self._kernels = weight_scale.fields(self._variables, initial, run.probe.model)
+      kernels = weight_scale.fields(self._variables, initial, run.probe.model)
       bad = (_CHANCE if excess is not None and excess > CHANCE_EXCESS else
              float(math.isfinite(ratio) and ratio > self.output_ratio
                    and not weight_scale.by_design(kernels, scales[2])))
@@ -237,6 +235,8 @@ class DivergenceCheck(interfaces.Policy):
       if bad:
         diagnostics.warn_bad_start(run, decision.step, _bad_start(dict(zip(
             _FIELDS, state.tolist()))), self.rise_patience, self.name, **kernels)
+      elif ratio > self.output_ratio:  # Off scale by design: said (the doctor reads kernels).
+        run.emit('start_check', decision.step, policy=self.name, output_ratio=ratio, **kernels)
       # Probed too once the loop trained: a first loop (or a fit's resumed weights) may kill it.
       if self.collapse_every is not None and initial is not None:
         self._collapse.measure_initial(run.probe, initial)
@@ -285,10 +285,10 @@ class DivergenceCheck(interfaces.Policy):
 
   def summary(self):
     value = lambda k, state=dict(zip(_FIELDS, self.state.numpy().tolist())): _shown(k, state[k])
-    return {'divergence': dict(  # The kernels' scale: this process's start check, if any.
+    return {'divergence': dict(
         smoothed_loss=value('smoothed'), best=value('best'), start=value('start'),
         output_rms=value('output_rms'), label_rms=value('label_rms'),
-        input_rms=value('input_rms'), output_max=value('output_max'), **self._kernels)}
+        input_rms=value('input_rms'), output_max=value('output_max'))}
 
 
 def _bad_start(state) -> str:  # What was wrong at a broken start.
