@@ -331,6 +331,8 @@ class DefaultStackTest(tf.test.TestCase):
     self.assertEqual(summary['applied_steps'], 0)
     self.assertEqual(_records(model_dir), ['step_1'])  # 'first': one record.
     self.assertEqual([e['op_type'] for e in _events(model_dir, 'forensics')], ['Log'])
+    report, _ = forensics.read_record(os.path.join(model_dir, 'forensics', 'step_1'))
+    self.assertTrue(report['state'].startswith('before the faulty step'))  # Read at once.
 
   def test_stands_down_without_a_model_dir(self):
     trainer = self._default(None)

@@ -486,6 +486,19 @@ class TwoModelsForensicsTest(tf.test.TestCase):
     self.assertEqual(report['op_level']['op_type'], 'Log')
 
 
+class LateReadForensicsTest(tf.test.TestCase):
+  test_session = None
+
+  def test_a_record_read_late_says_whose_state_it_holds(self):
+    loop = Loop(None, pass_batch=True)
+    model_dir = self.get_temp_dir()
+    with stable_train.LoopHost(loop.guard, model_dir=model_dir, read_every=4) as host:
+      loop.run(host, _batches(4, nan_steps=(2,)))
+    with open(os.path.join(model_dir, 'forensics', 'step_2', 'report.json')) as f:
+      report = json.load(f)
+    self.assertEqual(report['state'][:10], 'of step 4,')  # Not "before the faulty step".
+
+
 class HealthyRunTest(tf.test.TestCase):
   test_session = None
 

@@ -221,7 +221,7 @@ class Forensics(interfaces.Policy):
         record['recheck_note'] = 'the faulty update was applied; the re-run saw the state after it'
     if self._deep_due():
       report = self._deep_report(probe, reports, i, batch, applied,
-                                 None if probe.jit_compile else again)
+                                 None if probe.jit_compile else again, now=run.step)
       if 'recheck' in record:
         report['recheck'] = record['recheck']
       record['dir'] = write_record(run, report, batch, stash.structure)
@@ -237,14 +237,14 @@ class Forensics(interfaces.Policy):
     run.emit('forensics', step, **record)
     return record
 
-  def _deep_report(self, probe, reports, i, batch, applied, again) -> Dict[str, Any]:
+  def _deep_report(self, probe, reports, i, batch, applied, again, now) -> Dict[str, Any]:
     observed = {
         'fault': reports.fault(i), 'offending_tensor': reports.offending_tensor(i),
         'loss': float(reports.loss[i]), 'loss_finite': bool(reports.loss_finite[i]),
         'outputs_finite': bool(reports.outputs_finite[i]), 'applied': applied,
         'grad_flags': [bool(f) for f in self._stash.grad_flags.numpy()]}
     return report_lib.build_report(probe, batch, step=int(reports.step[i]), observed=observed,
-                        again=again)
+                                   again=again, now=now)
 
 
 def _rng_state() -> Dict[str, Any]:

@@ -20,7 +20,8 @@ def _num_classes(probe) -> Optional[int]:
 
 
 def build_report(probe, batch, *, step: int, observed: Dict[str, Any],
-                 again: Optional[provenance.Rerun] = None) -> Dict[str, Any]:
+                 again: Optional[provenance.Rerun] = None,
+                 now: Optional[int] = None) -> Dict[str, Any]:
   """The deep provenance of one faulty step: variable level, op level (a re-run) and the batch.
 
   Args:
@@ -30,6 +31,8 @@ def build_report(probe, batch, *, step: int, observed: Dict[str, Any],
     observed: what the step itself saw: 'fault', 'offending_tensor', 'loss', 'loss_finite',
       'outputs_finite', 'grad_flags' (per variable, layer order), 'applied'.
     again: a non-XLA re-run of the step on this state and batch, if the caller has one already.
+    now: the run's step at the investigation, where the reports were read later than the step
+      (a LoopHost's `read_every`): the state is then that step's.
   """
   paths = list(getattr(probe, 'variable_paths', None) or
                [provenance.variable_path(v) for v in probe.model.trainable_variables])
@@ -47,7 +50,9 @@ def build_report(probe, batch, *, step: int, observed: Dict[str, Any],
       'loss_finite': observed['loss_finite'],
       'outputs_finite': observed['outputs_finite'],
       'applied': applied,
-      'state': ('after the applied faulty update' if applied else
+      'state': (f'of step {now}, {now - step} step(s) after the faulty one (its reports were '
+                'read then)' if now is not None and now > step else
+                'after the applied faulty update' if applied else
                 'before the faulty step (the skip left it bit-identical)'),
       'variable_paths': paths,
       'grad_finite_flags': grad_flags,
