@@ -45,6 +45,22 @@ class KernelRatioTest(tf.test.TestCase):
     self.assertGreater(weight_scale.fields(variables, wide, model)['kernel_ratio'], 7.0)
     self.assertEqual(weight_scale.einsum_fan_ins(_model()), {})  # No EinsumDense.
 
+  def test_a_custom_layers_weight_matrix_is_a_kernel(self):
+    class Custom(keras.layers.Layer):  # Its weight named 'w', as user layers often name it.
+
+      def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1], 8), initializer='glorot_uniform', name='w')
+
+      def call(self, x):
+        return x @ self.w
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((256,)), Custom(), keras.layers.Dense(1)])
+    variables = model.trainable_variables
+    self.assertBetween(weight_scale.kernel_ratio(variables), 0.3, 1.6)
+    wide = [v.numpy() * (20.0 if v.path.endswith('/w') else 1.0) for v in variables]
+    self.assertGreater(weight_scale.kernel_ratio(variables, wide), 10.0)  # Read by its fan-in.
+
   def test_other_weights_count_by_their_rms_and_given_values_are_read(self):
     model = _model()
     variables = model.trainable_variables

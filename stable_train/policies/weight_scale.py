@@ -20,11 +20,12 @@ def kernel_ratio(variables: Sequence, values: Optional[Sequence] = None,
                  fan_ins: Optional[Dict[str, int]] = None) -> Optional[float]:
   """The weights' scale against the standard one, with `values` (numpy, in the order of
   `variables`) or their current ones: the largest of each kernel's RMS / sqrt(1 / fan_in)
-  (a variable whose path ends in 'kernel', rank 2 or more; fan_in from `fan_ins` by path (an
-  EinsumDense's, `einsum_fan_ins`), else the product of all but the last dimension, a dense or
-  convolution kernel's) and every other weight's plain RMS (a bias starts at 0, a scale at 1, an
-  embedding at 0.05: each row read alone, no fan-in; a bias of 300 is off scale). None without
-  a kernel, or with a weight that is not finite."""
+  (a weight of rank 2 or more whose path does not end in 'embeddings': a Dense or convolution
+  kernel, or a custom layer's weight matrix; fan_in from `fan_ins` by path (an EinsumDense's,
+  `einsum_fan_ins`), else the product of all but the last dimension) and every other weight's
+  plain RMS (a bias starts at 0, a scale at 1, an embedding at 0.05: each row read alone, no
+  fan-in; a bias of 300 is off scale). None without a kernel, or with a weight that is not
+  finite."""
   values = [None] * len(variables) if values is None else values
   fan_ins = fan_ins or {}
   ratios, kernels = [], 0
@@ -37,7 +38,7 @@ def kernel_ratio(variables: Sequence, values: Optional[Sequence] = None,
     rms = float(np.sqrt(np.mean(np.square(array))))
     if not math.isfinite(rms):
       return None
-    kernel = path.split(':')[0].endswith('kernel') and len(shape) >= 2
+    kernel = len(shape) >= 2 and not path.split(':')[0].endswith('embeddings')
     kernels += kernel
     fan_in = fan_ins.get(path, np.prod(shape[:-1]))
     ratios.append(rms * math.sqrt(float(fan_in)) if kernel else rms)
