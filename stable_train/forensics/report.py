@@ -34,8 +34,8 @@ def build_report(probe, batch, *, step: int, observed: Dict[str, Any],
     now: the run's step at the investigation, where the reports were read later than the step
       (a LoopHost's `read_every`): the state is then that step's.
   """
-  paths = list(getattr(probe, 'variable_paths', None) or
-               [provenance.variable_path(v) for v in probe.model.trainable_variables])
+  paths = [provenance.variable_path(v) for m in provenance.models_of(probe)
+           for v in m.trainable_variables]
   features, labels = probe.split_batch(batch)
   flat = [np.asarray(t) for t in interfaces.flatten_inputs(features, labels)]
   if again is None:

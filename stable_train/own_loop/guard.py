@@ -188,7 +188,7 @@ class StepGuard(driven.DrivenGuard):
         model=self.models[0], policies=self.policies, split_batch=keras_parts.split_batch,
         loss_and_gradients=self.loss_and_gradients, model_checkpoint=self.model_checkpoint,
         first_batch=self.first_batch, jit_compile=self.jit_compile,
-        variable_paths=self.variable_paths, models=self.models)
+        models=self.models)
 
   def summary_notes(self):
     return {'outputs_checked': self.outputs_checked}

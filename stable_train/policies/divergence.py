@@ -113,7 +113,8 @@ class DivergenceCheck(interfaces.Policy):
     initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
     initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
     self.state = tf.Variable(initial, trainable=False, name='state')
-    self._initial, self._variables, self._moved = None, [], untrained.Moved()  # (`build`)
+    # Initial weights (to the start check), of these; whether they moved (`untrained.Moved`).
+    self._initial, self._variables, self._moved = None, [], untrained.Moved()
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
@@ -284,11 +285,9 @@ class DivergenceCheck(interfaces.Policy):
     return float(state[_I['above']]) == 0.0 and float(state[_I['verdict']]) != _COLLAPSED
 
   def summary(self):
-    value = lambda k, state=dict(zip(_FIELDS, self.state.numpy().tolist())): _shown(k, state[k])
-    return {'divergence': dict(
-        smoothed_loss=value('smoothed'), best=value('best'), start=value('start'),
-        output_rms=value('output_rms'), label_rms=value('label_rms'),
-        input_rms=value('input_rms'), output_max=value('output_max'))}
+    state = dict(zip(_FIELDS, self.state.numpy().tolist()))
+    shown = {k: _shown(k, state[k]) for k in ('best', 'start') + _SCALES}
+    return {'divergence': dict(smoothed_loss=_shown('smoothed', state['smoothed']), **shown)}
 
 
 def _bad_start(state) -> str:  # What was wrong at a broken start.

@@ -26,9 +26,8 @@ class Probe:
     loss: the loss the step applies to the model's outputs and the labels (a Keras loss, name
       or function), or None where the step computes its loss otherwise (an overridden
       compute_loss or forward).
-    variable_paths: the paths of the variables the step's gradients are for, in its order
-      (None: the model's trainable variables; a guard of several models lists all of theirs).
-    models: every model the step trains, where it trains several (empty: `model` alone).
+    models: every model the step trains, where it trains several (empty: `model` alone); the
+      step's gradients are for their trainable variables, in this order.
   """
   model: Any
   policies: Sequence[interfaces.Policy]
@@ -39,7 +38,6 @@ class Probe:
   jit_compile: bool = False
   label_classes_of: Callable[[], Optional[int]] = lambda: None
   loss: Any = None
-  variable_paths: Optional[Sequence[str]] = None
   models: Sequence[Any] = ()
 
   @property
