@@ -11,10 +11,12 @@ import tensorflow as tf
 import stable_train
 import pytest
 from stable_train import errors
+from stable_train.core import state as state_lib
 from stable_train.policies import basic as policies
 from stable_train.policies import recovery
 from stable_train.runfiles import events
 from stable_train.zoo import models
+import test_state  # pylint: disable=g-bad-import-order
 
 BATCH = 16
 FEATURES = 8
@@ -451,6 +453,7 @@ class TwoModelsForensicsTest(tf.test.TestCase):
     generator = _model(seed=1, name='generator', outputs=FEATURES)
     critic = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, name='c_dense'),
                                keras.layers.BatchNormalization(), keras.layers.Dropout(0.3),
+                               test_state.GlobalNoise(),  # Draws from Keras's global generator.
                                keras.layers.Dense(1, name='c_out')], name='critic')
     g_opt, c_opt = keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3)
 
@@ -474,10 +477,13 @@ class TwoModelsForensicsTest(tf.test.TestCase):
       for x, y in _batches(1):
         train_step(x, y)
         skipped = _state(generator, critic, g_opt, c_opt)
+        generators = [v.numpy().copy() for v in state_lib.random_state_variables()]
         host.after_step()  # Investigates: a training-mode re-run of the batch through both.
     # The re-run moved neither model's forward state (the critic's BatchNorm statistics and
     # dropout seed) nor the global generators for good.
     _assert_same(self, skipped, _state(generator, critic, g_opt, c_opt), but=())
+    for before, v in zip(generators, state_lib.random_state_variables()):
+      np.testing.assert_array_equal(before, v.numpy())
     with open(os.path.join(model_dir, 'forensics', 'step_1', 'report.json')) as f:
       report = json.load(f)
     paths = [v.path for v in generator.trainable_variables + critic.trainable_variables]
