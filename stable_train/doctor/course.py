@@ -1,0 +1,114 @@
+"""The doctor's rules on the training's course: the start (outputs and kernels off scale), the
+rate (a loss that diverged while finite, a collapse, a warm-up) and the gradient norm's history
+(growth, jumps, cliffs, a blow-up at a usual rate). Pure functions of `symptoms.Symptoms`,
+adding to `evidence.Scores`."""
+
+from stable_train.doctor.evidence import CLIFF, KERNEL_OFF_SCALE, OUTPUT_RATIO, Scores
+from stable_train.doctor.symptoms import Symptoms
+
+
+def start_rules(s: Symptoms, out: Scores) -> None:
+  inputs_large = s.input_rms is not None and s.input_rms > 10  # NaN compares False.
+  explained = s.mismatch is not None  # A loss that does not fit the outputs starts off scale.
+  # Outputs far off the labels' scale are the weights'; a loss far above a uniform guess's from
+  # outputs in range may be the loss's (a softmax over one unit that no check could read).
+  off_scale = s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO
+  # Outputs off scale from kernels at a standard scale come from the forward computation (a sum
+  # over an unnormalised adjacency, a division by a small temperature): no decisive evidence.
+  sound = s.kernel_ratio is not None and s.kernel_ratio < KERNEL_OFF_SCALE
+  if 'untrainable_start' in s.triggers:
+    out.add('initialisation', 1 if explained else 5, 'the loss never came down from a start '
+            'whose outputs or loss were far off scale',
+            decisive=off_scale and not explained and not sound)
+  if 'constant_outputs' in s.triggers:
+    out.add('initialisation', 4, 'at the end the outputs were the same for every example while '
+                                 'the labels were not: nothing of the input reached them (weights '
+                                 'initialised to zeros or one constant keep every unit alike)')
+  if off_scale:
+    if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
+      out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '
+                              f"outputs start at {s.output_ratio:.3g}x the labels' scale")
+    elif sound:  # The architecture amplifies (depth without normalisation, a sum over many
+      # inputs): its gradients are amplified alike; another initialiser would not change it.
+      out.add('exploding_gradients', 2, f"the model's outputs at the start were "
+                                        f"{s.output_ratio:.3g}x the labels' scale from kernels "
+                                        f"at {s.kernel_ratio:.3g}x LeCun's scale: the forward "
+                                        'pass amplifies the signal, and its gradients with it')
+      out.add('initialisation', 1, 'outputs far off scale at the start (from sound kernels)')
+    else:
+      out.add('initialisation', 4, f"the model's outputs at the start were "
+                                   f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
+  if 'initialisation' in s.warnings and not inputs_large and not explained:
+    out.add('initialisation', 3, 'a warning at the start: outputs or a loss far off scale '
+                                 '(DivergenceCheck, InitialisationCheck)')
+
+
+def rate_rules(s: Symptoms, out: Scores) -> None:
+  loss_growth, norm_growth, _ = s.growth()
+  diverged = [t for t in s.triggers if t in ('divergence', 'stalled')]
+  if diverged and 'data' not in s.checks:
+    out.add('learning_rate', 4, 'the training loss diverged while finite and the model got worse '
+                                'on a clean batch')
+  if 'stalled' in s.triggers:
+    out.add('learning_rate', 2, 'after a rollback to the start the loss did not come down at the '
+                                'backed-off rate')
+  # Trained after the last rollback: a fit whose last read rolled back ended at its target.
+  if (s.rollbacks and diverged and s.status == 'completed'
+      and s.global_step > int(s.rollbacks[-1].get('to_step') or 0)):
+    out.add('learning_rate', 3, 'the run trained once Rollback had backed the rate off to '
+                                f"{s.rollbacks[-1].get('learning_rate'):.3g}", decisive=True)
+  if 'chance_level' in s.triggers:
+    out.add('learning_rate', 2, 'at the end the loss was no better than a uniform guess: a '
+                                'learning rate too high knocks a network to that level, one too '
+                                'low never leaves it')
+  if s.collapsed:
+    out.add('learning_rate', 4, "the model's outputs became the same for every example where "
+                                "an untrained model's were not: its units died, typically of a "
+                                'learning rate too high')
+  if loss_growth >= 10 and norm_growth >= 3 and s.cliff()[0] < CLIFF:  # A cliff explains it.
+    out.add('learning_rate', 2, f'before the trouble the loss grew {loss_growth:.3g}x and the '
+                                f'gradient norm {norm_growth:.3g}x together')
+  began = s.trouble_began
+  if s.faults and began is not None and began == s.first_step:
+    return  # Non-finite before any update: no learning rate has acted yet.
+  if (diverged or (s.faults and not s.sporadic())) and began is not None and began <= max(
+      50, 0.05 * s.num_steps) and not s.input_bad() and 'untrainable_start' not in s.triggers:
+    out.add('learning_rate', 1, f'the trouble began early (step {began})')
+  if s.lr_rise() > 1.5:
+    out.add('learning_rate', 2, f'the learning rate had risen {s.lr_rise():.3g}x just before')
+  if 'learning_rate_or_initialisation' in s.warnings:
+    out.add('learning_rate', 1, 'InitialisationCheck: the loss stayed far above its start')
+
+
+def gradient_rules(s: Symptoms, out: Scores) -> None:
+  loss_growth, norm_growth, jump = s.growth()
+  gradient = s.fault_kinds().get('gradient', 0)
+  grew = norm_growth >= 100 and loss_growth < 3
+  rose = grew or norm_growth >= 10 or (jump >= 10 and loss_growth < 3)
+  # A located op explains a non-finite gradient; without growth before it, it is no explosion.
+  if gradient and 'transient' not in s.rechecks and s.op_type() is None:
+    if rose:
+      out.add('exploding_gradients', 4, f'{gradient} step(s) with non-finite gradients from a '
+                                        'finite loss and finite outputs, after the gradient norm '
+                                        'grew: the backward pass overflowed')
+    elif (gradient > 1 or s.persistent()) and gradient >= 0.5 * len(s.faults):  # The pattern
+      # of the run, not a few steps beside non-finite outputs (those are the forward pass's).
+      out.add('division_or_log', 3, f'{gradient} step(s) with non-finite gradients from a finite '
+                                    'loss and outputs, the gradient norm steady before them '
+                                    f'({norm_growth:.2g}x): no explosion but a derivative that is '
+                                    'infinite at a point (sqrt(0), a log or division behind '
+                                    'tf.where); add Forensics() to name the op')
+  if grew:
+    out.add('exploding_gradients', 3, f'the gradient norm grew {norm_growth:.3g}x before the '
+                                      f'trouble while the loss stayed within {loss_growth:.2g}x',
+            decisive=True)
+  elif jump >= 10 and loss_growth < 3:
+    out.add('exploding_gradients', 2, f'the gradient norm jumped {jump:.3g}x in one step while '
+                                      'the loss did not')
+  cliff, at = s.cliff()
+  if cliff >= CLIFF and s.op_type() is None:
+    out.add('exploding_gradients', 6, f'the gradient norm reached {cliff:.3g}x its median in one '
+                                      f'step (step {at}): a cliff, where the backward pass '
+                                      'multiplies through a recurrence or a deep path')
+  if 'grad_norm_spike' in s.triggers:
+    out.add('exploding_gradients', 1, 'a gradient-norm spike triggered a rollback')

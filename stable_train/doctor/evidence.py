@@ -1,0 +1,59 @@
+"""The doctor's vocabulary: the causes it can name (`CAUSES`), the op types and thresholds its
+rules read, and `Scores`, the points and evidence each rule group adds to."""
+
+from stable_train.doctor.symptoms import Symptoms
+
+CAUSES = {
+    'exploding_gradients': 'exploding gradients',
+    'learning_rate': 'learning rate too high',
+    'initialisation': 'bad initialisation',
+    'division_or_log': 'division by zero / log(0)',
+    'softmax_overflow': 'softmax/exp overflow',
+    'precision': 'float precision',
+    'bad_input': 'bad input',
+    'transient': 'transient / not reproducible',
+    'loss_output_mismatch': 'loss/output mismatch',
+}
+# The op types whose NaN/Inf output names a cause (forensics' op-level provenance).
+# Ops of the backward pass count too: SqrtGrad is 0.5 / sqrt(x), infinite at 0.
+EXP_OPS = ('Exp', 'Expm1', 'Softmax', 'LogSoftmax', 'Softplus', 'Sinh', 'Cosh')
+DIV_LOG_OPS = ('Log', 'Log1p', 'Xlogy', 'Xlog1py', 'Xdivy', 'RealDiv', 'Div', 'DivNoNan',
+               'FloorDiv', 'Reciprocal', 'Inv', 'Rsqrt', 'Sqrt', 'Pow', 'SqrtGrad', 'RsqrtGrad',
+               'ReciprocalGrad', 'InvGrad', 'Digamma', 'Lgamma', 'Atanh', 'Acos', 'Asin')
+# Products: a first Inf born in one of these, from finite operands, is an overflow.
+PRODUCT_OPS = ('Mul', 'MatMul', 'BatchMatMul', 'BatchMatMulV2', 'BatchMatMulV3', 'Prod', 'Square',
+               'Einsum', 'Cumprod')
+FLOAT16_MAX = 65504.0
+EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
+OUTPUT_RATIO = 30.0  # Outputs this many times the labels' scale: the initial weights (as
+# DivergenceCheck's start check).
+# Initial kernels whose RMS is this many times LeCun's sqrt(1 / fan_in) or more are off the
+# standard scale (policies/weight_scale.py): He's is 1.41 times it, Glorot's at most that.
+KERNEL_OFF_SCALE = 3.0
+# A finite gradient norm this many times the run's median one: a cliff (exploding gradients). A
+# rate too high raises the norm with the loss by tens to thousands; a cliff is far beyond.
+CLIFF = 1e4
+
+
+class Scores:
+  """Points and evidence per cause, filled by the rule groups below; `decisive` names the causes
+  with evidence that settles the question by itself (the op forensics located, batches that
+  failed an input check, a re-run that was finite, ...): only they may be named with high
+  confidence."""
+
+  def __init__(self):
+    self.found = {c: [0.0, []] for c in CAUSES}
+    self.decisive = set()
+
+  def add(self, cause: str, points: float, evidence: str, decisive: bool = False) -> None:
+    self.found[cause][0] += points
+    self.found[cause][1].append(evidence)
+    if decisive:
+      self.decisive.add(cause)
+
+
+
+
+def op_name(s: Symptoms) -> str:
+  """The full name of the op forensics located ('?' where none)."""
+  return ((s.forensics or {}).get('op_level') or {}).get('op_name') or '?'
