@@ -225,6 +225,19 @@ class ProductOverflowTest(tf.test.TestCase):
     cause, scores = top(faults, {'status': 'aborted'}, [record])
     self.assertNotEqual(cause, 'softmax_overflow')
 
+  def test_outputs_whose_own_square_overflows_need_no_exp_terms(self):
+    # An MSE's Square of outputs at 6e23 (their square is above float32's 3.4e38).
+    record = {'op_level': {'found': True, 'op_type': 'Square', 'op_name': 'mse/Square',
+                           'layer': None}, 'inputs': [],
+              'activations': [{'layer': 'head', 'max_abs': 6e23, 'finite': True,
+                               'dtype': 'float32'}]}
+    faults = [skip(k, fault='loss') for k in range(11, 30)]
+    _, scores = top(faults, {'status': 'aborted'}, [record])
+    self.assertFalse(any('a product that overflows' in e for e in scores['softmax_overflow'][1]))
+    record['activations'][0]['max_abs'] = 1e6  # Outputs of that size: the loss made the Inf.
+    _, scores = top(faults, {'status': 'aborted'}, [record])
+    self.assertTrue(any('a product that overflows' in e for e in scores['softmax_overflow'][1]))
+
 
 class RankingTest(tf.test.TestCase):
   """Evidence ranked as a clinician would: the op over the norm history, no explosion without

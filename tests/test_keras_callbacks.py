@@ -253,6 +253,22 @@ class ReadCadenceTest(tf.test.TestCase):
     self.assertTrue(np.isfinite(summary['final_loss']))
 
 
+class SummaryTest(tf.test.TestCase):
+
+  def test_the_summary_names_the_optimizer_inside_a_loss_scale_optimizer(self):
+    # The doctor reads whether the rate was a usual one for the optimizer that applied it.
+    model = _model()
+    model.compile(optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.RMSprop(1e-3)),
+                  loss='mse')
+    guard = keras_fit.guard_fit(model)
+    model_dir = self.get_temp_dir()
+    x, y = _arrays(num_batches=2)
+    model.fit(x, y, batch_size=BATCH, verbose=0, callbacks=[guard.callback(model_dir=model_dir)])
+    with open(os.path.join(model_dir, 'summary.json')) as f:
+      summary = json.load(f)
+    self.assertEqual((summary['status'], summary['optimizer']), ('completed', 'RMSprop'))
+
+
 class EndedByAnErrorTest(tf.test.TestCase):
   test_session = None
 

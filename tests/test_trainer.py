@@ -321,7 +321,8 @@ class SkipTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(summary['global_step'], 4)
     self.assertEqual(summary['applied_steps'], 0)
     with open(os.path.join(model_dir, 'summary.json')) as f:
-      self.assertEqual(json.load(f)['status'], 'aborted')
+      written = json.load(f)
+    self.assertEqual((written['status'], written['optimizer']), ('aborted', 'Adam'))
     kinds = [e['event'] for e in events.read_events(os.path.join(model_dir, 'events.jsonl'))]
     # The first loop's skips start an episode (its `history`); a troubled run ends diagnosed.
     self.assertEqual(kinds, ['start', 'skip', 'skip', 'history', 'skip', 'skip', 'abort',

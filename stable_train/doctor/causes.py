@@ -6,7 +6,7 @@ from typing import Dict, List, Tuple
 
 from stable_train.doctor import course
 from stable_train.doctor.evidence import (CAUSES, DIV_LOG_OPS, EXP_OPS, EXP_OVERFLOW, FLOAT16_MAX,
-                                          PRODUCT_OPS, Scores, op_name)
+                                          PRODUCT_OPS, SQUARE_OVERFLOW, Scores, op_name)
 from stable_train.doctor.symptoms import MISMATCH, Symptoms, number
 
 __all__ = ['CAUSES', 'score', 'scores_and_decisive']
@@ -126,7 +126,9 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
   if top > EXP_OVERFLOW and loss_only:
     out.add('softmax_overflow', 2, f"the model's outputs reach {top:.3g}: exp() of them "
                                    'overflows float32 (above 88.7)')
-  if op in PRODUCT_OPS and loss_only and not s.fp16 and s.op_in_loss():
+  # Outputs whose own square overflows need no exp() terms to overflow a product in the loss.
+  if (op in PRODUCT_OPS and loss_only and not s.fp16 and s.op_in_loss()
+      and not top >= SQUARE_OVERFLOW):
     out.add('softmax_overflow', 3, f"forensics: the first NaN/Inf came out of a {op} in the "
                                    f"loss ({op_name(s)}), from finite outputs: a product that "
                                    'overflows float32, typically exp() terms multiplied (work in '

@@ -46,9 +46,12 @@ def start_rules(s: Symptoms, out: Scores) -> None:
 def rate_rules(s: Symptoms, out: Scores) -> None:
   loss_growth, norm_growth, _ = s.growth()
   diverged = [t for t in s.triggers if t in ('divergence', 'stalled')]
+  # A blow-up in the first updates at a usual rate is the model's (gradient_rules): its
+  # divergence or collapse speaks for the rate only half as much.
+  blowup = 2 if s.amplified() else 4
   if diverged and 'data' not in s.checks:
-    out.add('learning_rate', 4, 'the training loss diverged while finite and the model got worse '
-                                'on a clean batch')
+    out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
+                                     'worse on a clean batch')
   if 'stalled' in s.triggers:
     out.add('learning_rate', 2, 'after a rollback to the start the loss did not come down at the '
                                 'backed-off rate')
@@ -62,10 +65,11 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
                                 'learning rate too high knocks a network to that level, one too '
                                 'low never leaves it')
   if s.collapsed:
-    out.add('learning_rate', 4, "the model's outputs became the same for every example where "
-                                "an untrained model's were not: its units died, typically of a "
-                                'learning rate too high')
-  if loss_growth >= 10 and norm_growth >= 3 and s.cliff()[0] < CLIFF:  # A cliff explains it.
+    out.add('learning_rate', blowup, "the model's outputs became the same for every example "
+                                     "where an untrained model's were not: its units died, "
+                                     'typically of a learning rate too high')
+  if loss_growth >= 10 and norm_growth >= 3 and s.cliff()[0] < CLIFF and not s.amplified():
+    # A cliff, or a blow-up at a usual rate, explains it.
     out.add('learning_rate', 2, f'before the trouble the loss grew {loss_growth:.3g}x and the '
                                 f'gradient norm {norm_growth:.3g}x together')
   began = s.trouble_began
@@ -110,5 +114,12 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
     out.add('exploding_gradients', 6, f'the gradient norm reached {cliff:.3g}x its median in one '
                                       f'step (step {at}): a cliff, where the backward pass '
                                       'multiplies through a recurrence or a deep path')
+  amplified = s.amplified()
+  if amplified:
+    out.add('exploding_gradients', 5, f'the first updates, at a rate usual for {s.optimizer} '
+                                      f'({s.usual_rate():.3g}), multiplied the loss '
+                                      f'{amplified:.3g}x: the model amplifies its gradients (depth '
+                                      'or a recurrence without normalisation, a sum over many '
+                                      'inputs); a lower rate only delays it')
   if 'grad_norm_spike' in s.triggers:
     out.add('exploding_gradients', 1, 'a gradient-norm spike triggered a rollback')

@@ -25,6 +25,7 @@ PRODUCT_OPS = ('Mul', 'MatMul', 'BatchMatMul', 'BatchMatMulV2', 'BatchMatMulV3',
                'Einsum', 'Cumprod')
 FLOAT16_MAX = 65504.0
 EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
+SQUARE_OVERFLOW = 1.8e19  # x * x overflows float32 above this (its largest is 3.4e38).
 OUTPUT_RATIO = 30.0  # Outputs this many times the labels' scale: the initial weights (as
 # DivergenceCheck's start check).
 # Initial kernels whose RMS is this many times LeCun's sqrt(1 / fan_in) or more are off the

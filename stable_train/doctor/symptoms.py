@@ -13,6 +13,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` event.
+# The highest rate each optimizer is commonly run at (Keras's defaults are SGD 0.01, Adam 1e-3;
+# ResNet recipes run SGD at 0.1): a blow-up at or below it is no rate's fault.
+USUAL_RATE = {'SGD': 0.1, 'Adam': 5e-3, 'AdamW': 5e-3, 'Adamax': 5e-3, 'Nadam': 5e-3,
+              'RMSprop': 5e-3, 'Lion': 1e-3}
+BLOWUP = 30.0  # The loss this many times its first step's within the first updates: a blow-up.
 
 
 def number(value) -> float:
@@ -68,6 +73,7 @@ class Symptoms:
   kernel_ratio: Optional[float] = None  # The initial kernels' RMS over LeCun's (weight_scale).
   clipped_steps: int = 0
   healthy_norm: Optional[float] = None
+  optimizer: str = ''  # The optimizer's class (inside a LossScaleOptimizer); '' unknown.
 
   @property
   def trouble_began(self) -> Optional[int]:
@@ -96,8 +102,8 @@ class Symptoms:
       kind = e.get('event')
       if e.get('kernel_ratio') is not None:  # The start check's, warned of or not: off scale?
         s.kernel_ratio = number(e['kernel_ratio'])
-      if kind in ('start', 'resume') and e.get('num_steps'):
-        s.num_steps = int(e['num_steps'])
+      if kind in ('start', 'resume'):
+        s.num_steps = int(e.get('num_steps') or s.num_steps)
         s.first_step = int(e.get('step') or 0) + 1 if s.first_step is None else s.first_step
       elif kind == 'skip':
         fault = e.get('fault')
@@ -134,6 +140,7 @@ class Symptoms:
   def read_summary(self, summary: Dict[str, Any]) -> None:
     """The fields of `summary.json` (after the events: the history's loss scale and norms)."""
     self.inputs_checked = bool(summary.get('inputs_checked'))
+    self.optimizer = str(summary.get('optimizer') or '')
     self.outputs_checked = summary.get('outputs_checked', True) is not False
     self.fp16 = 'loss_scale' in summary or any(
         v != 1.0 for v in finite_values((self.history or {}).get('loss_scale', [])))
@@ -214,6 +221,36 @@ class Symptoms:
     steps = h.get('steps') or []
     step = int(steps[top]) if top < len(steps) else None
     return float(norm[top] / max(np.median(norm[finite]), 1e-30)), step
+
+  def first_blowup(self) -> float:
+    """The median loss of a fresh run's 2nd to 4th steps (at least two finite) over its first
+    step's, where the history begins at step 1 and that step was applied; NaN otherwise. A
+    median: one odd batch among them does not make a blow-up."""
+    h = self.history or {}
+    steps, loss = h.get('steps') or [], numbers(h.get('loss'))
+    if self.first_step != 1 or not steps or steps[0] != 1 or loss.size < 3 or not (
+        (h.get('applied') or [False])[0]) or not loss[0] > 0:
+      return math.nan
+    after = finite_values(loss[1:4])
+    return float(np.median(after) / loss[0]) if after.size >= 2 else math.nan
+
+  def usual_rate(self) -> Optional[float]:
+    """The first step's learning rate where it is at most the usual one for the run's optimizer
+    (USUAL_RATE), else None (above it, or the optimizer or the rate unknown)."""
+    lr = numbers((self.history or {}).get('learning_rate', [])[:1])
+    usual = USUAL_RATE.get(self.optimizer)
+    return float(lr[0]) if usual and lr.size and 0 < lr[0] <= usual else None
+
+  def amplified(self) -> float:
+    """The first updates' blow-up (`first_blowup`) where it is one (BLOWUP or more) at a usual
+    rate, from normalised inputs, with no batch found bad: the model amplifies its updates (its
+    gradients), not the rate; else 0."""
+    blowup = self.first_blowup()
+    if (self.usual_rate() is None or not blowup >= BLOWUP or self.input_bad()
+        or (self.input_rms is not None and self.input_rms > 10) or 'data' in self.checks
+        or self.fault_kinds().get('input') or self.outlier_batches or self.mismatch):
+      return 0.0
+    return blowup
 
   def lr_rise(self) -> float:
     """The learning rate at trouble over its median before (> 1: it went up, e.g. a warm-up)."""
