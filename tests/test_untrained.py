@@ -329,6 +329,26 @@ class EndOfRunTest(tf.test.TestCase):
     self.assertEqual(self._trainer(1e-7, LEARNABLE, num_steps=20, rise_patience=10,
                                    judge_end=False)[0]['status'], 'completed')
 
+  def test_a_net_that_died_in_training_is_a_collapse_not_a_constant_start(self):
+    # Alive at the start; after step 1 its kernels and hidden biases are zeroed (a saddle plain SGD
+    # never leaves): outputs the same for every example at the end, as a zero start leaves them,
+    # but its own start varied: a collapse (units died), not `constant_outputs` (the initialiser).
+    model = classifier(last_scale=30.0)  # A start loss far above the end's: no mid-run alarm.
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=SCE)
+    guard = keras_fit.guard_fit(model)
+    model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
+    dense = model.layers
+    kill = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: batch == 0 and [
+        v.assign(tf.zeros_like(v)) for v in (dense[0].kernel, dense[0].bias, dense[1].kernel)])
+    with self.assertRaisesRegex(errors.StableTrainError, 'collapsed'):
+      model.fit(_dataset(LEARNABLE), steps_per_epoch=200, epochs=1, verbose=0,
+                callbacks=[guard.callback(model_dir=model_dir), kill])
+    self.assertEqual(_triggers(model_dir), ['divergence'])  # A collapse's, not constant_outputs.
+    with open(os.path.join(model_dir, 'events.jsonl')) as f:
+      checks = [e.get('rule') for e in map(json.loads, f) if e['event'] == 'divergence_check']
+    self.assertEqual(checks, ['collapsed'])
+    self.assertNotEqual(_summary(model_dir)['diagnosis']['cause'], 'initialisation')
+
   @pytest.mark.slow
   def test_guard_fit(self):
     for kernel, trigger in (('zeros', untrained.CONSTANT), ('glorot_uniform', None)):

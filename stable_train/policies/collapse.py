@@ -39,6 +39,11 @@ class CollapseProbe:
     """Keeps the deviation of the model's outputs with its initial `weights`."""
     self._initial = diagnostics.output_deviation(probe, weights)
 
+  def started_varied(self) -> bool:
+    """Whether this run's own initial weights gave outputs that varied from row to row (more
+    than `UNTRAINED_SPREAD` of their scale); False where they were not measured."""
+    return self._initial is not None and self._initial[0] > UNTRAINED_SPREAD * self._initial[1]
+
   def untrained(self, probe) -> Optional[Tuple[float, float]]:
     """An untrained model's (deviation, scale) on the first batch, or None where unknown."""
     if self._fresh is _UNKNOWN:

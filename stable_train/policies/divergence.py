@@ -251,26 +251,27 @@ class DivergenceCheck(interfaces.Policy):
     return None
 
   def check_at_end(self, run) -> Optional[interfaces.Decision]:
-    """At the end of a run about to end 'completed' (an `EndCheck`): the collapse probe once
-    more (a net that died after the last one never ends 'completed'), then, with `judge_end`
-    after 2 x `rise_patience` steps, whether it trained at all (`untrained.unmoved`, `.verdict`)."""
+    """At the end of a run about to end 'completed' (`EndCheck`): with `judge_end`, after 2 x
+    `rise_patience` steps, whether it trained (`untrained.unmoved`, `.verdict`); the collapse
+    probe once more, which outranks `constant_outputs` (outputs an untrained model's were not)."""
     state = self.state.numpy()
     fields = dict(zip(_FIELDS, state.tolist()))
+    found = None
+    if self.judge_end and fields['count'] >= 2 * self.rise_patience:
+      guess = untrained.uniform_guess(run.probe)
+      found = self._moved.verdict(self._variables, 2 * self.rise_patience) or untrained.verdict(
+          run.probe, fields['smoothed'], int(fields['count']), self._trail.progress(guess),
+          _bad_start(fields) if fields['init_bad'] else '', fields['init_bad'] == _CHANCE,
+          self._trail.never_below(guess))
+    dead = found is not None and found[0] == untrained.CONSTANT and self._collapse.started_varied()
     if self.collapse_every is not None and (
-        fields['smoothed'] > trend.COLLAPSE_LOSS * fields['start'] > 0):
+        fields['smoothed'] > trend.COLLAPSE_LOSS * fields['start'] > 0 or dead):
       if fields['verdict'] != _COLLAPSED:
         _probe_collapse(self._collapse, state, run.step, {
             'smoothed': fields['smoothed'], 'best': _shown('best', fields['best'])}, run)
         self.state.assign(state)
       if state[_I['verdict']] == _COLLAPSED:
         return _collapsed(run.step, dict(zip(_FIELDS, state.tolist())))
-    if not self.judge_end or fields['count'] < 2 * self.rise_patience:
-      return None
-    guess = untrained.uniform_guess(run.probe)
-    found = self._moved.verdict(self._variables, 2 * self.rise_patience) or untrained.verdict(
-        run.probe, fields['smoothed'], int(fields['count']), self._trail.progress(guess),
-        _bad_start(fields) if fields['init_bad'] else '', fields['init_bad'] == _CHANCE,
-        self._trail.never_below(guess))
     if found is None:
       return None
     return interfaces.Decision(action=interfaces.ABORT, trigger=found[0], step=run.step,

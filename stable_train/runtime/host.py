@@ -340,9 +340,7 @@ class RunHost:
     """The summary of a fit that ended with `outcome` (`RunSummary.build` of `figures`: last_eval,
     metrics), with a troubled run's diagnosis (`doctor.attach`; `optimizer` names its remedy);
     closes the scalars, writes `summary.json` on the chief, keeps it as `last_summary`."""
-    summary = self.summary.build(outcome, **figures)
-    # The doctor reads whether the rate was a usual one for it (a LossScaleOptimizer's inner one).
-    summary['optimizer'] = type(getattr(optimizer, 'inner_optimizer', optimizer)).__name__
+    summary = self.summary.build(outcome, optimizer=optimizer, **figures)
     doctor.attach(summary, self.output_dir, optimizer, self.emit)
     self.scalars.close()
     if self.output_dir:

@@ -39,9 +39,10 @@ class RunSummary:
 
   def build(self, outcome: outcome_lib.Outcome, *, last_eval: Optional[Dict[str, Any]] = None,
             metrics: Optional[Dict[str, float]] = None,
-            notes: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+            notes: Optional[Dict[str, Any]] = None, optimizer=None) -> Dict[str, Any]:
     """The summary dict of a run that ended with `outcome` (`notes`: the front door's own
-    fields, e.g. what its step did not check)."""
+    fields, e.g. what its step did not check; `optimizer`: the run's, named by its class, a
+    LossScaleOptimizer's inner one: the doctor reads whether the rate was a usual one for it)."""
     t = self._state
     step = int(t.global_step.numpy())
     summary = {
@@ -55,6 +56,8 @@ class RunSummary:
         'steps_this_run': step - self._start_step,
         'seconds': round(time.perf_counter() - self._start_time, 3),
     }
+    if optimizer is not None:
+      summary['optimizer'] = type(getattr(optimizer, 'inner_optimizer', optimizer)).__name__
     for p in self._policies:
       summary.update(p.summary())
     summary.update(notes or {})
