@@ -350,11 +350,14 @@ class ClassifierStartTest(tf.test.TestCase):
   """A classifier's broken start read from its cross-entropy against a uniform guess's, log(K):
   logits far off scale that do not come down stop the run; a sound start is left alone."""
 
-  def _fit(self, scale, lr, model_dir=None):
+  def _fit(self, scale, lr, model_dir=None, temperature=None):
     keras.utils.set_random_seed(0)
     model = models.mlp(input_dim=FEATURES, hidden=(32,), outputs=4)
     for v in model.trainable_variables:
       v.assign(v * scale)
+    if temperature is not None:  # Logits over a temperature: off scale from sound kernels.
+      model = keras.Sequential([keras.Input((FEATURES,)), model,
+                                keras.layers.Rescaling(1.0 / temperature)])
     t = trainer_lib.Trainer(
         model=model, optimizer=keras.optimizers.SGD(lr),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -386,3 +389,14 @@ class ClassifierStartTest(tf.test.TestCase):
     self.assertIn("far above a uniform guess's", warnings[0]['message'])
     self.assertGreater(warnings[0]['kernel_ratio'], 10.0)  # Glorot's x 30: the weights' doing.
     self.assertEqual(summary['diagnosis']['cause'], 'initialisation')
+
+  def test_a_loss_far_above_a_guess_from_logits_off_scale_by_design_is_no_broken_start(self):
+    # The same logits from Glorot kernels over a temperature of 1/30: the model's own scale.
+    model_dir = os.path.join(self.get_temp_dir(), 'temperature')
+    summary = self._fit(scale=1.0, lr=0.05, model_dir=model_dir, temperature=1.0 / 30)
+    self.assertGreater(summary['divergence']['start'], 5 * np.log(4))
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    self.assertEqual([e for e in records if e['event'] == 'warning'], [])
+    [checked] = [e for e in records if e['event'] == 'start_check']
+    self.assertLess(checked['kernel_ratio'], 3.0)
+    self.assertNotIn('diagnosis', summary)  # Nothing troubled the run.

@@ -43,6 +43,17 @@ class RunHistoryTest(tf.test.TestCase):
       h.after_loop(reports, 'continue', None, emit)
     self.assertEqual(emitted, [22, 55])  # Step 31 is in the same episode as 22.
 
+  def test_a_rule_checked_and_cleared_is_trouble_ending_at_its_step(self):
+    # A divergence check that blamed the batches lets the run go on: the doctor still asks.
+    h, emitted = history.RunHistory(size=4), []
+    reports = loop(11, 10)
+    h.add(reports)
+    h.after_loop(reports, 'continue', None, lambda event, step, **f: emitted.append(step),
+                 cleared=15)
+    h.after_loop(reports, 'continue', None, lambda event, step, **f: emitted.append(step),
+                 cleared=99)  # Not a step of this loop: nothing to end the window at.
+    self.assertEqual(emitted, [15])
+
   def test_a_rollback_or_an_end_is_trouble_too(self):
     h, emitted = history.RunHistory(size=4), []
     reports = loop(1, 6)

@@ -486,6 +486,10 @@ class FirstBatchChecksTest(tf.test.TestCase):
     checks = [r for r in records if r['event'] == 'divergence_check']
     self.assertEqual([r['verdict'] for r in checks], ['data'])
     self.assertLess(checks[0]['reference_loss'], checks[0]['smoothed_loss'])
+    # The doctor, asked about the data verdict, reads the steps before it.
+    [window] = [r for r in records if r['event'] == 'history']
+    self.assertEqual(window['steps'][-1], checks[0]['step'])
+    self.assertEqual(len(window['loss']), 64)
 
   def test_a_diverged_model_is_told_from_bad_batches(self):
     _, summary, records = self._fit(keras.optimizers.SGD(1.0), steps=200)

@@ -58,9 +58,9 @@ class DivergenceCheck(interfaces.Policy):
   good checkpoint intact and named.
   With `output_ratio`, the model's outputs on the first batch with its initial weights (up to
   16M; beyond, those after the first loop) are compared with the labels in inference mode:
-  outputs over `output_ratio` x max(label RMS, 1), unless the kernels and inputs are at a
-  standard scale (`weight_scale.by_design`: a temperature's logits), whose loss is still above
-  half its start after `rise_patience` steps stop the run ('diverged', `untrainable_start`).
+  outputs over `output_ratio` x max(label RMS, 1) or a loss far above a guess's, unless kernels
+  and inputs are at a standard scale (`weight_scale.by_design`: a sum over a graph's edges), still
+  above half the start after `rise_patience` steps stop the run ('diverged', `untrainable_start`).
   With `collapse_every`, every that many steps while the smoothed loss is above a tenth of its
   start, at the start check once the first loop moved a weight, and once more at the end of a run
   about to end 'completed', the outputs on the first batch are probed (`collapse`): the same
@@ -70,8 +70,7 @@ class DivergenceCheck(interfaces.Policy):
   end 'completed' after 2 x `rise_patience` steps whose model did not train ends 'diverged'
   (`untrained`: no weight moved, `no_weight_moved`; once the loss stopped coming down, outputs
   the same for every example while the labels are not, `constant_outputs`, or a classifier no
-  better than a uniform guess, `chance_level`). Losses that are not positive are not judged.
-  """
+  better than a uniform guess, `chance_level`). Losses that are not positive are not judged."""
 
   decides_on_clean_loops = False  # A loop where a rule fired is noticed (`observe`).
   uses_first_batch = True  # The start check and the reference re-run.
@@ -229,9 +228,10 @@ class DivergenceCheck(interfaces.Policy):
         scales = [x if math.isfinite(x) else _HUGE for x in scales]
       excess = diagnostics.chance_excess(run.probe, float(state[_I['start']]))
       kernels = weight_scale.fields(self._variables, initial, run.probe.model)
-      bad = (_CHANCE if excess is not None and excess > CHANCE_EXCESS else
-             float(math.isfinite(ratio) and ratio > self.output_ratio
-                   and not weight_scale.by_design(kernels, scales[2])))
+      off, designed = (float(math.isfinite(ratio) and ratio > self.output_ratio),
+                       weight_scale.by_design(kernels, scales[2]))  # Its loss is no bad start.
+      bad = (_CHANCE if excess is not None and excess > CHANCE_EXCESS and not (off and designed)
+             else off * (not designed))
       state[[_I[k] for k in _SCALES + ('init_bad',)]] = [*scales, bad]
       if bad:
         diagnostics.warn_bad_start(run, decision.step, _bad_start(dict(zip(

@@ -116,15 +116,19 @@ class Dispatcher:
 
   def after_loop(self, reports) -> Optional[outcome_lib.Outcome]:
     """Decides on one loop of reports (folded by `observe` already) and carries it out; an
-    Outcome when the run must end. The first trouble of an episode (a skip, a rollback, an end)
-    is recorded with the steps before it (a `history` event, for the doctor)."""
+    Outcome when the run must end. The first trouble of an episode (a skip, a rollback, an end,
+    a rule checked and cleared) is recorded with the steps before it (a `history` event, for the
+    doctor)."""
     self.history.add(reports)
     self.loss_check.after_loop(self._run, int(reports.step[-1]), reports.loss)
     noticed, self._noticed = self._noticed, False
     acts, decision = self.decide(reports, noticed)
     ended, decision = self._carry_out(reports, acts, decision)
     self.acted = bool(acts) or decision.action != interfaces.CONTINUE
-    self.history.after_loop(reports, decision.action, ended, self._run.emit)
+    # A rule that fired and was checked, the run going on (the batches blamed): trouble too.
+    cleared = [a.step for a in acts if a.details.get('rule')] if ended is None else []
+    self.history.after_loop(reports, decision.action, ended, self._run.emit,
+                            cleared=cleared[0] if cleared else None)
     return ended
 
   def _carry_out(self, reports, acts, decision

@@ -14,7 +14,8 @@ FIELDS = ('step', 'loss', 'grad_norm', 'clipped_grad_norm', 'learning_rate', 'lo
 class RunHistory:
   """Keeps the last `size` steps' reports (references to the loops' reports: nothing is copied
   on a healthy loop) and emits them once per episode of trouble: a skipped step that is no fp16
-  overflow, a rollback, or the end of the run, at most `max_events` times a run."""
+  overflow, a rollback, a rule checked and cleared, or the end of the run, at most `max_events`
+  times a run."""
 
   def __init__(self, size: int = 64, max_events: int = 20):
     self.size = size
@@ -43,15 +44,20 @@ class RunHistory:
     return {f: np.concatenate([np.asarray(getattr(r, f)) for r in self._loops])[:end][
         -self.size:].tolist() for f in FIELDS}
 
-  def after_loop(self, reports, action: str, ended, emit: Callable[..., object]) -> None:
+  def after_loop(self, reports, action: str, ended, emit: Callable[..., object],
+                 cleared: Optional[int] = None) -> None:
     """Emits a `history` event at the first trouble of an episode: a non-overflow skip in
-    `reports` (the newest loop added), a resolved `action` other than 'continue', or an
-    `ended` run."""
+    `reports` (the newest loop added), a resolved `action` other than 'continue', an `ended`
+    run, or a rule that fired at step `cleared` and whose check let the run go on (a divergence
+    check that blamed the batches: the doctor reads what came before it)."""
     skipped = np.flatnonzero(~reports.applied.astype(bool) & ~reports.overflow.astype(bool))
+    at = np.flatnonzero(np.asarray(reports.step) == cleared) if cleared is not None else []
     if skipped.size:
       index = int(skipped[0])
     elif action != 'continue' or ended is not None:
       index = reports.num_steps - 1
+    elif len(at):
+      index = int(at[0])
     else:
       return
     position = self._seen - reports.num_steps + (int(skipped[-1]) if skipped.size else index)
