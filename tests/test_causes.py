@@ -232,8 +232,10 @@ class ProductOverflowTest(tf.test.TestCase):
               'activations': [{'layer': 'head', 'max_abs': 6e23, 'finite': True,
                                'dtype': 'float32'}]}
     faults = [skip(k, fault='loss') for k in range(11, 30)]
-    _, scores = top(faults, {'status': 'aborted'}, [record])
+    cause, scores = top(faults, {'status': 'aborted'}, [record])
     self.assertFalse(any('a product that overflows' in e for e in scores['softmax_overflow'][1]))
+    self.assertEqual(cause, 'exploding_gradients')  # No exp, no division: the model grew.
+    self.assertEqual(scores['softmax_overflow'][0], 0.0)
     record['activations'][0]['max_abs'] = 1e6  # Outputs of that size: the loss made the Inf.
     _, scores = top(faults, {'status': 'aborted'}, [record])
     self.assertTrue(any('a product that overflows' in e for e in scores['softmax_overflow'][1]))

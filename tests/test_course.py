@@ -22,7 +22,23 @@ def run(loss=LOSS, lr=2e-3, optimizer='Adam', input_rms=1.4, first=0):
             {'event': 'diverged', 'step': first + n, 'trigger': 'divergence', 'reason': 'x'}]
   summary = {'status': 'diverged', 'optimizer': optimizer,
              'divergence': {'input_rms': input_rms, 'output_rms': 2.6, 'label_rms': 0.85}}
+  if input_rms is None:  # A stack without DivergenceCheck: the inputs' scale unknown.
+    del summary['divergence']
   return events, summary
+
+
+def cleared(loss, norms, first):
+  """(events, summary) of a run that completed after a divergence check blamed the batches
+  (its history written at the check's step, the last of `loss`)."""
+  n = len(loss)
+  steps = list(range(first, first + n))
+  return ([{'event': 'start', 'step': 0, 'num_steps': 200},
+           {'event': 'history', 'step': steps[-1], 'steps': steps, 'loss': loss,
+            'grad_norm': norms, 'learning_rate': [1e-3] * n, 'loss_scale': [1.0] * n,
+            'applied': [True] * n},
+           {'event': 'divergence_check', 'step': steps[-1], 'rule': 'above_best',
+            'verdict': 'data'}],
+          {'status': 'completed', 'optimizer': 'Adam', 'divergence': {'input_rms': 1.0}})
 
 
 def verdict(events, summary):
@@ -45,16 +61,34 @@ class FirstUpdatesTest(tf.test.TestCase):
       cause, scores = verdict(*run(lr=lr, optimizer=optimizer))
       self.assertEqual(cause, 'learning_rate')
       self.assertFalse(any('multiplied the loss' in e for e in scores['exploding_gradients'][1]))
+    # A rate that rose to 1.0 within the first updates (a warm-up of two steps): not usual.
+    events, summary = run(lr=1e-4)
+    events[1]['learning_rate'][1:3] = [0.3, 1.0]
+    self.assertEqual(verdict(events, summary)[0], 'learning_rate')
 
   def test_what_is_no_blow_up_of_the_model(self):
     self.assertGreater(symptoms.Symptoms.read(*run(), []).amplified(), 30)
     odd = [11.6, 14100.0, 12.0, 11.0] + LOSS[4:]  # One odd batch among steps 2 to 4.
+    tiny = [1e-6, 1e-4, 1e-4, 1e-4] + LOSS[4:]  # 100x, from a loss far below 1: no blow-up.
     for events, summary in (run(loss=odd), run(input_rms=50.0),  # Unscaled inputs.
+                            run(input_rms=None), run(loss=tiny),
                             run(optimizer='MyOptimizer'),  # A rate nobody knows the range of.
                             run(first=40)):  # A resumed run: its first updates are not the start.
       s = symptoms.Symptoms.read(events, summary, [])
       self.assertEqual(s.amplified(), 0.0)
       self.assertEqual(verdict(events, summary)[0], 'learning_rate')
+
+  def test_a_check_that_blamed_the_batches(self):
+    # Poisoned batches from step 101 on, mid-run: their huge norms are no cliff of the model's.
+    loss = [0.5] * 38 + [5e4] * 26
+    norms = [1.0] * 38 + [2.6e5] * 26
+    cause, scores = verdict(*cleared(loss, norms, first=63))
+    self.assertEqual(cause, 'bad_input')
+    self.assertEqual(scores['exploding_gradients'][0], 0.0)
+    # The first updates blowing up at Adam's 1e-3, then a clean batch fine: the model's.
+    loss = [1.5, 1.3e16, 1.2e26, 5.5e28] + [3.0] * 17
+    norms = [90.0, 2e18, 1.6e28, 7.4e30] + [10.0] * 17
+    self.assertEqual(verdict(*cleared(loss, norms, first=1))[0], 'exploding_gradients')
 
   def test_a_guarded_fit_start_event_without_num_steps_still_marks_the_first_step(self):
     events, summary = run()

@@ -490,6 +490,8 @@ class FirstBatchChecksTest(tf.test.TestCase):
     [window] = [r for r in records if r['event'] == 'history']
     self.assertEqual(window['steps'][-1], checks[0]['step'])
     self.assertEqual(len(window['loss']), 64)
+    # Whose spikes, read with the check's verdict, are the batches' (no gradient-norm cliff).
+    self.assertEqual(summary['diagnosis']['cause'], 'bad_input')
 
   def test_a_diverged_model_is_told_from_bad_batches(self):
     _, summary, records = self._fit(keras.optimizers.SGD(1.0), steps=200)

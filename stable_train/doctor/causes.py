@@ -123,18 +123,24 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
   if not math.isfinite(top) and s.output_max is not None:
     top = s.output_max  # The start check's, when forensics has no activations.
   loss_only = _loss_only(s)
-  if top > EXP_OVERFLOW and loss_only:
+  # Outputs (forensics' last layer) whose own square overflows float32 make any loss non-finite:
+  # no exp() and no division needed, the model grew without bound.
+  huge = bool(acts) and top >= SQUARE_OVERFLOW
+  if huge and loss_only:
+    out.add('exploding_gradients', 2, f"the model's outputs reached {top:.3g}, beyond what any "
+                                      'product in the loss survives in float32: its weights or '
+                                      'activations grew without bound')
+  if top > EXP_OVERFLOW and loss_only and not huge:
     out.add('softmax_overflow', 2, f"the model's outputs reach {top:.3g}: exp() of them "
                                    'overflows float32 (above 88.7)')
-  # Outputs whose own square overflows need no exp() terms to overflow a product in the loss.
-  if (op in PRODUCT_OPS and loss_only and not s.fp16 and s.op_in_loss()
-      and not top >= SQUARE_OVERFLOW):
+  if op in PRODUCT_OPS and loss_only and not s.fp16 and s.op_in_loss() and not huge:
     out.add('softmax_overflow', 3, f"forensics: the first NaN/Inf came out of a {op} in the "
                                    f"loss ({op_name(s)}), from finite outputs: a product that "
                                    'overflows float32, typically exp() terms multiplied (work in '
                                    'log space: logsumexp)')
   recurring = s.persistent() or (len(s.faults) > 3 and not s.sporadic())
-  if recurring and loss_only >= 0.8 * len(s.faults) and op not in EXP_OPS + DIV_LOG_OPS:
+  if (recurring and loss_only >= 0.8 * len(s.faults) and op not in EXP_OPS + DIV_LOG_OPS
+      and not huge):
     out.add('division_or_log', 2, f'{len(s.faults)} steps with a non-finite loss from finite '
                                   'model outputs: the loss function (add Forensics() to name '
                                   'the op)')

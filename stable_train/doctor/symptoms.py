@@ -224,30 +224,34 @@ class Symptoms:
 
   def first_blowup(self) -> float:
     """The median loss of a fresh run's 2nd to 4th steps (at least two finite) over its first
-    step's, where the history begins at step 1 and that step was applied; NaN otherwise. A
-    median: one odd batch among them does not make a blow-up."""
+    step's, at least 1 (a loss of 0.01 that rises to 0.5 is no blow-up), where the history
+    begins at step 1 and that step was applied; NaN otherwise. A median: one odd batch among
+    them does not make a blow-up."""
     h = self.history or {}
     steps, loss = h.get('steps') or [], numbers(h.get('loss'))
     if self.first_step != 1 or not steps or steps[0] != 1 or loss.size < 3 or not (
         (h.get('applied') or [False])[0]) or not loss[0] > 0:
       return math.nan
     after = finite_values(loss[1:4])
-    return float(np.median(after) / loss[0]) if after.size >= 2 else math.nan
+    return float(np.median(after) / max(loss[0], 1.0)) if after.size >= 2 else math.nan
 
   def usual_rate(self) -> Optional[float]:
-    """The first step's learning rate where it is at most the usual one for the run's optimizer
-    (USUAL_RATE), else None (above it, or the optimizer or the rate unknown)."""
-    lr = numbers((self.history or {}).get('learning_rate', [])[:1])
+    """The largest learning rate of the first three updates where it is at most the usual one
+    for the run's optimizer (USUAL_RATE), else None (above it, or the optimizer or the rate
+    unknown)."""
+    lr = numbers((self.history or {}).get('learning_rate', [])[:3])
     usual = USUAL_RATE.get(self.optimizer)
-    return float(lr[0]) if usual and lr.size and 0 < lr[0] <= usual else None
+    top = float(lr.max()) if lr.size else math.nan
+    return top if usual and lr.size and (lr > 0).all() and top <= usual else None
 
   def amplified(self) -> float:
     """The first updates' blow-up (`first_blowup`) where it is one (BLOWUP or more) at a usual
     rate, from normalised inputs, with no batch found bad: the model amplifies its updates (its
-    gradients), not the rate; else 0."""
+    gradients), not the rate; else 0. A divergence check that blamed the batches later does not
+    unmake a blow-up of the first updates (the median of three batches)."""
     blowup = self.first_blowup()
     if (self.usual_rate() is None or not blowup >= BLOWUP or self.input_bad()
-        or (self.input_rms is not None and self.input_rms > 10) or 'data' in self.checks
+        or not (self.input_rms is not None and self.input_rms <= 10)  # NaN: not measured.
         or self.fault_kinds().get('input') or self.outlier_batches or self.mismatch):
       return 0.0
     return blowup
