@@ -3,7 +3,7 @@
 front doors, diagnosed offline.
 
     python scripts/calibrate.py [--matrix=healthy|sick|both] [--only=NAME,...]
-        [--split=tune|held_out|fresh|blind|blind2|blind3|blind4|blind5|all] [--door=trainer|fit|both] [--quick]
+        [--split=tune|held_out|fresh|blind|blind2|blind3|blind4|blind5|blind6|all] [--door=trainer|fit|both] [--quick]
         [--stack=default|diagnostic] [--json=FILE] [--list]
 
 The registry (scripts/calibration/registry.py):
