@@ -218,6 +218,13 @@ class LastActivationTest(tf.test.TestCase):
     self.assertEqual(loss_match.last_activation(functional), 'softmax')
     self.assertEqual(loss_match.last_activation(seq(functional)), 'softmax')  # Nested.
     self.assertIsNone(loss_match.last_activation(seq(dense(), keras.layers.Dropout(0.1))))
+    # A Lambda of a named activation reads as it; any other Lambda cannot be told.
+    self.assertEqual(loss_match.last_activation(seq(dense(), keras.layers.Lambda(tf.sigmoid))),
+                     'sigmoid')
+    self.assertEqual(loss_match.last_activation(seq(dense(), keras.layers.Lambda(
+        tf.nn.softmax))), 'softmax')
+    self.assertIsNone(loss_match.last_activation(seq(dense(), keras.layers.Lambda(
+        lambda t: 2.0 * t))))
     two = keras.Model(inputs, [dense('softmax')(hidden), dense()(hidden)])
     self.assertIsNone(loss_match.last_activation(two))
 

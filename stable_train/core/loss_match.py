@@ -32,6 +32,7 @@ _FAMILIES = {
 }
 _OWN_LOGIT_LOSSES = (losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy)
 _PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid')
+_LAMBDA_NAMES = dict(sigmoid='sigmoid', softmax='softmax', softmax_v2='softmax', tanh='tanh')
 # Margins far above any rounding: a value this far outside [0, 1] is no probability; a row sum
 # this far from 1 is no softmax. Between "sums to 1" and "clearly not" the verdict is unsure.
 _OUTSIDE, _NOT_ONE = 0.01, 0.1
@@ -41,9 +42,8 @@ _MIN_ROWS = 8
 
 @dataclasses.dataclass(frozen=True)
 class LossTerms:
-  """What a loss expects: `family` ('sparse', 'categorical' or 'binary' cross-entropy),
-  `from_logits`, `name`, the Keras class that computes it (for the fix), and `shown`, the loss
-  as the run was given it (for the message)."""
+  """What a loss expects: `family` ('sparse', 'categorical' or 'binary'), `from_logits`, `name`
+  (the Keras class that computes it, for the fix), `shown` (the loss as given, for the message)."""
   family: str
   from_logits: bool
   name: str
@@ -52,8 +52,7 @@ class LossTerms:
 
 @dataclasses.dataclass(frozen=True)
 class Mismatch:
-  """A finding: `kind` (one of KINDS), a one-line `message`, the `fix` as code and as `gin`
-  bindings (one per line)."""
+  """A finding: `kind` (one of KINDS), a one-line `message`, the `fix` as code and as `gin`."""
   kind: str
   message: str
   fix: str
@@ -93,9 +92,9 @@ def loss_terms(loss) -> Optional[LossTerms]:
 
 def last_activation(model) -> Optional[str]:
   """The name of the activation that makes a Keras model's only output ('softmax', 'sigmoid',
-  'linear', ...): the activation of the layer that produces it (a Sequential's last layer, the
-  layer a Functional model's output comes from, a nested model's own), 'softmax' for a Softmax
-  layer. None where it cannot be told (a subclassed model, several outputs, another layer)."""
+  'linear', ...): that of the layer that produces it (a Sequential's last, a Functional model's
+  output's, a nested model's own; a Softmax layer; a Lambda of a named activation). None where
+  it cannot be told (a subclassed model, several outputs, another layer)."""
   if not isinstance(model, keras.Model):
     return None
   layer = _output_layer(model)
@@ -103,6 +102,8 @@ def last_activation(model) -> Optional[str]:
     return last_activation(layer)
   if isinstance(layer, keras.layers.Softmax):
     return 'softmax'
+  if isinstance(layer, keras.layers.Lambda):  # Lambda(tf.sigmoid): its function's own name.
+    return _LAMBDA_NAMES.get(getattr(layer.function, '__name__', None))
   activation = getattr(layer, 'activation', None)
   if activation is None:
     return None
@@ -306,8 +307,7 @@ def loss_function(loss):
 
 
 def regression_loss(loss) -> Optional[str]:
-  """The name of a Keras regression loss (`loss` an object, a function or a name, e.g.
-  'mse'), or None for any other."""
+  """A Keras regression loss's name (`loss` an object, function or name, e.g. 'mse'), else None."""
   name = getattr(loss_function(loss), '__name__', '')
   return name if name in _REGRESSION else None
 
