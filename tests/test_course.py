@@ -1,6 +1,7 @@
 """Tests for stable_train.doctor.course: the rules on the training's course, here the blow-up of
 the first updates at a usual rate (the model's gradients, not the rate)."""
 
+import numpy as np
 import tensorflow as tf
 
 from stable_train.doctor import causes
@@ -53,8 +54,10 @@ class FirstUpdatesTest(tf.test.TestCase):
     self.assertEqual(cause, 'exploding_gradients')
     self.assertTrue(any('at a rate usual for Adam (0.002), multiplied the loss' in e
                         for e in scores['exploding_gradients'][1]))
-    # Under SGD at 0.01 (momentum or not) too.
+    # Under SGD at 0.01 (momentum or not) too, and at 0.1 as float32 records it (0.10000000149).
     self.assertEqual(verdict(*run(lr=0.01, optimizer='SGD'))[0], 'exploding_gradients')
+    self.assertEqual(verdict(*run(lr=float(np.float32(0.1)), optimizer='SGD'))[0],
+                     'exploding_gradients')
 
   def test_the_same_blow_up_at_a_rate_above_the_usual_one_is_the_rate(self):
     for lr, optimizer in ((1.0, 'Adam'), (0.5, 'SGD')):

@@ -242,7 +242,8 @@ class Symptoms:
     lr = numbers((self.history or {}).get('learning_rate', [])[:3])
     usual = USUAL_RATE.get(self.optimizer)
     top = float(lr.max()) if lr.size else math.nan
-    return top if usual and lr.size and (lr > 0).all() and top <= usual else None
+    # A float32 rate (0.1 is 0.10000000149) read against the table's decimal bound.
+    return top if usual and lr.size and (lr > 0).all() and top <= usual * (1 + 1e-6) else None
 
   def amplified(self) -> float:
     """The first updates' blow-up (`first_blowup`) where it is one (BLOWUP or more) at a usual
