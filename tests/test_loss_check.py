@@ -210,6 +210,37 @@ class LossOutputCheckTest(tf.test.TestCase):
     self.assertIsNone(check.at_end())
 
 
+class OutputsThatCannotTellExamplesApartTest(tf.test.TestCase):
+  """A named mismatch whose outputs, read as the loss reads them, give every example the same
+  answer at the end is no completed run, even where Keras trained the layers below (a falling
+  loss): a sigmoid (in a Lambda) into a binary from_logits=True loss, every output above 0."""
+
+  def _check(self, head):
+    keras.utils.set_random_seed(0)
+    x, _ = _data()
+    y = (x[:, :1] > 0).astype(np.float32)  # Both classes.
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, activation='relu'),
+                              keras.layers.Dense(1)] + ([head] if head else []))
+    probe = handle.Probe(model=model, policies=[divergence.DivergenceCheck()],
+                         split_batch=lambda b: (b[0], b[1]), loss_and_gradients=None,
+                         model_checkpoint=None, loss=keras.losses.BinaryCrossentropy(
+                             from_logits=True),
+                         first_batch=lambda: (tf.constant(x[:BATCH]), tf.constant(y[:BATCH])))
+    check, run = loss_check.LossOutputCheck(), _Run(probe)
+    for step in range(10, 110, 10):  # A loss that falls all along.
+      check.after_loop(run, step, np.full(10, 0.69 * 0.99**step))
+    return check, run
+
+  def test_a_sigmoid_into_a_logits_loss(self):
+    check, run = self._check(keras.layers.Lambda(tf.sigmoid))
+    self.assertEqual(check.found.kind, 'probabilities_to_logits_loss')
+    self.assertIsNone(check.at_end())  # Without the model: the loss came down.
+    self.assertIn('every example is the positive class', check.at_end(run))
+    check, run = self._check(None)  # Logits: nothing named, nothing judged.
+    self.assertIsNone(check.found)
+    self.assertIsNone(check.at_end(run))
+
+
 class OneColumnCategoricalTest(tf.test.TestCase):
   """One sigmoid unit under categorical cross-entropy (its loss is 0, its gradient 0): named at
   the start, trained to the end, and the run ends 'diverged', not 'completed', through both

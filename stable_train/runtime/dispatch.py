@@ -196,7 +196,7 @@ class Dispatcher:
       d = p.check_at_end(self._run)
       if d is not None:
         return self.abort(d.reason, d.trigger or p.name, step, status=d.status)
-    untrained = self.loss_check.at_end()
+    untrained = self.loss_check.at_end(self._run)
     if untrained is not None:  # Named at the start, and the loss never came down.
       return self.abort(untrained, 'no_progress', step, status=outcome_lib.Status.DIVERGED.value)
     return None

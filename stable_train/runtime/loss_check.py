@@ -82,14 +82,18 @@ class LossOutputCheck:
           RECENT_WEIGHT * loss + (1 - RECENT_WEIGHT) * self._recent)
       self._trail.record(float(self._seen), self._recent)
 
-  def at_end(self) -> Optional[str]:
+  def at_end(self, run=None) -> Optional[str]:
     """At the end of a run about to end 'completed': why it did not train, when a mismatch was
     named at the start and the loss never came down (its moving average still above
     NO_PROGRESS x its first steps' mean after at least MIN_STEPS steps, and no longer coming
-    down), else None. The run went on to its end (a warning never stops it); its status must not
-    say it trained."""
+    down), or the outputs still cannot tell one example from another as the loss reads them
+    (`_stuck`, however the loss moved), else None. The run went on to its end (a warning never
+    stops it); its status must not say it trained."""
     if self.found is None or self._seen < MIN_STEPS:
       return None
+    stuck = _stuck(self.found, run)
+    if stuck:
+      return f'after {self._seen} steps {stuck}: {self.found.message}; fix: {self.found.fix}'
     start = float(np.mean(self._start))
     # None: a loss of 0 from the start (nothing came down). Points above the start count at it.
     progress = self._trail.progress(ceiling=start)
@@ -123,6 +127,34 @@ class LossOutputCheck:
     log.warning('step %d: %s', step, loss_match.describe(found))
     run.emit('warning', step, cause=CAUSE, **found.fields())
     return found
+
+
+def _stuck(found: loss_match.Mismatch, run) -> str:
+  """What the model's outputs on the first batch now still say, where the finding makes them
+  unable to tell examples apart as its loss reads them ('' otherwise, or where unknown): a
+  softmax over one unit, still 1 for every example; probabilities into a binary from_logits=True
+  loss, all at or above 0, each example read as the positive class while the labels are not all
+  that class. Keras may train the layers below through such a loss (it reads a softmax's or a
+  sigmoid's own logits), so a falling loss does not say that the outputs trained."""
+  probe = getattr(run, 'probe', None)
+  if probe is None or found.kind not in (loss_match.ONE_UNIT_SOFTMAX,
+                                         loss_match.PROBABILITIES_TO_LOGITS):
+    return ''
+  try:
+    outputs, labels = diagnostics.first_outputs(probe), _labels(probe)
+  except Exception:  # pylint: disable=broad-except  (a judgement only, never a failure)
+    return ''
+  if not outputs or len(outputs) != 1 or outputs[0].shape[-1] != 1:
+    return ''
+  values = np.asarray(outputs[0], np.float64)
+  if found.kind == loss_match.ONE_UNIT_SOFTMAX and np.all(values == 1.0):
+    return "the model's outputs are still 1 for every example"
+  truth = None if labels is None else np.asarray(labels, np.float64).reshape(-1)
+  if (found.kind == loss_match.PROBABILITIES_TO_LOGITS and np.all(values >= 0.0)
+      and truth is not None and truth.size and np.any(truth < 0.5)):
+    return ("the model's outputs are all at 0 or above: read as logits by its loss, every "
+            'example is the positive class')
+  return ''
 
 
 def _labels(probe):
