@@ -24,6 +24,18 @@ class ReadTest(tf.test.TestCase):
                                {}, [])
     self.assertEqual((s.faults, s.triggers), ([], []))
 
+  def test_a_history_written_for_batches_blamed_gives_way_to_a_later_trouble(self):
+    def history(last):
+      return {'event': 'history', 'step': last, 'steps': list(range(last - 3, last + 1)),
+              'loss': [1.0] * 4, 'grad_norm': [1.0] * 4, 'applied': [True] * 4}
+    cleared = {'event': 'divergence_check', 'step': 21, 'rule': 'above_best', 'verdict': 'data'}
+    s = symptoms.Symptoms.read([history(21), cleared], {}, [])
+    self.assertEqual(s.history['steps'][-1], 21)  # The only one: read.
+    s = symptoms.Symptoms.read([history(21), cleared, history(100)], {}, [])
+    self.assertEqual(s.history['steps'][-1], 100)  # The run's own trouble, later.
+    s = symptoms.Symptoms.read([history(21), history(100)], {}, [])
+    self.assertEqual(s.history['steps'][-1], 21)  # No batches blamed: the first, as before.
+
   def test_fault_patterns(self):
     s = symptoms.Symptoms.read([skip(10), skip(40)], {}, [])
     self.assertTrue(s.isolated() and s.sporadic() and not s.persistent())

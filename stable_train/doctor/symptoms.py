@@ -39,6 +39,18 @@ def finite_values(values) -> np.ndarray:
   return a[np.isfinite(a)]
 
 
+def _first_history(events) -> Optional[Dict[str, List[Any]]]:
+  """The first `history` event's series, passing over one written where a divergence check
+  blamed the batches when a later trouble wrote another (that one is the run's own)."""
+  histories = [e for e in events if e.get('event') == 'history']
+  cleared = {e.get('step') for e in events
+             if e.get('event') == 'divergence_check' and e.get('verdict') == 'data'}
+  chosen = next((e for e in histories if e.get('step') not in cleared),
+                histories[0] if histories else None)
+  return None if chosen is None else {k: chosen.get(k) or [] for k in (
+      'steps', 'loss', 'grad_norm', 'learning_rate', 'loss_scale', 'applied')}
+
+
 @dataclasses.dataclass
 class Symptoms:
   """What the records show, in the doctor's terms (see `read`)."""
@@ -130,9 +142,7 @@ class Symptoms:
           s.mismatch = e
       elif kind == 'forensics' and e.get('recheck'):
         s.rechecks.append(e['recheck'])
-      elif kind == 'history' and s.history is None:
-        s.history = {k: e.get(k) or [] for k in ('steps', 'loss', 'grad_norm', 'learning_rate',
-                                                 'loss_scale', 'applied')}
+    s.history = _first_history(events)
     s.forensics = forensics[0] if forensics else None
     s.read_summary(summary)
     return s
