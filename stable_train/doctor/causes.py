@@ -6,7 +6,7 @@ from typing import Dict, List, Tuple
 
 from stable_train.doctor import course
 from stable_train.doctor.evidence import (CAUSES, DIV_LOG_OPS, EXP_OPS, EXP_OVERFLOW, FLOAT16_MAX,
-                                          PRODUCT_OPS, SQUARE_OVERFLOW, Scores, op_name)
+                                          PRODUCT_OPS, SQUARE_OVERFLOW, Scores)
 from stable_train.doctor.symptoms import MISMATCH, Symptoms, number
 
 __all__ = ['CAUSES', 'score', 'scores_and_decisive']
@@ -106,10 +106,10 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
   located, settles = (5, False) if s.op_in_half() else (8, True)
   if op in DIV_LOG_OPS:
     out.add('division_or_log', located, f'forensics: the first NaN/Inf came out of a {op} op '
-                                        f'({op_name(s)})', decisive=settles)
+                                        f'({s.op_name()})', decisive=settles)
   if op in EXP_OPS:
     out.add('softmax_overflow', located, f'forensics: the first NaN/Inf came out of a {op} op '
-                                         f'({op_name(s)})', decisive=settles)
+                                         f'({s.op_name()})', decisive=settles)
   outputs = s.outputs_non_finite()
   if s.inputs_checked and not op and outputs >= max(1, 0.5 * len(s.faults)) and not s.fp16:
     out.add('softmax_overflow', 2, f'{outputs} step(s) whose model outputs were non-finite from '
@@ -135,7 +135,7 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
                                    'overflows float32 (above 88.7)')
   if op in PRODUCT_OPS and loss_only and not s.fp16 and s.op_in_loss() and not huge:
     out.add('softmax_overflow', 3, f"forensics: the first NaN/Inf came out of a {op} in the "
-                                   f"loss ({op_name(s)}), from finite outputs: a product that "
+                                   f"loss ({s.op_name()}), from finite outputs: a product that "
                                    'overflows float32, typically exp() terms multiplied (work in '
                                    'log space: logsumexp)')
   recurring = s.persistent() or (len(s.faults) > 3 and not s.sporadic())
@@ -164,8 +164,8 @@ def _precision_rules(s: Symptoms, out: Scores) -> None:
                             '65504', decisive=True)
   if s.op_in_half():
     out.add('precision', 6, f'forensics: the first NaN/Inf came out of a float16 {s.op_type()} '
-                            f"({op_name(s)}): float16's range (largest 65504; an epsilon below 6e-8 "
-                            'is 0) -- compute that layer in float32', decisive=not ambiguous)
+                            f"({s.op_name()}): float16's range (largest 65504; an epsilon below "
+                            '6e-8 is 0) -- compute that layer in float32', decisive=not ambiguous)
   if s.faults and not s.input_bad() and not s.fault_kinds().get('input') and (
       s.persistent() or len(s.faults) > 3) and not s.op_type() in EXP_OPS + DIV_LOG_OPS:
     out.add('precision', 3, f'{len(s.faults)} non-finite steps under float16 compute from finite '
@@ -186,7 +186,8 @@ def _mismatch_rules(s: Symptoms, out: Scores) -> None:
                        f"({found.get('kind')}): {found.get('message')}", decisive=True)
   if s.op_in_loss():  # The loss's own arithmetic (a log of a negative rate) on those outputs.
     out.add(MISMATCH, 5, f"forensics: the first NaN/Inf came out of the loss's {s.op_type()} "
-                         f'op ({op_name(s)}), fed the outputs the loss does not fit', decisive=True)
+                         f'op ({s.op_name()}), fed the outputs the loss does not fit',
+            decisive=True)
   if not s.faults:
     out.add(MISMATCH, 3, 'no step was non-finite: a finite loss that the mismatch keeps from '
                          'training, not an overflow')

@@ -4,11 +4,11 @@ rate (a loss that diverged while finite, a collapse, a warm-up) and the gradient
 adding to `evidence.Scores`."""
 
 from stable_train.doctor.evidence import CLIFF, KERNEL_OFF_SCALE, OUTPUT_RATIO, Scores
-from stable_train.doctor.symptoms import Symptoms
+from stable_train.doctor.symptoms import INPUTS_LARGE, Symptoms
 
 
 def start_rules(s: Symptoms, out: Scores) -> None:
-  inputs_large = s.input_rms is not None and s.input_rms > 10  # NaN compares False.
+  inputs_large = s.input_rms is not None and s.input_rms > INPUTS_LARGE  # NaN compares False.
   explained = s.mismatch is not None  # A loss that does not fit the outputs starts off scale.
   # Outputs far off the labels' scale are the weights'; a loss far above a uniform guess's from
   # outputs in range may be the loss's (a softmax over one unit that no check could read).
@@ -48,7 +48,8 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
   diverged = [t for t in s.triggers if t in ('divergence', 'stalled')]
   # A blow-up in the first updates at a usual rate is the model's (gradient_rules): its
   # divergence or collapse speaks for the rate only half as much.
-  blowup = 2 if s.amplified() else 4
+  amplified = s.amplified()
+  blowup = 2 if amplified else 4
   if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
                                      'worse on a clean batch')
@@ -68,7 +69,7 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
     out.add('learning_rate', blowup, "the model's outputs became the same for every example "
                                      "where an untrained model's were not: its units died, "
                                      'typically of a learning rate too high')
-  if loss_growth >= 10 and norm_growth >= 3 and s.cliff()[0] < CLIFF and not s.amplified():
+  if loss_growth >= 10 and norm_growth >= 3 and s.cliff()[0] < CLIFF and not amplified:
     # A cliff, or a blow-up at a usual rate, explains it.
     out.add('learning_rate', 2, f'before the trouble the loss grew {loss_growth:.3g}x and the '
                                 f'gradient norm {norm_growth:.3g}x together')

@@ -1,8 +1,6 @@
 """The doctor's vocabulary: the causes it can name (`CAUSES`), the op types and thresholds its
 rules read, and `Scores`, the points and evidence each rule group adds to."""
 
-from stable_train.doctor.symptoms import Symptoms
-
 CAUSES = {
     'exploding_gradients': 'exploding gradients',
     'learning_rate': 'learning rate too high',
@@ -37,10 +35,10 @@ CLIFF = 1e4
 
 
 class Scores:
-  """Points and evidence per cause, filled by the rule groups below; `decisive` names the causes
-  with evidence that settles the question by itself (the op forensics located, batches that
-  failed an input check, a re-run that was finite, ...): only they may be named with high
-  confidence."""
+  """Points and evidence per cause, filled by the rule groups (`causes`, `course`); `decisive`
+  names the causes with evidence that settles the question by itself (the op forensics located,
+  batches that failed an input check, a re-run that was finite, ...): only they may be named
+  with high confidence."""
 
   def __init__(self):
     self.found = {c: [0.0, []] for c in CAUSES}
@@ -51,10 +49,3 @@ class Scores:
     self.found[cause][1].append(evidence)
     if decisive:
       self.decisive.add(cause)
-
-
-
-
-def op_name(s: Symptoms) -> str:
-  """The full name of the op forensics located ('?' where none)."""
-  return ((s.forensics or {}).get('op_level') or {}).get('op_name') or '?'

@@ -18,6 +18,7 @@ MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` ev
 USUAL_RATE = {'SGD': 0.1, 'Adam': 5e-3, 'AdamW': 5e-3, 'Adamax': 5e-3, 'Nadam': 5e-3,
               'RMSprop': 5e-3, 'Lion': 1e-3}
 BLOWUP = 30.0  # The loss this many times its first step's within the first updates: a blow-up.
+INPUTS_LARGE = 10.0  # Float features of a larger RMS are not normalised (weight_scale's too).
 
 
 def number(value) -> float:
@@ -262,7 +263,7 @@ class Symptoms:
     unmake a blow-up of the first updates (the median of three batches)."""
     blowup = self.first_blowup()
     if (self.usual_rate() is None or not blowup >= BLOWUP or self.input_bad()
-        or not (self.input_rms is not None and self.input_rms <= 10)  # NaN: not measured.
+        or not (self.input_rms is not None and self.input_rms <= INPUTS_LARGE)  # NaN: unknown.
         or self.fault_kinds().get('input') or self.outlier_batches or self.mismatch):
       return 0.0
     return blowup
@@ -283,6 +284,10 @@ class Symptoms:
   def op_type(self) -> Optional[str]:
     op = (self.forensics or {}).get('op_level') or {}
     return op.get('op_type') if op.get('found') else None
+
+  def op_name(self) -> str:
+    """The full name of the op forensics located ('?' where none)."""
+    return ((self.forensics or {}).get('op_level') or {}).get('op_name') or '?'
 
   def op_in_half(self) -> bool:
     """Whether the op forensics located computed in float16 (its output's dtype)."""

@@ -2,7 +2,8 @@
 come from the weights (an initialiser too wide, a mean taken for a standard deviation) or from
 a forward computation that scales sound weights up (a sum over an unnormalised adjacency, a
 division by a small temperature). Host-side, at a broken start's check; the doctor reads 3 or
-more as off scale (`causes.KERNEL_OFF_SCALE`: He's initialiser gives 1.41, Glorot's less)."""
+more as off scale (`doctor.evidence.KERNEL_OFF_SCALE`: He's initialiser gives 1.41, Glorot's
+less)."""
 
 import math
 from typing import Dict, Optional, Sequence
@@ -11,7 +12,8 @@ import numpy as np
 import tensorflow as tf
 
 # Kernels whose RMS is this many times LeCun's or more are off the standard scale (the doctor's
-# `causes.KERNEL_OFF_SCALE` too); inputs whose RMS is above INPUTS_LARGE are not normalised.
+# `evidence.KERNEL_OFF_SCALE` too); inputs of an RMS above INPUTS_LARGE are not normalised (its
+# `symptoms.INPUTS_LARGE` too).
 OFF_SCALE, INPUTS_LARGE = 3.0, 10.0
 
 
