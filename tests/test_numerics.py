@@ -70,6 +70,46 @@ class ClipByGlobalNormTest(tf.test.TestCase):
     self.assertAllClose(tf.linalg.global_norm(clipped), 1.0, rtol=1e-5)
 
 
+
+def _compared(t):
+  """input_ok's answer by float comparisons (the reference it must equal)."""
+  limit = tf.cast(numerics.INPUT_LIMIT, t.dtype)
+  return tf.logical_and(t < limit, t > -limit).numpy()
+
+
+class InputOkTest(tf.test.TestCase):
+  """input_ok reads the values' bits: the same answer as comparing the floats, on every value."""
+
+  def test_every_half_precision_value(self):
+    # All 65536 bit patterns of float16 and bfloat16 (NaNs of either sign, infs, subnormals),
+    # one value per tensor, eagerly, traced and under XLA.
+    bits = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    for dtype in (tf.float16, tf.bfloat16):
+      values = tf.constant(bits.view(dtype.as_numpy_dtype))
+      expected = _compared(values)
+      self.assertTrue(expected.any() and not expected.all())
+      per_value = tf.function(lambda v: tf.map_fn(numerics.input_ok, v, fn_output_signature=tf.bool))
+      self.assertAllEqual(per_value(values), expected)
+      self.assertAllEqual(tf.function(per_value, jit_compile=True)(values[::97]), expected[::97])
+
+  def test_wide_floats_at_the_edges_and_at_random(self):
+    rng = np.random.RandomState(0)
+    for dtype, view in ((np.float32, np.uint32), (np.float64, np.uint64)):
+      edges = [0.0, -0.0, 1e-45, -1e-45, 9.99e29, -9.99e29, 1e30, -1e30, 1.01e30, -1.01e30,
+               3.4e38, -3.4e38, np.inf, -np.inf, np.nan, -np.nan, 1e300, -1e300]
+      noise = rng.randint(0, 2**32, size=(2000, 2), dtype=np.uint64)
+      raw = (noise[:, 0] << np.uint64(32)) | noise[:, 1] if view == np.uint64 else noise[:, 0]
+      with np.errstate(over='ignore'):
+        values = np.concatenate([np.asarray(edges).astype(dtype),
+                                 raw.astype(view).view(dtype)])
+      for value in values:
+        batch = rng.randn(4, 5).astype(dtype)
+        batch[rng.randint(4), rng.randint(5)] = value
+        t = tf.constant(batch)
+        self.assertEqual(bool(numerics.input_ok(t)), bool(_compared(t).all()), (dtype, value))
+    self.assertTrue(bool(numerics.input_ok(tf.zeros([0, 3]))))  # Nothing to fail.
+    self.assertTrue(bool(numerics.input_ok(tf.constant([1, 2]))))  # Not a float.
+
 if __name__ == '__main__':
   tf.test.main()
 
