@@ -3,6 +3,7 @@ writes, captured inputs, conditionals, per policy and for the whole stack.
 
   python3 scripts/step_ops.py                      # seed MLP and the BatchNorm convnet
   python3 scripts/step_ops.py --model mlp --xla    # the step as XLA compiles it (same graph)
+  python3 scripts/step_ops.py --profile            # the default stack's executed ops, per policy
 
 Deterministic, unlike timings on a shared machine: the counts are of the step's function graph
 as traced (before Grappler), one Trainer per stack, 10 steps per loop, nothing on disk. `e` is the
@@ -10,11 +11,19 @@ skeleton (`policies=[]`), `i` the default stack without its input finiteness che
 default stack; `+X` lines are the skeleton with one default policy. Ops are non-constant graph
 nodes at the step's top level (each a few microseconds in TensorFlow's executor); a `tf.cond`'s
 branches are counted apart (`cond nodes`), as only one runs.
+
+`--profile` runs the default stack's Trainer (no XLA) under TensorFlow's profiler and charges
+every op the executor ran to the policy whose hook made it (each hook runs in a name scope of its
+policy's name) or to the rest of the step (the model, the optimizer, the guard's own checks and
+the report): ops executed per step and their kernel time per step. Kernel time leaves out the
+executor's scheduling of each op (about a microsecond), so a policy's share of the step is
+between its share of the kernel time and its share of the ops.
 """
 
 import argparse
 import collections
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -45,6 +54,56 @@ def count(work, stack, jit):
   return ops, len(concrete.captured_inputs), conds
 
 
+def profile(work, stack, loops):
+  """{group: (ops executed per step, kernel microseconds per step)} over `loops` loops of 10 steps
+  of the Trainer with `stack`; groups are the policies' names and 'rest'."""
+  import glob  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=g-import-not-at-top
+  import stable_train  # pylint: disable=g-import-not-at-top
+  policies = stack()
+  trainer = stable_train.Trainer(
+      model=work.new_model(), optimizer=keras.optimizers.Adam(1e-3), loss=work.loss,
+      policies=policies, model_dir=None, steps_per_loop=10, verbose=False, log_every=10**9,
+      summary_every=10**9)
+  trainer.fit(work.dataset, num_steps=50)  # Traced and warm.
+  logdir = tempfile.mkdtemp(prefix='step_ops.')
+  tf.profiler.experimental.start(logdir)
+  trainer.fit(work.dataset, num_steps=50 + 10 * loops)
+  tf.profiler.experimental.stop()
+  space = xplane_pb2.XSpace()
+  with open(sorted(glob.glob(f'{logdir}/**/*.xplane.pb', recursive=True))[-1], 'rb') as f:
+    space.ParseFromString(f.read())
+  names = {p.name for p in policies}
+  found = collections.defaultdict(lambda: [0, 0])
+  for plane in space.planes:
+    for line in plane.lines:
+      for event in line.events:
+        name = plane.event_metadata[event.metadata_id].name
+        if not line.name.startswith('tf_Compute') or name.count(':') != 1:
+          continue  # Not an op the executor ran (tf.data, a function call, its own work).
+        # A scope used twice in one graph is uniquified: 'adaptive_clip_1'.
+        parts = [re.sub(r'_\d+$', '', part) for part in name.split(':')[0].split('/')]
+        group = next((part for part in parts if part in names), 'rest')
+        found[group][0] += 1
+        found[group][1] += event.duration_ps
+  steps = 10 * loops
+  return {g: (n / steps, ps / 1e6 / steps) for g, (n, ps) in found.items()}
+
+
+def print_profile(work, loops):
+  """The `--profile` table for the default stack on `work`."""
+  shares = profile(work, benchmark.default_stack, loops)
+  ops = sum(n for n, _ in shares.values())
+  us = sum(t for _, t in shares.values())
+  print(f'# {work.describe}, batch 32, the default stack, {loops} loops of 10 steps profiled')
+  print(f'{"group":17s} {"ops/step":>8s} {"share":>6s} {"kernel us/step":>14s} {"share":>6s}')
+  for group, (n, t) in sorted(shares.items(), key=lambda kv: -kv[1][1]):
+    print(f'{group:17s} {n:8.1f} {n / ops:6.1%} {t:14.1f} {t / us:6.1%}', flush=True)
+
+
 def one_policy(make):
   stack = lambda: [make()]  # noqa: E731
   stack.__name__ = make.__name__
@@ -55,7 +114,14 @@ def main():
   p = argparse.ArgumentParser(description=__doc__.split('\n\n', 1)[0])
   p.add_argument('--model', choices=('mlp', 'convnet', 'both'), default='both')
   p.add_argument('--xla', action='store_true', help='trace the step for jit_compile=True')
+  p.add_argument('--profile', action='store_true',
+                 help="profile the default stack's executed ops per policy (no XLA)")
+  p.add_argument('--loops', type=int, default=100, help='loops of 10 steps profiled')
   a = p.parse_args()
+  if a.profile:
+    for model in (('mlp', 'convnet') if a.model == 'both' else (a.model,)):
+      print_profile(benchmark.Workload(model, 32, 1000), a.loops)
+    return
   import stable_train  # pylint: disable=g-import-not-at-top
   from stable_train.policies import clipping, divergence  # pylint: disable=g-import-not-at-top
   singles = {'CheckNumerics': stable_train.CheckNumerics, 'AdaptiveClip': clipping.AdaptiveClip,

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from stable_train import compat
 from stable_train.core import interfaces
+from stable_train.core import guard as guard_lib
 from stable_train.core import numerics
 from stable_train.core import reports as reports_lib
 from stable_train import errors
@@ -123,7 +124,8 @@ class TrainLoop:
     local = tf.nest.map_structure(self._local_value, batch)
     stop = None
     for p in self._policies:
-      verdict = p.end_step(local, report)
+      with guard_lib.scope(p):
+        verdict = p.end_step(local, report)
       if verdict is not None:
         stop = verdict if stop is None else tf.logical_or(stop, verdict)
     return stop

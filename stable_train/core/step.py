@@ -91,7 +91,8 @@ class GuardedStep:
     if classes is not None:  # One label tensor: the last input (features come first).
       ok = tf.concat([ok[:-1], [labels_lib.in_range(labels, classes)]], axis=0)
     for p in self.parts.policies:
-      flags = p.check_batch(features, labels)
+      with guard_lib.scope(p):
+        flags = p.check_batch(features, labels)
       if flags is not None:
         ok = tf.logical_and(ok, flags)
     return ok
@@ -282,7 +283,8 @@ class GuardedStep:
     """Every policy's `update_state`; returns whether a detector flagged the step."""
     flags = []
     for policy in self.parts.policies:
-      flag = policy.update_state(report, applied)
+      with guard_lib.scope(policy):
+        flag = policy.update_state(report, applied)
       if flag is not None:
         flags.append(_checked_flag(policy, flag))
     # A detector's flag makes the loop not clean: the host then asks every policy to decide.
