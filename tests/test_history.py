@@ -60,3 +60,23 @@ class RunHistoryTest(tf.test.TestCase):
     h.add(reports)
     h.after_loop(reports, 'rollback', None, lambda event, step, **f: emitted.append(f['steps']))
     self.assertEqual(emitted, [[3, 4, 5, 6]])
+
+  def test_a_stop_at_the_end_of_a_run_writes_its_last_steps(self):
+    # A collapse found by the end-of-run probe: the last steps, ending at the run's last.
+    h, emitted = history.RunHistory(size=4), []
+    emit = lambda event, step, **f: emitted.append((step, f['steps']))
+    for first in (1, 11, 21):
+      reports = loop(first, 10)
+      h.add(reports)
+      h.after_loop(reports, 'continue', None, emit)
+    h.at_end(emit)
+    self.assertEqual(emitted, [(30, [27, 28, 29, 30])])
+    h.at_end(emit)  # Once: the episode is open.
+    self.assertLen(emitted, 1)
+    # A skip within the last `size` steps wrote the episode's history already.
+    h, emitted = history.RunHistory(size=4), []
+    reports = loop(1, 10, skipped=[8])
+    h.add(reports)
+    h.after_loop(reports, 'continue', None, emit)
+    h.at_end(emit)
+    self.assertEqual([step for step, _ in emitted], [8])

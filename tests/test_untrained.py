@@ -273,6 +273,12 @@ def _triggers(model_dir):
   return [e['trigger'] for e in events if e['event'] == 'diverged']
 
 
+def _history_ends(model_dir):
+  """The last step of each `history` event of a run."""
+  with open(os.path.join(model_dir, 'events.jsonl')) as f:
+    return [e['steps'][-1] for e in map(json.loads, f) if e['event'] == 'history']
+
+
 class EndOfRunTest(tf.test.TestCase):
   """Through both front doors: 100 steps at a rate too low to move (lr 1e-7) leave a model
   that starts as a uniform guess one ('diverged', trigger chance_level); the same at a sound
@@ -295,6 +301,7 @@ class EndOfRunTest(tf.test.TestCase):
     self.assertEqual(summary['status'], 'diverged')
     self.assertIn('uniform guess', summary['reason'])
     self.assertEqual(_triggers(model_dir), [untrained.CHANCE])
+    self.assertEqual(_history_ends(model_dir), [100])  # The doctor reads the steps before it.
     self.assertEqual(_summary(model_dir)['diagnosis']['cause'], 'learning_rate')
     self.assertEqual(self._trainer(1e-2, LEARNABLE)[0]['status'], 'completed')
 
@@ -347,6 +354,7 @@ class EndOfRunTest(tf.test.TestCase):
     with open(os.path.join(model_dir, 'events.jsonl')) as f:
       checks = [e.get('rule') for e in map(json.loads, f) if e['event'] == 'divergence_check']
     self.assertEqual(checks, ['collapsed'])
+    self.assertEqual(_history_ends(model_dir), [200])
     self.assertNotEqual(_summary(model_dir)['diagnosis']['cause'], 'initialisation')
 
   @pytest.mark.slow

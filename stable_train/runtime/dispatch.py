@@ -189,15 +189,15 @@ class Dispatcher:
     normally: the first decision found ends it with that decision's status (a run whose model
     collapsed after the last probe is 'diverged', never 'completed'), then the loss/output
     check's (a mismatch named at the start and a loss that never came down: 'diverged'), or
-    None."""
+    None. A stop here is trouble: its `history` is written first."""
     for p in self._policies:
-      if not isinstance(p, interfaces.EndCheck):
-        continue
-      d = p.check_at_end(self._run)
+      d = p.check_at_end(self._run) if isinstance(p, interfaces.EndCheck) else None
       if d is not None:
+        self.history.at_end(self._run.emit)  # The doctor reads what came before the verdict.
         return self.abort(d.reason, d.trigger or p.name, step, status=d.status)
     untrained = self.loss_check.at_end(self._run)
     if untrained is not None:  # Named at the start, and the loss never came down.
+      self.history.at_end(self._run.emit)
       return self.abort(untrained, 'no_progress', step, status=outcome_lib.Status.DIVERGED.value)
     return None
 

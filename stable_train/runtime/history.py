@@ -67,6 +67,20 @@ class RunHistory:
     self._last_trouble = position
     if not new_episode or self.events >= self.max_events:
       return
+    self._emit(emit, self.window(last=index))
+
+  def at_end(self, emit: Callable[..., object]) -> None:
+    """Emits the last steps as a `history` event for a run that an end-of-run check stops (a
+    collapse, a loss never below a guess's): trouble found at the end, unless an episode of
+    trouble still open covers it (its history was written)."""
+    if not self._loops or (self._last_trouble is not None
+                           and self._seen - 1 - self._last_trouble <= self.size):
+      return
+    self._last_trouble = self._seen - 1
+    if self.events < self.max_events:
+      self._emit(emit, self.window())
+
+  def _emit(self, emit: Callable[..., object], window: Dict[str, Any]) -> None:
     self.events += 1
-    window = self.window(last=index)
-    emit('history', int(reports.step[index]), steps=window.pop('step'), **window)
+    steps = window.pop('step')
+    emit('history', int(steps[-1]), steps=steps, **window)
