@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train.doctor import causes
+from stable_train.doctor import course
 from stable_train.doctor import symptoms
 
 # A deep-sets model under Adam: its loss 1200x the first step's after one update.
@@ -99,6 +100,65 @@ class FirstUpdatesTest(tf.test.TestCase):
     s = symptoms.Symptoms.read(events, summary, [])
     self.assertEqual((s.first_step, s.num_steps), (1, 0))
     self.assertEqual(verdict(events, summary)[0], 'exploding_gradients')
+
+
+# A loss that diverges over the run with no blow-up of the first updates (1.1x).
+CREEP = [2.3, 2.4, 2.5, 2.7, 3.0, 4.0, 6.0, 10.0, 20.0, 40.0]
+
+
+def diverged(**kwargs):
+  """`run` of CREEP whose divergence check found the model worse on a clean batch (no collapse)."""
+  events, summary = run(loss=CREEP, **kwargs)
+  events[2] = dict(events[2], rule='above_best')
+  return events, summary
+
+
+class ModestRateTest(tf.test.TestCase):
+
+  def test_a_divergence_at_a_modest_rate_is_the_models_gradients(self):
+    events, summary = diverged(lr=0.01, optimizer='SGD')
+    self.assertEqual(symptoms.Symptoms.read(events, summary, []).amplified(), 0.0)
+    cause, scores = verdict(events, summary)
+    self.assertEqual(cause, 'exploding_gradients')
+    self.assertTrue(any('broke down at a modest rate for SGD (0.01' in e
+                        for e in scores['exploding_gradients'][1]))
+    self.assertEqual(verdict(*diverged(lr=1e-3, optimizer='Adam'))[0], 'exploding_gradients')
+    # A collapse too (units that died): the rate's own evidence, which still outweighs it.
+    self.assertEqual(verdict(*run(loss=CREEP, lr=0.01, optimizer='SGD'))[0], 'learning_rate')
+
+  def test_what_is_no_modest_rate_or_no_breakdown_of_the_model(self):
+    for events, summary in (diverged(lr=0.05, optimizer='SGD'),  # Half the usual top.
+                            diverged(lr=3e-3, optimizer='Adam'),
+                            diverged(lr=0.01, optimizer='SGD', input_rms=50.0),
+                            diverged(lr=0.01, optimizer='SGD', input_rms=None),
+                            diverged(lr=0.01, optimizer='SGD', first=40)):  # Resumed.
+      cause, scores = verdict(events, summary)
+      self.assertEqual(cause, 'learning_rate')
+      self.assertFalse(any('modest rate' in e for e in scores['exploding_gradients'][1]))
+    # Batches a divergence check blamed: no breakdown of the model's.
+    events, summary = diverged(lr=0.01, optimizer='SGD')
+    events[2] = {'event': 'divergence_check', 'step': 10, 'rule': 'above_best', 'verdict': 'data'}
+    self.assertFalse(any('modest rate' in e for e in verdict(events, summary)[1][
+        'exploding_gradients'][1]))
+
+  def test_non_finite_steps_at_a_modest_rate(self):
+    events, summary = run(loss=CREEP[:4] + ['nan'] * 6, lr=0.01, optimizer='SGD')
+    events[2:] = [{'event': 'skip', 'step': k, 'fault': 'loss', 'tensor': 'loss'}
+                  for k in range(5, 11)] + [{'event': 'abort', 'step': 10,
+                                             'trigger': 'consecutive_skips'}]
+    def located(op, layer='dense_3'):
+      report = {'op_level': {'found': True, 'op_type': op, 'op_name': f'model/{layer}/{op}',
+                             'layer': layer}}
+      return symptoms.Symptoms.read(events, summary, [report])
+    s = symptoms.Symptoms.read(events, summary, [])
+    self.assertEqual(course.modest_rate(s), 0.01)
+    scores = causes.score(s)
+    self.assertTrue(any('modest rate' in e for e in scores['exploding_gradients'][1]))
+    # A product that overflowed in the model is its growth; a log located names its cause.
+    self.assertTrue(any('modest rate' in e for e in causes.score(located('MatMul'))[
+        'exploding_gradients'][1]))
+    self.assertFalse(any('modest rate' in e for e in causes.score(located('Log'))[
+        'exploding_gradients'][1]))
 
 
 if __name__ == '__main__':

@@ -1,10 +1,15 @@
 """The doctor's rules on the training's course: the start (outputs and kernels off scale), the
 rate (a loss that diverged while finite, a collapse, a warm-up) and the gradient norm's history
-(growth, jumps, cliffs, a blow-up at a usual rate). Pure functions of `symptoms.Symptoms`,
+(growth, jumps, cliffs, a blow-up at a usual rate, a breakdown at a modest one). Pure functions of `symptoms.Symptoms`,
 adding to `evidence.Scores`."""
 
-from stable_train.doctor.evidence import CLIFF, KERNEL_OFF_SCALE, OUTPUT_RATIO, Scores
-from stable_train.doctor.symptoms import INPUTS_LARGE, Symptoms
+from typing import Optional
+
+from stable_train.doctor.evidence import CLIFF, KERNEL_OFF_SCALE, OUTPUT_RATIO, PRODUCT_OPS, Scores
+from stable_train.doctor.symptoms import INPUTS_LARGE, USUAL_RATE, Symptoms
+
+# A rate at most this share of the usual top for its optimizer is modest (SGD 0.025, Adam 1.25e-3).
+MODEST = 0.25
 
 
 def start_rules(s: Symptoms, out: Scores) -> None:
@@ -48,7 +53,7 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
   diverged = [t for t in s.triggers if t in ('divergence', 'stalled')]
   # A blow-up in the first updates at a usual rate is the model's (gradient_rules): its
   # divergence or collapse speaks for the rate only half as much.
-  amplified = s.amplified()
+  amplified = s.amplified() or _broke_at_modest_rate(s)
   blowup = 2 if amplified else 4
   if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
@@ -124,5 +129,34 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
                                       f'{amplified:.3g}x: the model amplifies its gradients (depth '
                                       'or a recurrence without normalisation, a sum over many '
                                       'inputs); a lower rate only delays it')
+  if _broke_at_modest_rate(s) and not amplified:
+    out.add('exploding_gradients', 4, f'the run broke down at a modest rate for {s.optimizer} '
+                                      f'({modest_rate(s):.3g}, a quarter of the usual top or '
+                                      'less) from normalised inputs: what amplified its steps is '
+                                      'the model (depth or a recurrence without normalisation, a '
+                                      'sum over many inputs)')
   if 'grad_norm_spike' in s.triggers:
     out.add('exploding_gradients', 1, 'a gradient-norm spike triggered a rollback')
+
+
+def modest_rate(s: Symptoms) -> Optional[float]:
+  """The first updates' rate (`Symptoms.usual_rate`) where it is modest, at most MODEST x the
+  usual top for the run's optimizer, from clean inputs (`Symptoms.clean_inputs`); else None."""
+  rate = s.usual_rate()
+  if rate is None or rate > MODEST * USUAL_RATE[s.optimizer] or not s.clean_inputs():
+    return None
+  return rate
+
+
+def _broke_at_modest_rate(s: Symptoms) -> bool:
+  """A fresh run that diverged, collapsed or went non-finite (no forensics record, or one that
+  located a product in the model; no transient re-run), from no broken start, at a modest rate
+  (`modest_rate`): few steps of a modest rate diverge unless the model amplifies them."""
+  if modest_rate(s) is None or 'untrainable_start' in s.triggers or s.first_step != 1:
+    return False
+  diverged = any(t in ('divergence', 'stalled') for t in s.triggers) and 'data' not in s.checks
+  # A product that overflowed in the model is its growth; any other op forensics located, or a
+  # NaN it found built on purpose (a mask), names another cause. No forensics: unknown.
+  grew = s.forensics is None or (s.op_type() in PRODUCT_OPS and not s.op_in_loss())
+  non_finite = bool(s.faults) and grew and 'transient' not in s.rechecks and not s.sporadic()
+  return diverged or s.collapsed or non_finite

@@ -258,15 +258,20 @@ class Symptoms:
 
   def amplified(self) -> float:
     """The first updates' blow-up (`first_blowup`) where it is one (BLOWUP or more) at a usual
-    rate, from normalised inputs, with no batch found bad: the model amplifies its updates (its
-    gradients), not the rate; else 0. A divergence check that blamed the batches later does not
-    unmake a blow-up of the first updates (the median of three batches)."""
+    rate, from clean inputs (`clean_inputs`): the model amplifies its updates (its gradients),
+    not the rate; else 0. A divergence check that blamed the batches later does not unmake a
+    blow-up of the first updates (the median of three batches)."""
     blowup = self.first_blowup()
-    if (self.usual_rate() is None or not blowup >= BLOWUP or self.input_bad()
-        or not (self.input_rms is not None and self.input_rms <= INPUTS_LARGE)  # NaN: unknown.
-        or self.fault_kinds().get('input') or self.outlier_batches or self.mismatch):
+    if self.usual_rate() is None or not blowup >= BLOWUP or not self.clean_inputs():
       return 0.0
     return blowup
+
+  def clean_inputs(self) -> bool:
+    """Inputs measured as normalised, no batch found bad (a NaN, an input fault, an outlier), no
+    loss/output mismatch named: what is left to amplify a step is the model."""
+    normalised = self.input_rms is not None and self.input_rms <= INPUTS_LARGE  # NaN: unknown.
+    return normalised and not (self.input_bad() or self.fault_kinds().get('input')
+                               or self.outlier_batches or self.mismatch)
 
   def lr_rise(self) -> float:
     """The learning rate at trouble over its median before (> 1: it went up, e.g. a warm-up)."""
