@@ -1,5 +1,6 @@
-"""Tests for stable_train.doctor.course: the rules on the training's course, here the blow-up of
-the first updates at a usual rate (the model's gradients, not the rate)."""
+"""Tests for stable_train.doctor.course: the rules on the training's course, here the rate of the
+first updates: a blow-up at a usual rate or a breakdown at a modest one (the model's gradients),
+a blow-up above the usual top (the rate)."""
 
 import numpy as np
 import tensorflow as tf
@@ -10,6 +11,8 @@ from stable_train.doctor import symptoms
 
 # A deep-sets model under Adam: its loss 1200x the first step's after one update.
 LOSS = [11.6, 14100.0, 278.0, 19500.0, 2.3e8, 2.6e7, 40.0, 12.0, 11.0, 11.5]
+# A loss that diverges over the run with no blow-up of the first updates (1.1x).
+CREEP = [2.3, 2.4, 2.5, 2.7, 3.0, 4.0, 6.0, 10.0, 20.0, 40.0]
 
 
 def run(loss=LOSS, lr=2e-3, optimizer='Adam', input_rms=1.4, first=0):
@@ -65,6 +68,19 @@ class FirstUpdatesTest(tf.test.TestCase):
       cause, scores = verdict(*run(lr=lr, optimizer=optimizer))
       self.assertEqual(cause, 'learning_rate')
       self.assertFalse(any('multiplied the loss' in e for e in scores['exploding_gradients'][1]))
+      self.assertTrue(any('above the usual top' in e for e in scores['learning_rate'][1]))
+    # The loss back at the untrained model's on a clean batch after that blow-up (RMSprop 1.0 on
+    # a mixture of experts): the check blamed the batches, the first updates name the rate.
+    events, summary = run(lr=1.0, optimizer='RMSprop')
+    events[2:] = [{'event': 'divergence_check', 'step': 10, 'rule': 'above_best',
+                   'verdict': 'data'}]
+    summary['status'] = 'completed'
+    self.assertEqual(verdict(events, summary)[0], 'learning_rate')
+    # No blow-up, or an optimizer whose usual range nobody knows: no such evidence.
+    for events, summary in (run(loss=CREEP, lr=1.0, optimizer='Adam'),
+                            run(lr=1.0, optimizer='MyOptimizer')):
+      self.assertFalse(any('above the usual top' in e
+                           for e in verdict(events, summary)[1]['learning_rate'][1]))
     # A rate that rose to 1.0 within the first updates (a warm-up of two steps): not usual.
     events, summary = run(lr=1e-4)
     events[1]['learning_rate'][1:3] = [0.3, 1.0]
@@ -100,10 +116,6 @@ class FirstUpdatesTest(tf.test.TestCase):
     s = symptoms.Symptoms.read(events, summary, [])
     self.assertEqual((s.first_step, s.num_steps), (1, 0))
     self.assertEqual(verdict(events, summary)[0], 'exploding_gradients')
-
-
-# A loss that diverges over the run with no blow-up of the first updates (1.1x).
-CREEP = [2.3, 2.4, 2.5, 2.7, 3.0, 4.0, 6.0, 10.0, 20.0, 40.0]
 
 
 def diverged(**kwargs):

@@ -5,8 +5,10 @@ adding to `evidence.Scores`."""
 
 from typing import Optional
 
+import numpy as np
+
 from stable_train.doctor.evidence import CLIFF, KERNEL_OFF_SCALE, OUTPUT_RATIO, PRODUCT_OPS, Scores
-from stable_train.doctor.symptoms import INPUTS_LARGE, USUAL_RATE, Symptoms
+from stable_train.doctor.symptoms import BLOWUP, INPUTS_LARGE, USUAL_RATE, Symptoms, numbers
 
 # A rate at most this share of the usual top for its optimizer is modest (SGD 0.025, Adam 1.25e-3).
 MODEST = 0.25
@@ -58,6 +60,11 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
   if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
                                      'worse on a clean batch')
+  above = _rate_above_usual(s)
+  if above is not None and s.first_blowup() >= BLOWUP:
+    out.add('learning_rate', 5, f'the first updates, at {above:.3g} (above the usual top for '
+                                f'{s.optimizer}, {USUAL_RATE[s.optimizer]:.3g}), multiplied the '
+                                f'loss {s.first_blowup():.3g}x: the rate')
   if 'stalled' in s.triggers:
     out.add('learning_rate', 2, 'after a rollback to the start the loss did not come down at the '
                                 'backed-off rate')
@@ -146,6 +153,18 @@ def modest_rate(s: Symptoms) -> Optional[float]:
   if rate is None or rate > MODEST * USUAL_RATE[s.optimizer] or not s.clean_inputs():
     return None
   return rate
+
+
+def _rate_above_usual(s: Symptoms) -> Optional[float]:
+  """The largest rate of a fresh run's first three updates where it is above the usual top for
+  its optimizer (USUAL_RATE), from batches none of which was found bad (a NaN, an input fault)
+  and no loss/output mismatch named; else None."""
+  lr = numbers((s.history or {}).get('learning_rate', [])[:3])
+  usual = USUAL_RATE.get(s.optimizer)
+  if not usual or not lr.size or s.usual_rate() is not None or not np.isfinite(lr).all() or (
+      s.input_bad() or s.fault_kinds().get('input') or s.mismatch):
+    return None
+  return float(lr.max())
 
 
 def _broke_at_modest_rate(s: Symptoms) -> bool:
