@@ -15,12 +15,13 @@ LOSS = [11.6, 14100.0, 278.0, 19500.0, 2.3e8, 2.6e7, 40.0, 12.0, 11.0, 11.5]
 CREEP = [2.3, 2.4, 2.5, 2.7, 3.0, 4.0, 6.0, 10.0, 20.0, 40.0]
 
 
-def run(loss=LOSS, lr=2e-3, optimizer='Adam', input_rms=1.4, first=0):
+def run(loss=LOSS, lr=2e-3, optimizer='Adam', input_rms=1.4, first=0, norms=None):
   """(events, summary) of a run that diverged, its outputs collapsed, after `loss` per step."""
   n = len(loss)
+  norms = norms or [769.0 * (1 + k % 3) for k in range(n)]
   events = [{'event': 'start', 'step': first, 'num_steps': 150},
             {'event': 'history', 'step': first + n, 'steps': list(range(first + 1, first + n + 1)),
-             'loss': loss, 'grad_norm': [769.0 * (1 + k % 3) for k in range(n)],
+             'loss': loss, 'grad_norm': norms,
              'learning_rate': [lr] * n, 'loss_scale': [1.0] * n, 'applied': [True] * n},
             {'event': 'divergence_check', 'step': first + n, 'rule': 'collapsed',
              'verdict': 'model'},
@@ -97,6 +98,25 @@ class FirstUpdatesTest(tf.test.TestCase):
       s = symptoms.Symptoms.read(events, summary, [])
       self.assertEqual(s.amplified(), 0.0)
       self.assertEqual(verdict(events, summary)[0], 'learning_rate')
+
+  def test_a_blow_up_from_kernels_off_scale_is_the_initialisers(self):
+    # Outputs 1e6x the labels' at the start: from kernels 55x LeCun's scale the initialiser's
+    # (its divergence then speaks for the rate half as much), from He kernels the architecture's.
+    def off_start(kernel_ratio):
+      # The loss and the norm growing together (no cliff): the rate's evidence too.
+      events, summary = run(loss=[2.0, 100, 120, 150, 300, 1e3, 3e3, 1e4, 3e4, 1e5], lr=0.01,
+                            optimizer='SGD', norms=[1.0, 5, 6, 8, 10, 30, 90, 300, 900, 3e3])
+      events[2] = dict(events[2], rule='above_best')  # No collapse.
+      events.insert(1, {'event': 'warning', 'step': 1, 'cause': 'initialisation',
+                        'kernel_ratio': kernel_ratio})
+      summary['divergence'].update(output_rms=1e6, label_rms=1.0)
+      return events, summary
+    s = symptoms.Symptoms.read(*off_start(55.0), [])
+    self.assertEqual(s.amplified(), 0.0)
+    cause, scores = verdict(*off_start(55.0))
+    self.assertEqual(cause, 'initialisation')
+    self.assertFalse(any('amplifies' in e for e in scores['exploding_gradients'][1]))
+    self.assertEqual(verdict(*off_start(1.4))[0], 'exploding_gradients')
 
   def test_a_check_that_blamed_the_batches(self):
     # Poisoned batches from step 101 on, mid-run: their huge norms are no cliff of the model's.

@@ -53,9 +53,10 @@ def start_rules(s: Symptoms, out: Scores) -> None:
 def rate_rules(s: Symptoms, out: Scores) -> None:
   loss_growth, norm_growth, _ = s.growth()
   diverged = [t for t in s.triggers if t in ('divergence', 'stalled')]
-  # A blow-up in the first updates at a usual rate is the model's (gradient_rules): its
-  # divergence or collapse speaks for the rate only half as much.
-  amplified = s.amplified() or _broke_at_modest_rate(s)
+  # A blow-up in the first updates at a usual rate is the model's (gradient_rules), one from
+  # outputs off scale from off-scale kernels the initialiser's (start_rules): its divergence or
+  # collapse speaks for the rate only half as much.
+  amplified = s.amplified() or _broke_at_modest_rate(s) or _initialiser_off_scale(s)
   blowup = 2 if amplified else 4
   if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
@@ -148,11 +149,19 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
 
 def modest_rate(s: Symptoms) -> Optional[float]:
   """The first updates' rate (`Symptoms.usual_rate`) where it is modest, at most MODEST x the
-  usual top for the run's optimizer, from clean inputs (`Symptoms.clean_inputs`); else None."""
+  usual top for the run's optimizer, from a clean start (`Symptoms.clean_start`); else None."""
   rate = s.usual_rate()
-  if rate is None or rate > MODEST * USUAL_RATE[s.optimizer] or not s.clean_inputs():
+  if rate is None or rate > MODEST * USUAL_RATE[s.optimizer] or not s.clean_start():
     return None
   return rate
+
+
+def _initialiser_off_scale(s: Symptoms) -> bool:
+  """Outputs far off the labels' scale at the start from kernels off the standard scale and
+  inputs not unscaled, no mismatch named: the start was broken by the initialiser."""
+  return (s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO and s.mismatch is None
+          and s.kernel_ratio is not None and s.kernel_ratio >= KERNEL_OFF_SCALE
+          and not (s.input_rms is not None and s.input_rms > INPUTS_LARGE))
 
 
 def _rate_above_usual(s: Symptoms) -> Optional[float]:

@@ -12,6 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from stable_train.doctor.evidence import KERNEL_OFF_SCALE
+
 MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` event.
 # The highest rate each optimizer is commonly run at (Keras's defaults are SGD 0.01, Adam 1e-3;
 # ResNet recipes run SGD at 0.1): a blow-up at or below it is no rate's fault.
@@ -258,20 +260,22 @@ class Symptoms:
 
   def amplified(self) -> float:
     """The first updates' blow-up (`first_blowup`) where it is one (BLOWUP or more) at a usual
-    rate, from clean inputs (`clean_inputs`): the model amplifies its updates (its gradients),
+    rate, from a clean start (`clean_start`): the model amplifies its updates (its gradients),
     not the rate; else 0. A divergence check that blamed the batches later does not unmake a
     blow-up of the first updates (the median of three batches)."""
     blowup = self.first_blowup()
-    if self.usual_rate() is None or not blowup >= BLOWUP or not self.clean_inputs():
+    if self.usual_rate() is None or not blowup >= BLOWUP or not self.clean_start():
       return 0.0
     return blowup
 
-  def clean_inputs(self) -> bool:
-    """Inputs measured as normalised, no batch found bad (a NaN, an input fault, an outlier), no
-    loss/output mismatch named: what is left to amplify a step is the model."""
+  def clean_start(self) -> bool:
+    """Inputs measured as normalised, no kernel off the standard scale (its outputs are the
+    initialiser's), no batch found bad (a NaN, an input fault, an outlier), no loss/output
+    mismatch named: what is left to amplify a step is the architecture."""
     normalised = self.input_rms is not None and self.input_rms <= INPUTS_LARGE  # NaN: unknown.
-    return normalised and not (self.input_bad() or self.fault_kinds().get('input')
-                               or self.outlier_batches or self.mismatch)
+    sound = self.kernel_ratio is None or self.kernel_ratio < KERNEL_OFF_SCALE
+    return normalised and sound and not (self.input_bad() or self.fault_kinds().get('input')
+                                         or self.outlier_batches or self.mismatch)
 
   def lr_rise(self) -> float:
     """The learning rate at trouble over its median before (> 1: it went up, e.g. a warm-up)."""
