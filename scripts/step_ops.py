@@ -17,7 +17,9 @@ every op the executor ran to the policy whose hook made it (each hook runs in a 
 policy's name) or to the rest of the step (the model, the optimizer, the guard's own checks and
 the report): ops executed per step and their kernel time per step. Kernel time leaves out the
 executor's scheduling of each op (about a microsecond), so a policy's share of the step is
-between its share of the kernel time and its share of the ops.
+between its share of the kernel time and its share of the ops. A measurement the guard shares
+between policies (a norm re-measured after a transform) is charged to the hook that reads it
+first.
 """
 
 import argparse
@@ -63,6 +65,7 @@ def profile(work, stack, loops):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=g-import-not-at-top
   import stable_train  # pylint: disable=g-import-not-at-top
+  from stable_train.core import guard  # pylint: disable=g-import-not-at-top
   policies = stack()
   trainer = stable_train.Trainer(
       model=work.new_model(), optimizer=keras.optimizers.Adam(1e-3), loss=work.loss,
@@ -76,7 +79,7 @@ def profile(work, stack, loops):
   space = xplane_pb2.XSpace()
   with open(sorted(glob.glob(f'{logdir}/**/*.xplane.pb', recursive=True))[-1], 'rb') as f:
     space.ParseFromString(f.read())
-  names = {p.name for p in policies}
+  names = {re.sub(r'[^A-Za-z0-9_.-]', '_', p.name) for p in policies}
   found = collections.defaultdict(lambda: [0, 0])
   for plane in space.planes:
     for line in plane.lines:
@@ -84,9 +87,14 @@ def profile(work, stack, loops):
         name = plane.event_metadata[event.metadata_id].name
         if not line.name.startswith('tf_Compute') or name.count(':') != 1:
           continue  # Not an op the executor ran (tf.data, a function call, its own work).
-        # A scope used twice in one graph is uniquified: 'adaptive_clip_1'.
-        parts = [re.sub(r'_\d+$', '', part) for part in name.split(':')[0].split('/')]
-        group = next((part for part in parts if part in names), 'rest')
+        # A policy's ops are under 'policy/<its name>/' (`guard.scope`); TensorFlow numbers its
+        # name when the scope is entered again in one graph ('policy/adaptive_clip_1/').
+        parts = name.split(':')[0].split('/')
+        at = [i for i, part in enumerate(parts[:-1]) if part == guard.SCOPE_ROOT]
+        inner = parts[at[0] + 1] if at else ''
+        group = inner if inner in names else re.sub(r'_\d+$', '', inner)
+        group = group if group in names else 'rest'
+
         found[group][0] += 1
         found[group][1] += event.duration_ps
   steps = 10 * loops

@@ -47,6 +47,16 @@ def _guard(grads, loss=1.0, inputs_bad=(0.0, 0.0), outputs_bad=0.0, policies_=()
 
 class GuardTest(tf.test.TestCase):
 
+  def test_each_policys_ops_are_in_its_scope_whatever_its_name(self):
+    # A name TensorFlow refuses as a root scope ('_probe', a private class's default) is no
+    # root here: every policy's ops are under 'policy/<its name>'.
+    clip, probe = policies.ClipByGlobalNorm(max_norm=1.0), Spy(name='_probe')
+    fn = tf.function(lambda: _guard([[3.0], [4.0]], policies_=[clip, probe]))
+    names = [op.name for op in fn.get_concrete_function().graph.get_operations()]
+    self.assertTrue(any(n.startswith('policy/clip_by_global_norm/') for n in names), names)
+    self.assertAllClose(fn()[0], [[0.6], [0.8]])
+    self.assertIn('allow', probe.seen)
+
   def test_healthy_step_is_applied_and_clipped(self):
     grads, report = _guard([[3.0], [4.0]], policies_=[policies.ClipByGlobalNorm(max_norm=1.0),
                                                       policies.SkipNonFinite()])

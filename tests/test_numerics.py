@@ -1,5 +1,7 @@
 """Tests for stable_train.core.numerics: finite flags and overflow-safe clipping."""
 
+from unittest import mock
+
 import numpy as np
 import tensorflow as tf
 
@@ -109,6 +111,15 @@ class InputOkTest(tf.test.TestCase):
         self.assertEqual(bool(numerics.input_ok(t)), bool(_compared(t).all()), (dtype, value))
     self.assertTrue(bool(numerics.input_ok(tf.zeros([0, 3]))))  # Nothing to fail.
     self.assertTrue(bool(numerics.input_ok(tf.constant([1, 2]))))  # Not a float.
+
+  def test_with_an_accelerator_the_floats_are_compared(self):
+    values = tf.constant([[1.0, -2.0], [np.inf, 1e31], [-1e31, np.nan], [9e29, -9e29]])
+    bits = [bool(numerics.input_ok(row)) for row in values]
+    with mock.patch.object(numerics, 'accelerated', return_value=True):
+      graph = tf.function(numerics.input_ok).get_concrete_function(values[0]).graph
+      self.assertNotIn('Bitcast', {op.type for op in graph.get_operations()})
+      self.assertEqual([bool(numerics.input_ok(row)) for row in values], bits)
+    self.assertEqual(bits, [True, False, False, True])
 
 if __name__ == '__main__':
   tf.test.main()

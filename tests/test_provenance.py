@@ -49,6 +49,9 @@ class ProvenanceTest(tf.test.TestCase):
     default = ['sequential', 'dense', 'dense_1', 'dense_2']
     self.assertEqual(provenance.layer_of_op('sequential_1/dense_1/MatMul', default), 'dense')
     self.assertEqual(provenance.layer_of_op('sequential/dense_1/MatMul', default), 'dense_1')
+    # A policy's op (guard.scope), even one whose policy is named like a layer: no layer's.
+    self.assertIsNone(provenance.layer_of_op('while/policy/dense_1/Log', default))
+    self.assertIsNone(provenance.layer_of_op('sequential/policy/dense/Log', default))
 
   def test_parse_graph_error(self):
     found = provenance.parse_check_numerics_error(GRAPH_ERROR, ['mlp', 'dense_1'])

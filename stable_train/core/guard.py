@@ -96,10 +96,16 @@ class GradientStats(dict):
     return out
 
 
+# The root name scope of every policy's in-graph ops ('policy/<name>/...'; TensorFlow numbers
+# the name when the scope is entered again in one graph: 'policy/<name>_1/...').
+SCOPE_ROOT = 'policy'
+
+
 def scope(policy) -> tf.name_scope:
-  """The name scope of a policy's in-graph hooks: its ops carry its name (a profile of the step,
-  `scripts/step_ops.py --profile`, charges each policy its own); nothing else changes."""
-  return tf.name_scope(re.sub(r'[^A-Za-z0-9_.-]', '_', policy.name) or 'policy')
+  """The name scope of a policy's in-graph hooks, `SCOPE_ROOT/<its name>`: its ops carry its name
+  (a profile of the step, `scripts/step_ops.py --profile`, charges each policy its own) and no
+  layer's (Forensics names no layer for an op under the root); nothing else changes."""
+  return tf.name_scope(f"{SCOPE_ROOT}/{re.sub(r'[^A-Za-z0-9_.-]', '_', policy.name)}")
 
 
 def guard(grads: List[tf.Tensor], loss: tf.Tensor, inputs_bad: tf.Tensor,

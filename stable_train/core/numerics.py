@@ -256,11 +256,15 @@ def input_ok(t) -> tf.Tensor:
   lie above inf's. The signed view's largest is the largest positive value's magnitude (negative
   values are negative integers), the unsigned view's the largest negative value's (its sign bit
   set). Two integer reductions, a sixth of the float comparisons' cost on CPU, the same answer
-  for every value on any kernel (integer max is exact), and no op here makes a NaN or Inf of its
-  own for an op-level check (`Forensics`) to find before the model's."""
+  for every value on any kernel (integer max is exact). Where a GPU or TPU is visible, and for a
+  float dtype with no integer view here (a float8), the float comparisons give it. No op here makes a NaN or Inf of its own for an op-level
+  check (`Forensics`) to find before the model's."""
   t = dense_values(t)
   if not t.dtype.is_floating:
     return tf.constant(True)
+  if t.dtype not in _VIEWS or accelerated():  # No integer view; a GPU's int32 Max in host memory.
+    limit = tf.cast(INPUT_LIMIT, t.dtype)
+    return tf.reduce_all(tf.logical_and(t < limit, t > -limit))  # The same answer.
   signed, unsigned = _VIEWS[t.dtype]
   limit = _limit_bits(t.dtype)
   sign = 1 << (signed.size * 8 - 1)
@@ -268,6 +272,13 @@ def input_ok(t) -> tf.Tensor:
   negative = tf.reduce_max(tf.bitcast(t, unsigned))
   return tf.logical_and(largest < tf.constant(limit, signed),
                         negative < tf.constant(sign + limit, unsigned))
+
+
+@functools.lru_cache(maxsize=None)
+def accelerated() -> bool:
+  """Whether a GPU or TPU is visible: there `input_ok` compares the floats (TensorFlow's GPU
+  kernel for an int32 max keeps its tensors in host memory, which would copy every batch)."""
+  return bool(tf.config.list_logical_devices('GPU') or tf.config.list_logical_devices('TPU'))
 
 
 @functools.lru_cache(maxsize=None)

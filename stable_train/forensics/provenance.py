@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train.core import guard as guard_lib
 from stable_train.core import interfaces
 from stable_train.core import numerics
 from stable_train.core import state as state_lib
@@ -93,9 +94,12 @@ def layer_of_op(op_name: str, known_layers: Sequence[str]) -> Optional[str]:
   matches a layer by its exact name, or with one such suffix removed; inside a scope that was
   such a re-call (the re-run's 'sequential_1' of model 'sequential'), the suffixed reading wins
   ('sequential_1/dense_1/MatMul' is layer 'dense' where both 'dense' and 'dense_1' exist).
+  None for a policy's op (under `guard.SCOPE_ROOT`), even one named like a layer.
   """
   known = set(known_layers)
   scopes = [s for s in op_name.split('/')[:-1] if s and s != 'gradient_tape']
+  if guard_lib.SCOPE_ROOT in scopes:
+    return None  # A policy's own op (`guard.scope`), whatever its name.
   found, recalled = None, False
   for scope in scopes:  # Outermost first; the innermost match is the answer.
     stripped = re.sub(r'_\d+$', '', scope)
