@@ -3,6 +3,7 @@ rate (a loss that diverged while finite, a collapse, a warm-up) and the gradient
 (growth, jumps, cliffs, a blow-up at a usual rate, a breakdown at a modest one). Pure functions of `symptoms.Symptoms`,
 adding to `evidence.Scores`."""
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -139,21 +140,24 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
                                       'inputs); a lower rate only delays it')
   if _broke_at_modest_rate(s) and not amplified:
     out.add('exploding_gradients', 4, f'the run broke down at a modest rate for {s.optimizer} '
-                                      f'({modest_rate(s):.3g}, a quarter of the usual top or '
-                                      'less) from normalised inputs: what amplified its steps is '
-                                      'the model (depth or a recurrence without normalisation, a '
-                                      'sum over many inputs)')
+                                      f'({modest_rate(s):.3g} at most, a quarter of the usual top '
+                                      'or less) from normalised inputs: what amplified its steps '
+                                      'is the model (depth or a recurrence without normalisation, '
+                                      'a sum over many inputs)')
   if 'grad_norm_spike' in s.triggers:
     out.add('exploding_gradients', 1, 'a gradient-norm spike triggered a rollback')
 
 
 def modest_rate(s: Symptoms) -> Optional[float]:
-  """The first updates' rate (`Symptoms.usual_rate`) where it is modest, at most MODEST x the
-  usual top for the run's optimizer, from a clean start (`Symptoms.clean_start`); else None."""
-  rate = s.usual_rate()
-  if rate is None or rate > MODEST * USUAL_RATE[s.optimizer] or not s.clean_start():
+  """The largest rate of the history (up to the trouble: a warm-up's end counts) where it is
+  modest, at most MODEST x the usual top for the run's optimizer, from a clean start
+  (`Symptoms.clean_start`); else None."""
+  lr = numbers((s.history or {}).get('learning_rate', []))
+  usual = USUAL_RATE.get(s.optimizer)
+  if not usual or not lr.size or not (np.isfinite(lr) & (lr > 0)).all() or (
+      lr.max() > MODEST * usual * (1 + 1e-6)) or not s.clean_start():
     return None
-  return rate
+  return float(lr.max())
 
 
 def _initialiser_off_scale(s: Symptoms) -> bool:
@@ -166,25 +170,32 @@ def _initialiser_off_scale(s: Symptoms) -> bool:
 
 def _rate_above_usual(s: Symptoms) -> Optional[float]:
   """The largest rate of a fresh run's first three updates where it is above the usual top for
-  its optimizer (USUAL_RATE), from batches none of which was found bad (a NaN, an input fault)
-  and no loss/output mismatch named; else None."""
+  its optimizer (USUAL_RATE), from batches none of which was found bad (a NaN, an input fault, an
+  outlier) and no loss/output mismatch named; else None."""
   lr = numbers((s.history or {}).get('learning_rate', [])[:3])
   usual = USUAL_RATE.get(s.optimizer)
   if not usual or not lr.size or s.usual_rate() is not None or not np.isfinite(lr).all() or (
-      s.input_bad() or s.fault_kinds().get('input') or s.mismatch):
+      s.input_bad() or s.fault_kinds().get('input') or s.outlier_batches or s.mismatch):
     return None
   return float(lr.max())
 
 
 def _broke_at_modest_rate(s: Symptoms) -> bool:
-  """A fresh run that diverged, collapsed or went non-finite (no forensics record, or one that
-  located a product in the model; no transient re-run), from no broken start, at a modest rate
-  (`modest_rate`): few steps of a modest rate diverge unless the model amplifies them."""
+  """A fresh run from no broken start, at a modest rate throughout (`modest_rate`), that under
+  plain SGD diverged or collapsed (an adaptive optimizer's step does not grow with the gradient:
+  its divergence says nothing of the gradients), or under any optimizer went non-finite in
+  float32 after growing: forensics located a product that overflowed in the model, or the loss or
+  the gradient norm grew 10x before it (no transient re-run). Few steps of a modest rate do that
+  only where the model amplifies them."""
   if modest_rate(s) is None or 'untrainable_start' in s.triggers or s.first_step != 1:
     return False
-  diverged = any(t in ('divergence', 'stalled') for t in s.triggers) and 'data' not in s.checks
+  diverged = (s.optimizer == 'SGD' and 'data' not in s.checks
+              and any(t in ('divergence', 'stalled') for t in s.triggers))
   # A product that overflowed in the model is its growth; any other op forensics located, or a
-  # NaN it found built on purpose (a mask), names another cause. No forensics: unknown.
-  grew = s.forensics is None or (s.op_type() in PRODUCT_OPS and not s.op_in_loss())
-  non_finite = bool(s.faults) and grew and 'transient' not in s.rechecks and not s.sporadic()
-  return diverged or s.collapsed or non_finite
+  # NaN it found built on purpose (a mask), names another cause.
+  loss_growth, norm_growth, _ = s.growth()
+  grew = ((s.op_type() in PRODUCT_OPS and not s.op_in_loss()) or (s.op_type() is None and any(
+      10 <= g < math.inf for g in (loss_growth, norm_growth))))  # inf: nothing finite to read.
+  non_finite = (bool(s.faults) and grew and not s.fp16 and 'transient' not in s.rechecks
+                and not s.sporadic())
+  return diverged or (s.collapsed and s.optimizer == 'SGD') or non_finite

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from stable_train.doctor.evidence import KERNEL_OFF_SCALE
+from stable_train.doctor.evidence import KERNEL_OFF_SCALE, OUTPUT_RATIO
 
 MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` event.
 # The highest rate each optimizer is commonly run at (Keras's defaults are SGD 0.01, Adam 1e-3;
@@ -269,11 +269,11 @@ class Symptoms:
     return blowup
 
   def clean_start(self) -> bool:
-    """Inputs measured as normalised, no kernel off the standard scale (its outputs are the
-    initialiser's), no batch found bad (a NaN, an input fault, an outlier), no loss/output
-    mismatch named: what is left to amplify a step is the architecture."""
+    """Normalised inputs, no kernel off the standard scale (unknown is sound unless the outputs
+    started off scale), no bad batch, no mismatch: what amplifies a step is the architecture."""
     normalised = self.input_rms is not None and self.input_rms <= INPUTS_LARGE  # NaN: unknown.
-    sound = self.kernel_ratio is None or self.kernel_ratio < KERNEL_OFF_SCALE
+    off = self.output_ratio is not None and self.output_ratio > OUTPUT_RATIO  # Whose? Unknown.
+    sound = self.kernel_ratio < KERNEL_OFF_SCALE if self.kernel_ratio is not None else not off
     return normalised and sound and not (self.input_bad() or self.fault_kinds().get('input')
                                          or self.outlier_batches or self.mismatch)
 
