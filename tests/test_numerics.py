@@ -90,7 +90,8 @@ class InputOkTest(tf.test.TestCase):
       values = tf.constant(bits.view(dtype.as_numpy_dtype))
       expected = _compared(values)
       self.assertTrue(expected.any() and not expected.all())
-      per_value = tf.function(lambda v: tf.map_fn(numerics.input_ok, v, fn_output_signature=tf.bool))
+      per_value = tf.function(
+          lambda v: tf.map_fn(numerics.input_ok, v, fn_output_signature=tf.bool))
       self.assertAllEqual(per_value(values), expected)
       self.assertAllEqual(tf.function(per_value, jit_compile=True)(values[::97]), expected[::97])
 

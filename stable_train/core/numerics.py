@@ -257,8 +257,8 @@ def input_ok(t) -> tf.Tensor:
   values are negative integers), the unsigned view's the largest negative value's (its sign bit
   set). Two integer reductions, a sixth of the float comparisons' cost on CPU, the same answer
   for every value on any kernel (integer max is exact). Where a GPU or TPU is visible, and for a
-  float dtype with no integer view here (a float8), the float comparisons give it. No op here makes a NaN or Inf of its own for an op-level
-  check (`Forensics`) to find before the model's."""
+  float dtype with no integer view here (a float8), the float comparisons give it. No op here
+  makes a NaN or Inf of its own for an op-level check (`Forensics`) to find before the model's."""
   t = dense_values(t)
   if not t.dtype.is_floating:
     return tf.constant(True)

@@ -1,7 +1,7 @@
 """The doctor's rules on the training's course: the start (outputs and kernels off scale), the
 rate (a loss that diverged while finite, a collapse, a warm-up) and the gradient norm's history
-(growth, jumps, cliffs, a blow-up at a usual rate, a breakdown at a modest one). Pure functions of `symptoms.Symptoms`,
-adding to `evidence.Scores`."""
+(growth, jumps, cliffs, a blow-up at a usual rate, a breakdown at a modest one). Pure functions
+of `symptoms.Symptoms`, adding to `evidence.Scores`."""
 
 import math
 from typing import Optional

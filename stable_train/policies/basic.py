@@ -39,8 +39,9 @@ class CheckNumerics(interfaces.Policy):
       mode: 'flag' (log and record, keep going) or 'raise' (stop with a clear error).
       check_inputs: whether every floating input tensor (features and labels) must be finite
         and below 1e30 in magnitude (`numerics.input_ok`: a larger value is a fill): two
-        integer reductions over its bits each per step; a batch that fails is not applied and counts as an *input*
-        fault (the data's, not the model's: checkpoints after it may still be marked good).
+        integer reductions over its bits each per step; a batch that fails is not applied and
+        counts as an *input* fault (the data's, not the model's: checkpoints after it may
+        still be marked good).
       name: policy name (unique within a Trainer; also its checkpoint key).
     """
     super().__init__(name=name)
