@@ -121,6 +121,28 @@ class RunHostTest(tf.test.TestCase):
     self.assertEqual(host.data_position(), 9)
     self.assertEqual([host.run.batch_index(s) for s in (0, 1, 6)], [3, 3, 8])
 
+  def test_the_context_reads_step_position_and_rate_scale_when_read_and_once(self):
+    host, door, _, _ = _host()
+    door.state.global_step.assign(6)
+    door.state.data_offset.assign(3)
+    door.state.lr_scale.assign(0.5)
+    reads = []
+    for name in ('step', 'data_position', 'lr_scale'):  # Count the host's reads.
+      original = getattr(host, name)
+      setattr(host, name, lambda original=original, name=name: reads.append(name) or original())
+    context = host.context()
+    self.assertEmpty(reads)  # A decision that reads none of the three costs no variable read.
+    door.state.global_step.assign(7)  # Read at the first access...
+    self.assertEqual((context.step, context.data_position, context.lr_scale), (7, 10, 0.5))
+    self.assertEqual(set(reads), {'step', 'data_position', 'lr_scale'})
+    first = len(reads)
+    door.state.global_step.assign(8)  # ...and kept: one view, one value.
+    self.assertEqual((context.step, context.data_position, context.lr_scale), (7, 10, 0.5))
+    self.assertLen(reads, first)
+    values = stable_train.PolicyContext(step=3, data_position=4, lr_scale=0.25,
+                                        variables_finite=lambda: True)
+    self.assertEqual((values.step, values.data_position, values.lr_scale), (3, 4, 0.25))
+
 
 def _model():
   inputs = keras.Input((3,), name='x')

@@ -16,24 +16,36 @@ class PolicyContext:
     lr_scale: the learning-rate scale (1.0 = as configured; a rollback backs it off).
   """
 
-  def __init__(self, *, step: int, data_position: int, lr_scale: float,
+  def __init__(self, *, step: int | Callable[[], int],
+               data_position: int | Callable[[], int],
+               lr_scale: float | Callable[[], float],
                variables_finite: Callable[[], bool],
                checkpoints: Callable[[], Sequence[Any]] = tuple,
                last_good_checkpoint: Callable[[], Optional[Any]] = lambda: None):
     """Initialises the view; what costs a graph run or a look at the disk is read on demand.
 
     Args:
-      step, data_position, lr_scale: see the attributes.
+      step, data_position, lr_scale: see the attributes; each a value, or a function that reads
+        it, called at the first read (a variable read on the host costs a loop 0.1-0.3 ms where
+        the step's threads are still busy, and most decisions read none of the three).
       variables_finite: returns whether every model and optimizer variable is finite.
       checkpoints: returns the committed checkpoints (`checkpointing.Entry`), oldest first.
       last_good_checkpoint: returns the newest known-good checkpoint, or None.
     """
-    self.step = step
-    self.data_position = data_position
-    self.lr_scale = lr_scale
+    self._values = {'step': step, 'data_position': data_position, 'lr_scale': lr_scale}
     self._variables_finite = variables_finite
     self._checkpoints = checkpoints
     self._last_good_checkpoint = last_good_checkpoint
+
+  def _value(self, name: str):
+    value = self._values[name]
+    if callable(value):
+      value = self._values[name] = value()
+    return value
+
+  step = property(lambda self: self._value('step'))
+  data_position = property(lambda self: self._value('data_position'))
+  lr_scale = property(lambda self: self._value('lr_scale'))
 
   def variables_finite(self) -> bool:
     """Whether every model and optimizer variable is finite now (one graph run)."""

@@ -193,7 +193,7 @@ class RunHost:
     """The read-only view the policies decide from."""
     keeper = self.keeper
     return interfaces.PolicyContext(
-        step=self.step(), data_position=self.data_position(), lr_scale=self.lr_scale(),
+        step=self.step, data_position=self.data_position, lr_scale=self.lr_scale,
         variables_finite=self.audit.all_finite,
         checkpoints=lambda: keeper.committed() if keeper is not None else [],
         last_good_checkpoint=lambda: keeper.last_good() if keeper is not None else None)
