@@ -520,3 +520,32 @@ def test_scalars_are_flushed_before_each_checkpoint_not_after_every_loop(tmp_pat
   assert [calls[i] for i in saves] == ['save 10', 'save 20', 'save 30'], calls
   assert all(calls[i - 1] == 'flush' for i in saves), calls  # Scalars on disk before a commit.
   assert calls.count('flush') < 6, calls  # Not once per loop of 5 steps (the 2 s interval).
+
+
+def test_host_observers_read_their_variables_from_the_loop_not_from_the_host():
+  """The loop hands the observers' variables over with the reports (`StepReports.observed`); a
+  host write between loops (a restore, a later fit) is what the next loop hands over."""
+  from stable_train.core import state as state_lib  # pylint: disable=g-import-not-at-top
+  from stable_train.policies import divergence  # pylint: disable=g-import-not-at-top
+  skip, check = policies.SkipNonFinite(), divergence.DivergenceCheck(output_ratio=None)
+  t = make_trainer([skip, check], steps_per_loop=5)
+  seen = []
+  fold = skip.observe
+  skip.observe = lambda reports: seen.append(reports) or fold(reports)
+  t.fit(make_data(), num_steps=5)
+  observed = seen[-1].observed
+  assert observed is not None
+  assert set(observed) == {v.ref() for v in skip.observed_variables() + [check.state]}
+  np.testing.assert_array_equal(observed[skip.consecutive_skips.ref()], 0)
+  skip.consecutive_skips.assign(2)  # As a restore of a checkpoint mid-streak would leave it.
+  state = check.state.numpy()
+  t.fit(make_data(), num_steps=10)
+  np.testing.assert_array_equal(seen[-1].observed[skip.consecutive_skips.ref()], 2)
+  np.testing.assert_array_equal(seen[-1].observed[check.state.ref()], state)
+  assert int(skip.consecutive_skips.numpy()) == 0  # The clean loop ended the streak it was read.
+  assert not np.array_equal(check.state.numpy(), state)  # ...and the trend folded on.
+  # Where the reports carry no value, the variable is read.
+  assert int(state_lib.host_value(skip.total_skips, seen[-1])) == 0
+  skip.total_skips.assign(7)
+  assert int(state_lib.host_value(skip.total_skips, None)) == 7
+  assert int(state_lib.host_value(skip.total_skips, seen[-1])) == 0  # The loop's value.

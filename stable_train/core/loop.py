@@ -45,6 +45,9 @@ class TrainLoop:
     self._global_step = global_step
     self.needs_report = any(p.uses_end_step for p in self._policies)
     self.checks_variables = any(isinstance(p, interfaces.Recovery) for p in self._policies)
+    # The variables the host observers read each loop: read here, in the loop's graph.
+    self.observed_variables = [v for p in self._policies if isinstance(p, interfaces.LoopObserver)
+                               for v in getattr(p, 'observed_variables', tuple)()]
     self.step_fn = (self.packed_step if step.distributed
                     else tf.function(self.packed_step, jit_compile=jit_compile or None))
     self.loop_fn = tf.function(self.loop)
@@ -95,7 +98,8 @@ class TrainLoop:
 
     Returns a dict: 'reports', a float64 [steps, fields] matrix, one packed row per step
     (`reports.unpack_reports` turns it back into typed columns); 'data_ended'; 'skipped_steps'
-    (the counter after the loop); and 'variables_finite' when a policy reads it.
+    (the counter after the loop); 'variables_finite' when a policy reads it; and 'observed',
+    the values of `observed_variables`, when a host observer names any.
     """
     rows = tf.TensorArray(tf.float64, size=0, dynamic_size=True,
                           element_shape=[len(self.report_dtypes)])
@@ -117,6 +121,8 @@ class TrainLoop:
                'skipped_steps': tf.identity(self.step.parts.counters.skipped_steps)}
     if self.checks_variables:
       outputs['variables_finite'] = tf.reduce_all(numerics.finite_flags(self._all_variables()))
+    if self.observed_variables:
+      outputs['observed'] = [tf.identity(v) for v in self.observed_variables]
     return outputs
 
   def _end_step(self, batch, report) -> Optional[tf.Tensor]:

@@ -38,7 +38,12 @@ class LoopObserver(Protocol):
   """A policy whose statistics only its host half reads: it folds each loop's reports into its
   state on the host, once per loop, instead of in the traced step on every step (what the step
   does not compute costs a healthy run nothing). Both front doors call it before any `decide`,
-  on every loop, clean or not; its state stays in the policy's variables (checkpointed)."""
+  on every loop, clean or not; its state stays in the policy's variables (checkpointed).
+
+  It may also define `observed_variables()`: the variables `observe` reads with
+  `state.host_value(variable, reports)`. Only the host writes them, between loops, so the
+  Trainer's loop reads them in its graph and hands their values over with the reports
+  (`StepReports.observed`), which saves `observe` a host read per loop."""
 
   def observe(self, reports: StepReports) -> bool:
     """Folds one loop of reports into the state; True when the loop needs the policies'

@@ -136,6 +136,7 @@ StepReports = dataclasses.make_dataclass(
         ('variable_paths', Sequence[str], dataclasses.field(default=())),
         ('input_paths', Sequence[str], dataclasses.field(default=())),
         ('variables_finite', Optional[bool], dataclasses.field(default=None)),
+        ('observed', Optional[Dict[Any, Any]], dataclasses.field(default=None)),
     ],
     bases=(_StepReportsMethods,), frozen=True)
 StepReports.__module__ = __name__
@@ -150,6 +151,9 @@ StepReports.__doc__ = """Per-step reports of one loop, as numpy arrays of length
     input_paths: names of the input tensors, in the order of the batch's flattened structure.
     variables_finite: whether every model and optimizer variable was finite after the loop;
       None unless a policy reads it (a `Recovery`, e.g. Rollback).
+    observed: the values of the `LoopObserver`s' `observed_variables` as the loop left them, by
+      `variable.ref()` (the host writes them only between loops), read in the loop's graph;
+      None where the front door does not (`state.host_value` then reads the variable).
   """
 
 

@@ -205,22 +205,25 @@ class SkipNonFinite(interfaces.Policy):
   def allow_update(self, stats):
     return tf.logical_and(stats['loss_finite'], stats['grads_finite'])
 
+  def observed_variables(self):
+    return [self.total_skips, self.consecutive_skips, self.peak_consecutive]
+
   def observe(self, reports) -> bool:
     """Counts the loop's skips on the host (a `LoopObserver`: nothing in the step). Only a
     faulty step counts: an fp16 overflow skip is the loss scale's (DynamicLossScale), and a veto
     on finite values (OutlierSkip) is that policy's; neither ends a streak either."""
     if reports.clean():  # Every step applied: no skip, and any streak is over.
-      if state_lib.host_value(self.consecutive_skips):
+      if state_lib.host_value(self.consecutive_skips, reports):
         state_lib.host_assign(self.consecutive_skips, 0)
       return False
     finite = reports.inputs_finite & reports.loss_finite & reports.grads_finite
     skipped = ~reports.applied & ~finite & ~reports.overflow  # `step_faulty`, on the host.
-    consecutive, peak = (int(state_lib.host_value(v))
+    consecutive, peak = (int(state_lib.host_value(v, reports))
                          for v in (self.consecutive_skips, self.peak_consecutive))
     for applied, counts in zip(reports.applied.tolist(), skipped.tolist()):
       consecutive = 0 if applied else consecutive + counts
       peak = max(peak, consecutive)
-    total = int(state_lib.host_value(self.total_skips)) + int(skipped.sum())
+    total = int(state_lib.host_value(self.total_skips, reports)) + int(skipped.sum())
     for v, value in ((self.total_skips, total), (self.consecutive_skips, consecutive),
                      (self.peak_consecutive, peak)):
       state_lib.host_assign(v, value)

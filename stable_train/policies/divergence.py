@@ -130,12 +130,14 @@ class DivergenceCheck(interfaces.Policy):
       self._initial = [np.array(v.numpy()) for v in variables]
 
   def threshold(self, start, best):
-    """The smoothed loss above which a step counts towards 'above_best': back above the start
-    and `factor` x the best, or `START_MARGIN` x the start (a run that never trained has no
-    good best). Floats; `trend.Fold` computes it in float32."""
+    """The smoothed loss above which a step counts towards 'above_best' (`trend.Fold`'s, in
+    floats): above the start and `factor` x the best, or `START_MARGIN` x the start."""
     return max(start, min(self.factor * best, trend.START_MARGIN * start))
 
   # -- host, every loop -------------------------------------------------------------------------
+  def observed_variables(self):  # `LoopObserver`: the loop reads the state, not the host.
+    return [self.state]
+
   def observe(self, reports) -> bool:
     """Folds the loop into the state (`fold`); True when a step flagged it for `decide`."""
     flagged = np.flatnonzero(self.fold(reports))
@@ -146,7 +148,7 @@ class DivergenceCheck(interfaces.Policy):
     """Folds one loop's steps into the state, step by step in float32 (applied steps with a
     finite loss only); returns one flag per step: a rule fired, the start check or a collapse
     probe is due, or a collapse awaits the host."""
-    old = state_lib.host_value(self.state)
+    old = state_lib.host_value(self.state, reports)
     s = list(old)
     flags = np.zeros(reports.num_steps, bool)
     unprobed = self.output_ratio is not None and s[_I['output_rms']] == _UNSET
@@ -165,7 +167,7 @@ class DivergenceCheck(interfaces.Policy):
   # -- host -------------------------------------------------------------------------------------
   def decide_after_act(self, reports, context):
     """A `Rechecker`: what a check's ACT found (a collapse, a damaged model) escalates in the
-    same loop; deciding reads the folded state and changes nothing, so it asks `decide` again."""
+    same loop: `decide` again (it reads the folded state, changes nothing)."""
     return self.decide(reports, context)
 
   def decide(self, reports, context):
@@ -311,8 +313,7 @@ def _probe_collapse(prober, state, step, details, run) -> None:
 
 
 def _reference_check(state, decision, run) -> None:
-  """The loss on the first batch when a rule fires: a model that still does well there has met
-  bad batches, not diverged (`verdict` _DATA, else _DAMAGED)."""
+  """The loss on the first batch when a rule fires: good there, the batches were bad (_DATA)."""
   first = run.probe.first_batch()
   loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
   damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
@@ -339,8 +340,7 @@ def _reported(state):
 
 
 def _shown(name: str, value: float):
-  """A state value as reported: None for an unset or nothing-to-compare scale, a 'best' not yet
-  had, a 'reference' or scale that was not finite."""
+  """A state value as reported: None where unset, not yet had, nothing to compare or infinite."""
   return None if value >= _HUGE or (name in _SCALES and value < 0) else value
 
 

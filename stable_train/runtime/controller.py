@@ -257,9 +257,12 @@ class Controller:
       self._report_columns = (dtypes, reports_lib.report_columns(dtypes))
     values = reports_lib.unpack_reports(outputs['reports'].numpy(), self._report_columns[1])
     finite = outputs.get('variables_finite')
+    observed = outputs.get('observed')
+    if observed is not None:  # The host observers' variables, as this loop left them.
+      observed = {v.ref(): t.numpy() for v, t in zip(self.loop.observed_variables, observed)}
     return reports_lib.StepReports.from_columns(
         values, variable_paths=self.variable_paths, input_paths=self.input_paths,
-        variables_finite=None if finite is None else bool(finite.numpy()))
+        variables_finite=None if finite is None else bool(finite.numpy()), observed=observed)
 
   def checkpoint_objects(self) -> Dict[str, Any]:
     """The checkpoint's object map (`state.TrainState.checkpoint_objects`)."""
