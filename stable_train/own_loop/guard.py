@@ -9,7 +9,6 @@ step is applied or skipped together, on one verdict. The host half is `own_loop.
 (`stable_train.LoopHost(guard)`).
 """
 
-import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import keras

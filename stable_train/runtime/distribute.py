@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import shutil
 import tempfile
 from typing import Optional, Sequence
