@@ -549,3 +549,5 @@ def test_host_observers_read_their_variables_from_the_loop_not_from_the_host():
   skip.total_skips.assign(7)
   assert int(state_lib.host_value(skip.total_skips, None)) == 7
   assert int(state_lib.host_value(skip.total_skips, seen[-1])) == 0  # The loop's value.
+  keras_variable = keras.Variable(3.0)  # No `ref()`: found by its id, else read.
+  assert float(state_lib.host_value(keras_variable, seen[-1])) == 3.0

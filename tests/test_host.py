@@ -143,6 +143,14 @@ class RunHostTest(tf.test.TestCase):
                                         variables_finite=lambda: True)
     self.assertEqual((values.step, values.data_position, values.lr_scale), (3, 4, 0.25))
 
+  def test_a_failing_read_of_the_context_names_itself(self):
+    def broken():
+      raise AttributeError("'NoneType' object has no attribute 'numpy'")
+    context = stable_train.PolicyContext(step=broken, data_position=0, lr_scale=1.0,
+                                         variables_finite=lambda: True)
+    with self.assertRaisesRegex(RuntimeError, "reading step failed: 'NoneType' object"):
+      context.step  # pylint: disable=pointless-statement
+
 
 def _model():
   inputs = keras.Input((3,), name='x')

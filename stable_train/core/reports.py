@@ -152,7 +152,7 @@ StepReports.__doc__ = """Per-step reports of one loop, as numpy arrays of length
     variables_finite: whether every model and optimizer variable was finite after the loop;
       None unless a policy reads it (a `Recovery`, e.g. Rollback).
     observed: the values of the `LoopObserver`s' `observed_variables` as the loop left them, by
-      `variable.ref()` (the host writes them only between loops), read in the loop's graph;
+      `state.observed_key` (the host writes them only between loops), read in the loop's graph;
       None where the front door does not (`state.host_value` then reads the variable).
   """
 

@@ -225,14 +225,21 @@ def random_state_variables() -> List[tf.Variable]:
   return states
 
 
+def observed_key(variable):
+  """The key of `variable` in `StepReports.observed` (variables are not hashable)."""
+  ref = getattr(variable, 'ref', None)
+  return ref() if ref is not None else id(variable)
+
+
 def host_value(variable, reports=None) -> np.ndarray:
   """A policy variable's value on the host: from `reports.observed` when the loop read it there
-  (a `LoopObserver`'s variable, which only the host writes, between loops: no op at all); else a
-  plain variable read by its handle (a quarter of `.numpy()`'s eager cost, but 0.1-0.3 ms right
-  after a loop, while the step's threads wind down); a distributed one as usual."""
+  (a `LoopObserver`'s variable, which only the host writes, between loops: no op at all; the
+  value as the loop left it, so read the variable itself after writing it in the same loop);
+  else a plain variable read by its handle (a quarter of `.numpy()`'s eager cost, but 0.1-0.3 ms
+  right after a loop, while the step's threads wind down); a distributed one as usual."""
   observed = getattr(reports, 'observed', None)
   if observed:
-    value = observed.get(variable.ref())
+    value = observed.get(observed_key(variable))
     if value is not None:
       return value
   if isinstance(variable, tf.distribute.DistributedValues):

@@ -26,8 +26,9 @@ class PolicyContext:
 
     Args:
       step, data_position, lr_scale: see the attributes; each a value, or a function that reads
-        it, called at the first read (a variable read on the host costs a loop 0.1-0.3 ms where
-        the step's threads are still busy, and most decisions read none of the three).
+        it, called at the first read and kept (a variable read on the host costs a loop 0.1-0.3
+        ms where the step's threads are still busy, and most decisions read none of the three):
+        a view serves one round of decisions, not a later one.
       variables_finite: returns whether every model and optimizer variable is finite.
       checkpoints: returns the committed checkpoints (`checkpointing.Entry`), oldest first.
       last_good_checkpoint: returns the newest known-good checkpoint, or None.
@@ -40,7 +41,10 @@ class PolicyContext:
   def _value(self, name: str):
     value = self._values[name]
     if callable(value):
-      value = self._values[name] = value()
+      try:
+        value = self._values[name] = value()
+      except AttributeError as e:  # Not this view's missing-name error (`__getattr__`).
+        raise RuntimeError(f'PolicyContext: reading {name} failed: {e}') from e
     return value
 
   step = property(lambda self: self._value('step'))

@@ -259,7 +259,8 @@ class Controller:
     finite = outputs.get('variables_finite')
     observed = outputs.get('observed')
     if observed is not None:  # The host observers' variables, as this loop left them.
-      observed = {v.ref(): t.numpy() for v, t in zip(self.loop.observed_variables, observed)}
+      observed = {state_lib.observed_key(v): t.numpy()
+                  for v, t in zip(self.loop.observed_variables, observed)}
     return reports_lib.StepReports.from_columns(
         values, variable_paths=self.variable_paths, input_paths=self.input_paths,
         variables_finite=None if finite is None else bool(finite.numpy()), observed=observed)
