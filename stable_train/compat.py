@@ -35,10 +35,9 @@ class InternalMoved(RuntimeError):
 
 # -- tf.function: the flat call ------------------------------------------------------------------
 def flat_caller(concrete, args: Sequence[Any]) -> Optional[Callable[[], Any]]:
-  """A no-argument callable that runs `concrete(*args)` through its flat call, which skips the
-  structured binding of every call (~0.1 ms here, a quickstart step at 10 steps per loop); its
-  captures are read on every call (some are deferred: MultiWorkerMirrored's collective instance
-  keys). None where this TensorFlow has no such call: the caller then uses the public call."""
+  """A no-argument callable: `concrete(*args)` by its flat call, without the structured binding
+  of every call (~0.1 ms, a quickstart step at 10 steps per loop), its captures read on every call
+  (MultiWorkerMirrored defers some); None where TensorFlow has none (use the public call)."""
   flat_call = getattr(concrete, '_call_flat', None)
   unpack = getattr(getattr(concrete, 'function_type', None), 'unpack_inputs', None)
   if None in (flat_call, unpack, _ftu):
@@ -58,6 +57,17 @@ def check_flat_call() -> None:
   call = flat_caller(fn.get_concrete_function(x, n), (x, n))
   if call is None or float(call()) != 6.0:
     raise InternalMoved('flat_call', 'ConcreteFunction._call_flat / function_type_utils')
+
+
+# -- tf.cond ---------------------------------------------------------------------------------------
+def taken_branch_only(outputs):
+  """`outputs` of a traced `tf.cond`, its If op marked to call the branch taken, not lowered to
+  Switch/Merge (where each op of the other branch passes the executor, dead, every step)."""
+  op = None if tf.executing_eagerly() else getattr(tf.nest.flatten(outputs)[0], 'op', None)
+  op = op.inputs[0].op if op is not None and op.type == 'Identity' else op
+  if op is not None and op.type in ('If', 'StatelessIf'):
+    op._set_attr('_lower_using_switch_merge', tf.compat.v1.AttrValue(b=False))  # pylint: disable=protected-access
+  return outputs
 
 
 # -- Keras optimizers ----------------------------------------------------------------------------
@@ -83,10 +93,9 @@ def optimizer_strategy(optimizer, default):
 
 @contextlib.contextmanager
 def gradients_already_aggregated(optimizer):
-  """While tracing, stops a Keras 3 TF optimizer from all-reducing (summing) the gradients again:
-  in replica context its `apply_gradients` SUM-all-reduces them (`_all_reduce_sum_gradients`),
-  but the step aggregated them already (the checks and the clipping see the aggregate), and a
-  second sum would multiply them by the replicas. Only that method, on this instance, in the trace."""
+  """While tracing, stops a Keras 3 TF optimizer from all-reducing (summing) the gradients again
+  in replica context (`_all_reduce_sum_gradients`): the step aggregated them already, and a second
+  sum would multiply them by the replicas. Only that method, on this instance, in the trace."""
   if not hasattr(optimizer, '_all_reduce_sum_gradients'):
     yield False  # Not a Keras TF optimizer: nothing to switch off.
     return
@@ -123,8 +132,7 @@ def keras_loss_tracker(model):
 
 
 def keras_compute_loss(model, **kwargs):
-  """`model.compute_loss(x=, y=, y_pred=, sample_weight=, training=True)`, also for an override
-  written before Keras 3.3 without `training` (Keras's own `_compute_loss` tells them apart)."""
+  """`model.compute_loss(..., training=True)`, also for an override without `training`."""
   call = getattr(model, '_compute_loss', None)
   if call is None:
     return model.compute_loss(**kwargs, training=True)
@@ -141,9 +149,8 @@ def keras_symbolic_build(model, data) -> None:
 
 
 def keras_loss_metric_variables(model) -> List[Any]:
-  """The variables of the `Mean` a compiled Keras model with several losses keeps for each (its
-  `<output>_loss` logs): its compiled loss updates them while it computes the loss, in the
-  forward pass of a train step. Empty for one loss, or before the compiled loss is built."""
+  """The variables of the `Mean` per loss of a compiled Keras model with several (`<output>_loss`
+  logs), updated in the forward pass; empty for one loss, or before the compiled loss is built."""
   if not hasattr(model, '_compile_loss'):
     raise InternalMoved('keras_loss_metric_variables', 'Trainer._compile_loss')
   compiled = model._compile_loss  # pylint: disable=protected-access
@@ -170,11 +177,9 @@ def check_keras_model_internals() -> None:
 
 
 def keras_fit_data_hook(model, around: Callable[[Any], Any]) -> None:
-  """Makes every `fit` and `evaluate` of this Keras model instance run Keras's first look at its
-  data (`Trainer._maybe_symbolic_build`, before the train function is made and any callback runs)
-  inside the context `around(element_spec)`: the spec of one replica's batches, None for a
-  single batch (`train_on_batch`). Keras's own method of the class runs inside it (a second hook
-  replaces the first)."""
+  """Makes every `fit` and `evaluate` of this model instance run Keras's first look at its data
+  (`Trainer._maybe_symbolic_build`, before the train function and any callback) inside
+  `around(element_spec)`: one replica's batches' spec, None for `train_on_batch`."""
   build = getattr(type(model), '_maybe_symbolic_build', None)
   if build is None:
     raise InternalMoved('keras_fit_data_hook', 'Trainer._maybe_symbolic_build')
@@ -187,8 +192,8 @@ def keras_fit_data_hook(model, around: Callable[[Any], Any]) -> None:
 
 
 def keras_train_on_batch_without(model, fields: Sequence[str]) -> None:
-  """Makes this Keras model instance's `train_on_batch` return the plain model's list (or value),
-  without the logs `fields` Keras would append (a dict, `return_dict=True`, keeps them)."""
+  """This model instance's `train_on_batch` returns the plain model's list (or value), without the
+  logs `fields` Keras would append (a dict, `return_dict=True`, keeps them)."""
   flatten = getattr(model, '_flatten_metrics_in_order', None)
   if flatten is None:
     raise InternalMoved('keras_train_on_batch_without', 'Trainer._flatten_metrics_in_order')
@@ -212,8 +217,7 @@ def _epoch_spec(iterator):
 
 
 def check_keras_fit_internals() -> None:
-  """Raises InternalMoved unless `keras_fit_data_hook` sees the batches of a `fit`, also under a
-  strategy (two replicas: the CPU split in two, as the suite does; else one)."""
+  """Raises InternalMoved unless `keras_fit_data_hook` sees a `fit`'s batches, also mirrored."""
   devices = [d.name for d in tf.config.list_logical_devices('CPU')][:2]
   for strategy in (tf.distribute.get_strategy(), tf.distribute.MirroredStrategy(
       devices, cross_device_ops=tf.distribute.ReductionToOneDevice())):
@@ -233,9 +237,8 @@ def check_keras_fit_internals() -> None:
 
 # -- random states -------------------------------------------------------------------------------
 def tf_global_generator() -> tf.random.Generator:
-  """TensorFlow's global generator; created from the global seed when one is set (TF would seed
-  it from the OS otherwise, and two runs of one seeded config would then checkpoint different
-  random states)."""
+  """TensorFlow's global generator; created from the global seed when one is set (else TF seeds
+  it from the OS, and two runs of one seeded config checkpoint different random states)."""
   from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
   from tensorflow.python.ops import stateful_random_ops  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
   seed = context.global_seed()
@@ -259,15 +262,14 @@ def tf_global_generator() -> tf.random.Generator:
 
 
 def variable_strategy(variable) -> Optional[tf.distribute.Strategy]:
-  """The strategy a (Keras or TF) variable was created under as a distributed variable, or
-  None for a plain one."""
+  """The strategy a (Keras or TF) distributed variable was created under; None: a plain one."""
   inner = variable.value if isinstance(variable, keras.Variable) else variable
   return getattr(inner, '_distribute_strategy', None)
 
 
 def keras_global_seed_generator(create: bool = True):
-  """Keras's global SeedGenerator (what unseeded `keras.random.*` calls draw from), created if
-  `create`; None when Keras keeps it elsewhere or (without `create`) it does not exist yet."""
+  """Keras's global SeedGenerator (unseeded `keras.random.*` draw from it), made if `create`;
+  None when Keras keeps it elsewhere or (without `create`) it does not exist yet."""
   try:
     if create:
       from keras.src.random import seed_generator  # pylint: disable=g-import-not-at-top
@@ -285,8 +287,7 @@ def check_random_internals() -> None:
   if not hasattr(context, 'global_seed') or not hasattr(stateful_random_ops, 'global_generator'):
     raise InternalMoved('tf_global_generator', 'context.global_seed / global_generator')
   if keras_global_seed_generator() is None or keras_global_seed_generator(create=False) is None:
-    raise InternalMoved('keras_global_seed_generator',
-                        'keras.src.random.seed_generator.global_seed_generator')
+    raise InternalMoved('keras_global_seed_generator', 'seed_generator.global_seed_generator')
 
 
 # -- checkpoints ---------------------------------------------------------------------------------
@@ -307,8 +308,8 @@ def identity_map():
 
 
 def set_object_map(checkpoint: tf.train.Checkpoint, object_map) -> None:
-  """Makes `checkpoint` write the values of `object_map`'s stand-ins under its nodes' keys (how
-  TensorFlow's own async checkpoint writes from copies)."""
+  """Makes `checkpoint` write `object_map`'s stand-ins under its nodes' keys (as TF's async
+  checkpoint writes from copies)."""
   saver = getattr(checkpoint, '_saver', None)
   if saver is None or not hasattr(saver, '_object_map'):
     raise InternalMoved('checkpoint_object_map', 'Checkpoint._saver._object_map')

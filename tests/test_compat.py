@@ -41,6 +41,24 @@ class FeatureTest(tf.test.TestCase, parameterized.TestCase):
       self.assertIs(opt._all_reduce_sum_gradients, list)  # pylint: disable=protected-access
     self.assertIsNot(opt._all_reduce_sum_gradients, list)  # pylint: disable=protected-access
 
+  def test_a_cond_marked_runs_only_the_branch_it_takes(self):
+    ran = tf.Variable(0)
+
+    @tf.function
+    def f(take):
+      def long():
+        ran.assign_add(1)
+        return tf.constant(2.0)
+      return compat.taken_branch_only(tf.cond(take, long, lambda: tf.constant(1.0)))
+
+    graph = f.get_concrete_function(tf.constant(True)).graph
+    ifs = [op for op in graph.get_operations() if op.type in ('If', 'StatelessIf')]
+    self.assertLen(ifs, 1)  # Else the internal moved: TF now builds another op for tf.cond.
+    self.assertFalse(ifs[0].get_attr('_lower_using_switch_merge'))
+    self.assertEqual([float(f(tf.constant(t))) for t in (True, False, True)], [2.0, 1.0, 2.0])
+    self.assertEqual(int(ran.numpy()), 2)
+    self.assertEqual(float(compat.taken_branch_only(tf.constant(3.0))), 3.0)  # Eager: as is.
+
   def test_namedtuple_fields(self):
     import collections  # pylint: disable=g-import-not-at-top
     point = collections.namedtuple('Point', ['x', 'y'])(1, 2)

@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 import gin
 import tensorflow as tf
 
+from stable_train import compat
 from stable_train.core import interfaces
 from stable_train.core import numerics
 from stable_train import errors
@@ -124,12 +125,13 @@ class AdaptiveClip(interfaces.Policy):
       a, b = tf.where(clip, a, one), tf.where(clip, b, one)
       grads = [(g * a) * b for g in grads]
     else:
-      # The unclipped branch is the identity: multiplying by a scale of 1.0 instead would cost a
-      # pass over every gradient on every step outside XLA.
-      grads = tf.cond(
+      # The unclipped branch is the identity (a product by 1.0 is a pass over every gradient),
+      # and only the branch taken runs: lowered, the clip's ~100 ops would pass the executor,
+      # dead, on every step (4-7 % of a seed-MLP step, docs/speed.md).
+      grads = compat.taken_branch_only(tf.cond(
           clip,
           lambda: numerics.clip_by_global_norm(grads, threshold, norm=norm, all_finite=True)[0],
-          lambda: list(grads))
+          lambda: list(grads)))
     after = tf.where(clip, threshold, norm)
     # Exact stats of the output, so the guard measures nothing again: only finite gradients are
     # scaled, by a positive factor of at most 1 (or clipped into range), so finiteness is as it was.
