@@ -308,8 +308,7 @@ def identity_map():
 
 
 def set_object_map(checkpoint: tf.train.Checkpoint, object_map) -> None:
-  """Makes `checkpoint` write `object_map`'s stand-ins under its nodes' keys (as TF's async
-  checkpoint writes from copies)."""
+  """Makes `checkpoint` write `object_map`'s stand-ins under its nodes' keys (TF's async way)."""
   saver = getattr(checkpoint, '_saver', None)
   if saver is None or not hasattr(saver, '_object_map'):
     raise InternalMoved('checkpoint_object_map', 'Checkpoint._saver._object_map')
