@@ -64,6 +64,15 @@ class FirstUpdatesTest(tf.test.TestCase):
     self.assertEqual(verdict(*run(lr=float(np.float32(0.1)), optimizer='SGD'))[0],
                      'exploding_gradients')
 
+  def test_a_subclassed_optimizer_is_judged_as_the_keras_one_it_extends(self):
+    events, summary = run(optimizer='MyAdam')  # `class MyAdam(keras.optimizers.Adam)`.
+    unknown = verdict(events, summary)[1]['exploding_gradients'][0]
+    summary['optimizer_family'] = 'Adam'  # As summary.json records it.
+    cause, scores = verdict(events, summary)
+    self.assertEqual(cause, 'exploding_gradients')
+    self.assertGreater(scores['exploding_gradients'][0], unknown)  # The rate rule counts again.
+    self.assertTrue(any('at a rate usual for Adam' in e for e in scores[cause][1]))
+
   def test_the_same_blow_up_at_a_rate_above_the_usual_one_is_the_rate(self):
     for lr, optimizer in ((1.0, 'Adam'), (0.5, 'SGD')):
       cause, scores = verdict(*run(lr=lr, optimizer=optimizer))

@@ -47,6 +47,21 @@ class RunSummaryTest(tf.test.TestCase):
     view.global_step.assign(10)
     self.assertEqual(summary.build(completed)['note'], 'num_epochs reached')
 
+  def test_a_subclassed_optimizer_is_named_with_the_keras_one_it_extends(self):
+    import keras  # pylint: disable=g-import-not-at-top
+
+    class MyAdam(keras.optimizers.Adam):
+      pass
+
+    view = run_view()
+    summary = summary_lib.RunSummary(view, view.policies, start_step=0)
+    done = outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
+    values = summary.build(done, optimizer=keras.optimizers.LossScaleOptimizer(MyAdam()))
+    self.assertEqual((values['optimizer'], values['optimizer_family']), ('MyAdam', 'Adam'))
+    values = summary.build(done, optimizer=keras.optimizers.SGD())
+    self.assertEqual(values['optimizer'], 'SGD')
+    self.assertNotIn('optimizer_family', values)  # Keras's own: the name says it.
+
 
 if __name__ == '__main__':
   tf.test.main()

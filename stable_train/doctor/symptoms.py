@@ -153,7 +153,7 @@ class Symptoms:
   def read_summary(self, summary: Dict[str, Any]) -> None:
     """The fields of `summary.json` (after the events: the history's loss scale and norms)."""
     self.inputs_checked = bool(summary.get('inputs_checked'))
-    self.optimizer = str(summary.get('optimizer') or '')
+    self.optimizer = str(summary.get('optimizer_family') or summary.get('optimizer') or '')
     self.outputs_checked = summary.get('outputs_checked', True) is not False
     self.fp16 = 'loss_scale' in summary or any(
         v != 1.0 for v in finite_values((self.history or {}).get('loss_scale', [])))

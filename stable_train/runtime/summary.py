@@ -10,6 +10,15 @@ from stable_train.core import outcome as outcome_lib
 log = logging.getLogger('stable_train')
 
 
+def optimizer_family(optimizer) -> str:
+  """The Keras optimizer an optimizer is (the one a `LossScaleOptimizer` wraps): the nearest
+  class of its MRO that Keras defines, `Adam` for a `class MyAdam(keras.optimizers.Adam)`; its
+  own class's name where none is."""
+  cls = type(getattr(optimizer, 'inner_optimizer', optimizer))
+  return next((c.__name__ for c in cls.__mro__ if c.__module__.split('.')[0] == 'keras'),
+              cls.__name__)
+
+
 class RunSummary:
   """Keeps the figures of one fit as it goes (the last applied loss) and builds the summary."""
 
@@ -58,6 +67,9 @@ class RunSummary:
     }
     if optimizer is not None:
       summary['optimizer'] = type(getattr(optimizer, 'inner_optimizer', optimizer)).__name__
+      family = optimizer_family(optimizer)
+      if family != summary['optimizer']:  # A subclass: the doctor judges its rate as Keras's.
+        summary['optimizer_family'] = family
     for p in self._policies:
       summary.update(p.summary())
     summary.update(notes or {})
