@@ -52,8 +52,9 @@ def test_sick_matrix_counts_citations_and_splits():
   for cause in cases.CAUSES:
     assert len(archs[cause]) >= 3, (cause, archs[cause])
     # blind3's transient scenario (a kernel bit flip) never showed its symptom in plain Keras,
-    # so its writer dropped it: that split holds every other cause.
-    expected = set(cases.SPLITS) - ({'blind3'} if cause == 'transient' else set())
+    # so its writer dropped it; blind8's was a batch of NaN/Inf, bad input (relabelled): those
+    # splits hold every other cause.
+    expected = set(cases.SPLITS) - ({'blind3', 'blind8'} if cause == 'transient' else set())
     assert splits[cause] == expected, (cause, splits[cause])
   assert any(len(c.seeds) > 1 for c in sick)
 
