@@ -63,7 +63,7 @@ def check_flat_call() -> None:
 def taken_branch_only(outputs):
   """`outputs` of a traced `tf.cond`, its If op marked to call the branch taken, not lowered to
   Switch/Merge (where each op of the other branch passes the executor, dead, every step)."""
-  op = None if tf.executing_eagerly() else getattr(tf.nest.flatten(outputs)[0], 'op', None)
+  op = None if tf.executing_eagerly() else getattr((tf.nest.flatten(outputs) or [0])[0], 'op', None)
   op = op.inputs[0].op if op is not None and op.type == 'Identity' else op
   if op is not None and op.type in ('If', 'StatelessIf'):
     op._set_attr('_lower_using_switch_merge', tf.compat.v1.AttrValue(b=False))  # pylint: disable=protected-access

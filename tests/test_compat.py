@@ -58,6 +58,8 @@ class FeatureTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual([float(f(tf.constant(t))) for t in (True, False, True)], [2.0, 1.0, 2.0])
     self.assertEqual(int(ran.numpy()), 2)
     self.assertEqual(float(compat.taken_branch_only(tf.constant(3.0))), 3.0)  # Eager: as is.
+    empty = tf.function(lambda p: compat.taken_branch_only(tf.cond(p, list, list)))
+    self.assertEqual(empty(tf.constant(True)), [])  # No output: nothing to mark.
 
   def test_namedtuple_fields(self):
     import collections  # pylint: disable=g-import-not-at-top

@@ -62,6 +62,11 @@ class RunSummaryTest(tf.test.TestCase):
     self.assertEqual(values['optimizer'], 'SGD')
     self.assertNotIn('optimizer_family', values)  # Keras's own: the name says it.
 
+    class MyOwn(keras.optimizers.Optimizer):  # No Keras optimizer's family: none named.
+      pass
+
+    self.assertEqual(summary_lib.optimizer_family(MyOwn(0.1)), 'MyOwn')
+
 
 if __name__ == '__main__':
   tf.test.main()

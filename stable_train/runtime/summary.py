@@ -4,6 +4,8 @@ import logging
 import time
 from typing import Any, Callable, Dict, Optional, Sequence
 
+import keras
+
 from stable_train.core import interfaces
 from stable_train.core import outcome as outcome_lib
 
@@ -12,11 +14,12 @@ log = logging.getLogger('stable_train')
 
 def optimizer_family(optimizer) -> str:
   """The Keras optimizer an optimizer is (the one a `LossScaleOptimizer` wraps): the nearest
-  class of its MRO that Keras defines, `Adam` for a `class MyAdam(keras.optimizers.Adam)`; its
-  own class's name where none is."""
+  class of its MRO that `keras.optimizers` names, `Adam` for a `class MyAdam(Adam)`; its own
+  class's name where none is (a subclass of the abstract `Optimizer` is no family of Keras's)."""
   cls = type(getattr(optimizer, 'inner_optimizer', optimizer))
-  return next((c.__name__ for c in cls.__mro__ if c.__module__.split('.')[0] == 'keras'),
-              cls.__name__)
+  return next((c.__name__ for c in cls.__mro__
+               if c is getattr(keras.optimizers, c.__name__, None)
+               and c.__name__ not in ('Optimizer', 'LossScaleOptimizer')), cls.__name__)
 
 
 class RunSummary:
