@@ -2,6 +2,7 @@
 AdaptiveGradClip, against numpy references, under XLA, through checkpoints, and in whole runs."""
 
 import math
+from unittest import mock
 
 from absl.testing import parameterized
 import keras
@@ -9,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
+from stable_train import compat
 from stable_train.core import losses
 from stable_train.core import numerics
 from stable_train import errors
@@ -353,6 +355,46 @@ class MirroredTest(tf.test.TestCase):
     self.assertAllClose(clip_two.var.numpy(), clip_one.var.numpy(), rtol=1e-4)
     for a, b in zip(one.model.get_weights(), two.model.get_weights()):
       self.assertAllClose(a, b, rtol=1e-5, atol=1e-6)
+
+
+class CalledConditionalTest(tf.test.TestCase):
+  """AdaptiveClip's conditional runs as a call of the branch taken (`compat.taken_branch_only`):
+  traced, it gives the lowered conditional's bits, on a clipped step and an unclipped one."""
+
+  def test_the_clip_traced_equals_the_lowered_one(self):
+    def traced():
+      p = clipping.AdaptiveClip(warmup_steps=5)
+      for i in range(30):  # Statistics of norms around 2: a threshold between 2.2 and 4.
+        p.update_state({'grad_norm': tf.constant(2.0 * (1 + 0.1 * (i % 3)))}, tf.constant(True))
+      return tf.function(lambda grads: p.transform_gradients(grads, stats_for(grads)))
+
+    spike = [tf.constant([30.0, 40.0]), tf.constant([[0.5, -0.25]])]
+    ordinary = [tf.constant([1.2, 1.6]), tf.constant([[0.0, 0.25]])]
+    called = traced()
+    ops = called.get_concrete_function(spike).graph.get_operations()
+    self.assertTrue(any(op.type in ('If', 'StatelessIf')  # Called, not lowered.
+                        and not op.get_attr('_lower_using_switch_merge') for op in ops))
+    with mock.patch.object(compat, 'taken_branch_only', lambda outputs: outputs):
+      lowered = traced()
+      for grads in (spike, ordinary):
+        for a, b in zip(called(grads), lowered(grads)):
+          self.assertAllEqual(a.numpy().view(np.uint32), b.numpy().view(np.uint32))
+
+  def test_a_clipping_convnet_with_batchnorm_and_dropout_trains_to_the_same_bits(self):
+    def run():
+      t, summary = train(models.convnet_bn(seed=0), keras.optimizers.Adam(1e-3),
+                         losses.sparse_softmax_cross_entropy, data.synthetic_images(), 20,
+                         [policies.CheckNumerics(), clipping.AdaptiveClip(max_norm=0.05),
+                          policies.SkipNonFinite()])
+      self.assertEqual(summary['applied_steps'], 20)
+      self.assertEqual(int(t.policies[1].clipped_steps.numpy()), 20)  # Every step clipped.
+      return [v.numpy() for v in list(t.model.variables) + list(t.optimizer.variables)]
+
+    called = run()
+    with mock.patch.object(compat, 'taken_branch_only', lambda outputs: outputs):
+      lowered = run()
+    for a, b in zip(called, lowered):  # Weights, BatchNorm statistics, seeds, Adam's slots.
+      self.assertAllEqual(a, b)
 
 
 def all_finite(trainer):
