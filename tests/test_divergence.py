@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import types
+from unittest import mock
 
 import keras
 import numpy as np
@@ -97,6 +98,27 @@ class StatisticsTest(tf.test.TestCase):
     state = dict(zip(divergence._FIELDS, check.state.numpy()))
     self.assertEqual(state['start'], 2.0)  # The untrained model's loss.
     self.assertGreaterEqual(state['above'], 5)
+
+  def test_a_model_fine_on_the_first_batch_blames_the_batches_only_after_it_came_below_its_start(
+      self):
+    # A loss far above its best while the first batch's is as good as ever: bad batches, where
+    # the run had come below its start; where it never had (a blow-up in its first steps that it
+    # came back from: VDSR through AdaptiveClip), nothing says the batches were bad.
+    for losses, verdict in (([2.0, 1.0, 0.5, 0.3, 0.2] + [50.0] * 20, 'data'),
+                            ([0.2, 5.0, 50.0, 500.0, 5e3] + [5e4] * 20, 'recovered')):
+      check = divergence.DivergenceCheck(output_ratio=None, collapse_every=None, patience=5,
+                                         warmup=3)
+      emitted = []
+      run = types.SimpleNamespace(probe=types.SimpleNamespace(first_batch=lambda: 'batch'),
+                                  emit=lambda event, step, **kw: emitted.append(kw))
+      self.assertTrue(check.observe(reports_of(losses)))
+      decision = check.decide(None, None)
+      self.assertEqual(decision.details['check'], 'reference')
+      with mock.patch.object(divergence.provenance, 'rerun',
+                             return_value=types.SimpleNamespace(loss=0.1)):
+        check.execute(decision, run)
+      self.assertEqual([e['verdict'] for e in emitted], [verdict])
+      self.assertIsNone(check.decide(None, None))  # Either way the run goes on.
 
   def test_skipped_and_non_finite_steps_are_not_counted(self):
     check = divergence.DivergenceCheck(output_ratio=None, patience=3, warmup=2)

@@ -171,8 +171,7 @@ class DivergenceCheck(interfaces.Policy):
     return self.decide(reports, context)
 
   def decide(self, reports, context):
-    del context
-    del reports  # Folded by `observe`, which found the first flagged step.
+    del context, reports  # Folded by `observe`, which found the first flagged step.
     if self._flagged_step is None:
       return None
     state = dict(zip(_FIELDS, self.state.numpy().tolist()))
@@ -313,19 +312,23 @@ def _probe_collapse(prober, state, step, details, run) -> None:
 
 
 def _reference_check(state, decision, run) -> None:
-  """The loss on the first batch when a rule fires: good there, the batches were bad (_DATA)."""
+  """The loss on the first batch when a rule fires; good there (_DATA): bad batches in a run that
+  came below its start, or where it never did, a blow-up it came back from ('recovered')."""
   first = run.probe.first_batch()
   loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
   damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
+  trained = state[_I['best']] < state[_I['start']]
   state[[_I['verdict'], _I['reference']]] = [_DAMAGED if damaged else _DATA,
                                              loss if math.isfinite(loss) else _HUGE]
   run.emit('divergence_check', decision.step, rule=decision.details['rule'],
-           verdict='model' if damaged else 'data', reference_loss=loss,
-           smoothed_loss=decision.details['smoothed'], best=decision.details['best'])
+           verdict='model' if damaged else 'data' if trained else 'recovered',
+           reference_loss=loss, smoothed_loss=decision.details['smoothed'],
+           best=decision.details['best'])
   if not damaged:
-    log.warning('step %d: the training loss is far above its best, but the model does as well '
-                'as before on the first batch (loss %.4g): bad batches, not a divergence',
-                decision.step, loss)
+    log.warning('step %d: the training loss is far above its %s, but the model does as well as '
+                'before on the first batch (loss %.4g): %s', decision.step, *(
+                    ('best', loss, 'bad batches, not a divergence') if trained else
+                    ('start', loss, 'the loss blew up in its first steps and came back')))
 
 
 def _diverged(step, fields, rule, reason) -> interfaces.Decision:
@@ -334,8 +337,7 @@ def _diverged(step, fields, rule, reason) -> interfaces.Decision:
       details=dict(fields, rule=rule), reason=reason)
 
 
-def _reported(state):
-  """The state's fields a decision reports (`_shown`)."""
+def _reported(state):  # The state's fields a decision reports (`_shown`).
   return {k: _shown(k, state[k]) for k in ('smoothed', 'best', 'start', 'reference') + _SCALES[:2]}
 
 
@@ -345,5 +347,4 @@ def _shown(name: str, value: float):
 
 
 def _text(name: str, value: float) -> str:
-  shown = _shown(name, value)
-  return 'not finite' if shown is None else f'{shown:.4g}'
+  return 'not finite' if _shown(name, value) is None else f'{_shown(name, value):.4g}'
