@@ -276,6 +276,25 @@ class RankingTest(tf.test.TestCase):
     self.assertEqual(doctor.diagnose([grown] + gradient, {'status': 'aborted'})['cause'],
                      'exploding_gradients')
 
+  def test_nan_a_later_layer_dropped_before_the_output_is_a_fully_masked_softmax(self):
+    # A BERT-style -inf padding mask: the padded rows' attention is NaN, the masked pooling
+    # drops them (finite loss and outputs) and the gradient is NaN: not a tf.where'd log.
+    steady = self._history([1.0] * 30)
+    gradient = [skip(k, 'gradient', 'gradient of net/emb/embeddings') for k in range(40, 50)]
+    acts = lambda attention: [{'layer': 'emb', 'finite': True, 'max_abs': 0.05},
+                              {'layer': 'attention', 'finite': attention, 'max_abs': 0.03},
+                              {'layer': 'norm', 'finite': attention, 'max_abs': 2.0},
+                              {'layer': 'head', 'finite': True, 'max_abs': 1.9}]
+    d = doctor.diagnose([steady] + gradient, {'status': 'aborted'},
+                        [{'fault': 'gradient', 'activations': acts(False)}])
+    self.assertEqual(d['cause'], 'softmax_overflow')
+    self.assertNotEqual(d['confidence'], 'high')
+    self.assertIn('attention', d['evidence'][0])
+    for clean in (acts(True), acts(False)[:1] + [dict(acts(False)[1], finite=True)] * 3):
+      self.assertEqual(doctor.diagnose([steady] + gradient, {'status': 'aborted'},
+                                       [{'fault': 'gradient', 'activations': clean}])['cause'],
+                       'division_or_log')  # Every layer finite: the gradient's own arithmetic.
+
   def test_a_dead_net_is_never_bad_input(self):
     events = [{'event': 'divergence_check', 'step': 20, 'rule': 'above_best', 'verdict': 'data'},
               {'event': 'divergence_check', 'step': 50, 'rule': 'collapsed', 'verdict': 'model'},

@@ -28,6 +28,30 @@ class SignedRatesTest(tf.test.TestCase):
     self.assertIn('NaN', found.message)
     gin.parse_config(found.gin)  # A comment: it parses.
 
+  def test_a_batch_normalised_model_with_a_signed_head_is_named_whatever_its_first_outputs(self):
+    # An untrained BatchNorm net's inference outputs (moving statistics at their start) can all
+    # be positive while the rates the loss sees in training are not (a ConvMixer's: 59 % < 0).
+    positive = np.abs(np.random.RandomState(0).normal(size=(16, 1))).astype(np.float32) + 1e-4
+    found = rate_match.find_signed_rates('poisson', positive, 'linear', batch_statistics=True)
+    self.assertEqual(found.kind, rate_match.NEGATIVE_RATES)
+    self.assertIn('inference mode', found.message)
+    self.assertIsNone(_kind('poisson', positive, 'linear'))  # No batch statistics: as before.
+    for activation in (None, 'softplus', 'exponential'):  # Unknown, or never negative.
+      self.assertIsNone(rate_match.find_signed_rates('poisson', positive, activation,
+                                                     batch_statistics=True), activation)
+
+  def test_batch_statistics_are_read_from_the_moving_statistics(self):
+    inputs = keras.Input((4,))
+    plain = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Dense(8)(inputs)))
+    normed = keras.Model(inputs, keras.layers.Dense(1)(
+        keras.layers.BatchNormalization()(keras.layers.Dense(8)(inputs))))
+    nested = keras.Sequential([keras.Input((4,)), normed])
+    layer_normed = keras.Model(inputs, keras.layers.Dense(1)(
+        keras.layers.LayerNormalization()(keras.layers.Dense(8)(inputs))))
+    self.assertEqual([rate_match.uses_batch_statistics(m) for m in (plain, normed, nested,
+                                                                   layer_normed)],
+                     [False, True, True, False])
+
   def test_positive_activations_unknown_positive_outputs_and_other_losses_say_nothing(self):
     signed = np.random.RandomState(0).normal(size=(16, 1)).astype(np.float32)
     self.assertIsNone(_kind('poisson', np.abs(signed) + 0.1))  # Unknown, all positive.

@@ -19,10 +19,14 @@ _NON_NEGATIVE = ('softplus', 'exponential', 'relu', 'sigmoid', 'softmax')
 
 
 
-def find_signed_rates(loss, outputs, activation: Optional[str]) -> Optional[loss_match.Mismatch]:
+def find_signed_rates(loss, outputs, activation: Optional[str], *,
+                      batch_statistics: bool = False) -> Optional[loss_match.Mismatch]:
   """The mismatch of a Poisson loss on negative outputs: a negative value among the first
-  batch's outputs from a last activation that is not non-negative; None otherwise (a
-  non-negative activation, or outputs all positive: an identity link may be meant)."""
+  batch's outputs (inference mode) from a last activation that is not non-negative, or, in a
+  model that normalises by batch statistics in training (`batch_statistics`, BatchNormalization:
+  the inference outputs of an untrained one say little of the rates the loss sees), a known
+  signed activation (linear, tanh, ...) whatever those outputs; None otherwise (a non-negative
+  activation, or outputs all positive otherwise: an identity link may be meant)."""
   poisson = loss_match.loss_function(loss) is keras.losses.poisson
   if not poisson or outputs is None or activation in _NON_NEGATIVE:
     return None
@@ -30,15 +34,25 @@ def find_signed_rates(loss, outputs, activation: Optional[str]) -> Optional[loss
   if outputs.size == 0 or not np.all(np.isfinite(outputs)):
     return None
   low = float(outputs.min())
-  if not low < 0:
+  unseen = batch_statistics and activation is not None and not low < 0
+  if not (low < 0 or unseen):
     return None
   shown = f'a {activation} output' if activation else 'outputs of an unknown activation'
   return loss_match.Mismatch(
       NEGATIVE_RATES,
       f'the loss poisson takes the log of the outputs (a rate, which must be positive), but the '
-      f'model ends in {shown}, from {low:.3g} to {float(outputs.max()):.3g} on the first batch: '
-      'a negative rate makes its log, and the loss, NaN',
+      f'model ends in {shown}, from {low:.3g} to {float(outputs.max()):.3g} on the first batch'
+      + (" in inference mode (in training, BatchNormalization's batch statistics give the loss "
+         'other rates)' if unseen else '') + ': a negative rate makes its log, and the loss, NaN',
       "end the model in a positive activation: activation='softplus' on the last layer, or "
       "'exponential' (a log link)",
       "# no binding: the last layer's activation is in the model's code "
       "(activation='softplus')")
+
+
+def uses_batch_statistics(model) -> bool:
+  """Whether `model` normalises by batch statistics in training (a BatchNormalization's moving
+  statistics among its variables): its outputs then differ between inference and training."""
+  names = (getattr(v, 'name', '').split('/')[-1].split(':')[0]
+           for v in getattr(model, 'non_trainable_variables', ()))
+  return any(name in ('moving_mean', 'moving_variance') for name in names)

@@ -119,6 +119,15 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
     out.add('division_or_log', 1.5, 'non-finite outputs from finite inputs can be a division or '
                                     'a log in the forward pass')
   acts = s.activations()
+  # NaN in a layer's outputs that a later layer dropped (the model's output finite): rows the
+  # model masks out, where a softmax over a fully masked row (-inf everywhere) is NaN; a select
+  # passes the forward pass, never the gradient.
+  dropped = [a['layer'] for a in acts[:-1] if a.get('finite') is False]
+  if dropped and acts[-1].get('finite') is not False and not op and not s.fp16:
+    out.add('softmax_overflow', 4, f"forensics: layer {dropped[0]}'s outputs held NaN/Inf that a "
+                                   "later layer dropped before the model's (finite) output: rows "
+                                   'masked out later, as a softmax over a fully masked row (-inf '
+                                   'everywhere) makes; its gradient stays NaN')
   top = number(acts[-1].get('max_abs')) if acts else math.nan
   if not math.isfinite(top) and s.output_max is not None:
     top = s.output_max  # The start check's, when forensics has no activations.

@@ -116,7 +116,9 @@ class LossOutputCheck:
                                    read_ones=_inputs_normalised(probe))
           or loss_match.find_unreachable_labels(probe.loss, _labels(probe), activation,
                                                 outputs[0].shape[-1])
-          or rate_match.find_signed_rates(probe.loss, outputs[0], activation))
+          or rate_match.find_signed_rates(
+              probe.loss, outputs[0], activation,
+              batch_statistics=rate_match.uses_batch_statistics(probe.model)))
     except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])
