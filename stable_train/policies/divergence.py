@@ -164,7 +164,6 @@ class DivergenceCheck(interfaces.Policy):
     self._moved.record(self._variables, int(np.sum(reports.applied)))
     return flags
 
-  # -- host -------------------------------------------------------------------------------------
   def decide_after_act(self, reports, context):
     """A `Rechecker`: what a check's ACT found (a collapse, a damaged model) escalates in the
     same loop: `decide` again (it reads the folded state, changes nothing)."""
