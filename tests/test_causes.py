@@ -294,6 +294,12 @@ class RankingTest(tf.test.TestCase):
       self.assertEqual(doctor.diagnose([steady] + gradient, {'status': 'aborted'},
                                        [{'fault': 'gradient', 'activations': clean}])['cause'],
                        'division_or_log')  # Every layer finite: the gradient's own arithmetic.
+    # NaN in the saved batch that the model dropped: the input's, not a masked softmax's.
+    d = doctor.diagnose([steady] + gradient, {'status': 'aborted'},
+                        [{'fault': 'gradient', 'activations': acts(False),
+                          'inputs': [{'nan': 3, 'inf': 0}]}])
+    self.assertEqual(d['cause'], 'bad_input')
+    self.assertNotIn('softmax_overflow', [a['cause'] for a in d['alternatives']])
 
   def test_a_dead_net_is_never_bad_input(self):
     events = [{'event': 'divergence_check', 'step': 20, 'rule': 'above_best', 'verdict': 'data'},

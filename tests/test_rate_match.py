@@ -36,11 +36,12 @@ class SignedRatesTest(tf.test.TestCase):
     self.assertEqual(found.kind, rate_match.NEGATIVE_RATES)
     self.assertIn('inference mode', found.message)
     self.assertIsNone(_kind('poisson', positive, 'linear'))  # No batch statistics: as before.
-    for activation in (None, 'softplus', 'exponential'):  # Unknown, or never negative.
+    # Unknown, never negative, or a name not known to be signed (a log link written as tf.exp).
+    for activation in (None, 'softplus', 'exponential', 'exp', 'relu6', '<lambda>'):
       self.assertIsNone(rate_match.find_signed_rates('poisson', positive, activation,
                                                      batch_statistics=True), activation)
 
-  def test_batch_statistics_are_read_from_the_moving_statistics(self):
+  def test_batch_statistics_are_a_trainable_batch_normalization(self):
     inputs = keras.Input((4,))
     plain = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Dense(8)(inputs)))
     normed = keras.Model(inputs, keras.layers.Dense(1)(
@@ -48,9 +49,11 @@ class SignedRatesTest(tf.test.TestCase):
     nested = keras.Sequential([keras.Input((4,)), normed])
     layer_normed = keras.Model(inputs, keras.layers.Dense(1)(
         keras.layers.LayerNormalization()(keras.layers.Dense(8)(inputs))))
+    frozen = keras.Model(inputs, keras.layers.Dense(1)(
+        keras.layers.BatchNormalization(trainable=False)(keras.layers.Dense(8)(inputs))))
     self.assertEqual([rate_match.uses_batch_statistics(m) for m in (plain, normed, nested,
-                                                                   layer_normed)],
-                     [False, True, True, False])
+                                                                   layer_normed, frozen)],
+                     [False, True, True, False, False])  # A frozen one: moving statistics.
 
   def test_positive_activations_unknown_positive_outputs_and_other_losses_say_nothing(self):
     signed = np.random.RandomState(0).normal(size=(16, 1)).astype(np.float32)

@@ -15,6 +15,9 @@ NEGATIVE_RATES = 'signed_outputs_under_a_rate_loss'
 # Activations whose outputs are never negative: a rate's log is defined on them (0 is clipped by
 # the loss's epsilon).
 _NON_NEGATIVE = ('softplus', 'exponential', 'relu', 'sigmoid', 'softmax')
+# Activations known to give negative values (the batch-statistics rule names only these).
+_SIGNED = ('linear', 'tanh', 'elu', 'selu', 'gelu', 'silu', 'swish', 'leaky_relu', 'softsign',
+           'mish', 'hard_silu', 'log_softmax')
 
 
 
@@ -34,7 +37,7 @@ def find_signed_rates(loss, outputs, activation: Optional[str], *,
   if outputs.size == 0 or not np.all(np.isfinite(outputs)):
     return None
   low = float(outputs.min())
-  unseen = batch_statistics and activation is not None and not low < 0
+  unseen = batch_statistics and activation in _SIGNED and not low < 0
   if not (low < 0 or unseen):
     return None
   shown = f'a {activation} output' if activation else 'outputs of an unknown activation'
@@ -51,8 +54,13 @@ def find_signed_rates(loss, outputs, activation: Optional[str], *,
 
 
 def uses_batch_statistics(model) -> bool:
-  """Whether `model` normalises by batch statistics in training (a BatchNormalization's moving
-  statistics among its variables): its outputs then differ between inference and training."""
-  names = (getattr(v, 'name', '').split('/')[-1].split(':')[0]
-           for v in getattr(model, 'non_trainable_variables', ()))
-  return any(name in ('moving_mean', 'moving_variance') for name in names)
+  """Whether `model` normalises by batch statistics in training: a trainable BatchNormalization
+  among its layers and nested models' (a frozen one uses its moving statistics in training too):
+  its outputs then differ between inference and training."""
+  stack = [model]
+  while stack:
+    layer = stack.pop()
+    if isinstance(layer, keras.layers.BatchNormalization) and layer.trainable:
+      return True
+    stack.extend(getattr(layer, 'layers', None) or [])
+  return False

@@ -123,7 +123,8 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
   # model masks out, where a softmax over a fully masked row (-inf everywhere) is NaN; a select
   # passes the forward pass, never the gradient.
   dropped = [a['layer'] for a in acts[:-1] if a.get('finite') is False]
-  if dropped and acts[-1].get('finite') is not False and not op and not s.fp16:
+  if (dropped and acts[-1].get('finite') is not False and not op and not s.fp16
+      and not s.outputs_non_finite() and not s.input_bad() and not s.fault_kinds().get('input')):
     out.add('softmax_overflow', 4, f"forensics: layer {dropped[0]}'s outputs held NaN/Inf that a "
                                    "later layer dropped before the model's (finite) output: rows "
                                    'masked out later, as a softmax over a fully masked row (-inf '

@@ -246,7 +246,7 @@ class DivergenceCheck(interfaces.Policy):
     elif decision.details['check'] == 'collapse':
       _probe_collapse(self._collapse, state, decision.step, decision.details, run)
     else:
-      _reference_check(state, decision, run)
+      _reference_check(state, decision, run, self.warmup)
     self.state.assign(state)
     return None
 
@@ -310,13 +310,13 @@ def _probe_collapse(prober, state, step, details, run) -> None:
     state[_I['verdict']] = _COLLAPSED
 
 
-def _reference_check(state, decision, run) -> None:
-  """The loss on the first batch when a rule fires; good there (_DATA): bad batches in a run that
-  came below its start, or where it never did, a blow-up it came back from ('recovered')."""
+def _reference_check(state, decision, run, warmup) -> None:
+  """The loss on the first batch when a rule fires; good there (_DATA): bad batches where the run
+  was below the threshold after its warm-up; where never, a blow-up it came back ('recovered')."""
   first = run.probe.first_batch()
   loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
   damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
-  trained = state[_I['best']] < state[_I['start']]
+  trained = state[_I['above']] < state[_I['count']] - warmup  # Below it once since the warm-up.
   state[[_I['verdict'], _I['reference']]] = [_DAMAGED if damaged else _DATA,
                                              loss if math.isfinite(loss) else _HUGE]
   run.emit('divergence_check', decision.step, rule=decision.details['rule'],
