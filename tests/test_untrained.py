@@ -206,6 +206,74 @@ class VerdictTest(tf.test.TestCase):
       np.testing.assert_array_equal(b, v.numpy())
 
 
+TARGET = (X @ RNG.normal(size=(8, 1)) + 0.1 * RNG.normal(size=(512, 1))).astype(np.float32)
+
+
+def regressor(last_scale=1.0, activation='tanh'):
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation),
+                            keras.layers.Dense(1)])
+  last = model.layers[-1].kernel
+  last.assign(last * last_scale)
+  return model
+
+
+class RegressionVerdictTest(tf.test.TestCase):
+  """A regression at FAR x the loss of predicting its labels' mean (median under MAE), on its
+  training loss and on the first batch, did not train (`mean_level`)."""
+
+  def _probe(self, model, loss='mse', labels=TARGET, weights=None):
+    batch = (X[:64], labels[:64]) if weights is None else (X[:64], labels[:64], weights)
+    return types.SimpleNamespace(model=model, loss=loss, first_batch=lambda: batch,
+                                 split_batch=lambda b: (b[0], b[1]))
+
+  def test_far_above_the_mean_on_both_did_not_train(self):
+    probe = self._probe(regressor(last_scale=30.0))  # Outputs far off the labels.
+    level, first = untrained.mean_level(probe)
+    self.assertAllClose(level, np.var(TARGET[:64]), rtol=1e-5)  # The mean's MSE: the variance.
+    self.assertGreater(first, 2 * level)
+    rule, reason = untrained.verdict(probe, smoothed=3 * level, steps=150, progress=0.5)
+    self.assertEqual(rule, untrained.MEAN)  # Judged even while it comes down.
+    self.assertIn("labels' mean", reason)
+    self.assertIsNone(untrained.verdict(probe, smoothed=1.5 * level, steps=150, progress=0.0))
+
+  def test_a_model_that_learnt_is_not_judged_whatever_its_training_loss(self):
+    model = regressor()
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss='mse')
+    model.fit(X, TARGET, batch_size=64, epochs=20, verbose=0)
+    probe = self._probe(model)
+    level, first = untrained.mean_level(probe)
+    self.assertLess(first, 0.5 * level)
+    self.assertIsNone(untrained.verdict(probe, smoothed=10 * level, steps=150, progress=0.0))
+
+  def test_under_mae_the_median_and_other_losses_or_weights_are_not_judged(self):
+    skewed = np.exp(TARGET).astype(np.float32)
+    level, _ = untrained.mean_level(self._probe(regressor(), 'mae', skewed))
+    y = skewed[:64]
+    self.assertAllClose(level, np.mean(np.abs(y - np.median(y))), rtol=1e-5)
+    self.assertLess(level, np.mean(np.abs(y - np.mean(y))))
+    model = regressor(last_scale=30.0)
+    for probe in (self._probe(model, keras.losses.Huber()), self._probe(model, 'poisson'),
+                  self._probe(model, keras.losses.MeanSquaredError(reduction='sum')),
+                  self._probe(model, weights=np.ones(64, np.float32))):
+      self.assertIsNone(untrained.mean_level(probe))
+      self.assertIsNone(untrained.verdict(probe, smoothed=1e6, steps=150, progress=0.0))
+
+  def test_through_the_trainer_unscaled_inputs_end_diverged_and_scaled_ones_completed(self):
+    # Raw Unix-timestamp-like inputs into a linear net: its loss falls but stays 1000 x the
+    # labels' variance; the same inputs standardised train.
+    for scale, status in ((1e4, 'diverged'), (1.0, 'completed')):
+      model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
+      data = tf.data.Dataset.from_tensor_slices((X * scale, TARGET)).repeat().batch(64)
+      t = trainer_lib.Trainer(model=regressor(activation=None),
+                              optimizer=keras.optimizers.Adam(1e-2), loss='mse',
+                              model_dir=model_dir, steps_per_loop=25, verbose=False)
+      summary = t.fit(data, num_steps=150)
+      self.assertEqual(summary['status'], status, summary.get('reason'))
+      if status == 'diverged':
+        self.assertEqual(_triggers(model_dir), [untrained.MEAN])
+
+
 class TrailTest(tf.test.TestCase):
 
   def test_progress_from_the_second_quarter_to_the_last(self):

@@ -53,9 +53,8 @@ class DivergenceCheck(interfaces.Policy):
       level for `patience` steps in a row (the run climbed back above where it started);
     - 'rising': it rose on `rise_patience` steps in a row, doubling along the streak, and is
       above a tenth of the starting level.
-  Either escalates (trigger `divergence`): a Rollback takes it over (rollback, learning-rate
-  backoff, until the run is stable); without one the run stops with status 'diverged', its last
-  good checkpoint intact and named.
+  Either escalates (trigger `divergence`): a Rollback takes it over (rollback, rate backoff, until
+  the run is stable); else the run stops 'diverged', its last good checkpoint intact and named.
   With `output_ratio`, the model's outputs on the first batch with its initial weights (up to
   16M; beyond, those after the first loop) are compared with the labels in inference mode:
   outputs over `output_ratio` x max(label RMS, 1) or a loss far above a guess's, unless kernels
@@ -69,8 +68,9 @@ class DivergenceCheck(interfaces.Policy):
   (rule 'collapsed'); a checkpoint written after it is not good. With `judge_end`, a run about to
   end 'completed' after 2 x `rise_patience` steps whose model did not train ends 'diverged'
   (`untrained`: no weight moved, `no_weight_moved`; once the loss stopped coming down, outputs
-  the same for every example while the labels are not, `constant_outputs`, or a classifier no
-  better than a uniform guess, `chance_level`). Losses that are not positive are not judged."""
+  the same for every example while the labels are not, `constant_outputs`; a classifier no better
+  than a guess, `chance_level`, a regression than its labels' mean, `mean_level`). Losses that are
+  not positive are not judged."""
 
   decides_on_clean_loops = False  # A loop where a rule fired is noticed (`observe`).
   uses_first_batch = True  # The start check and the reference re-run.

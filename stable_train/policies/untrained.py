@@ -34,6 +34,7 @@ PROGRESS, FAR = 0.05, 2.0
 TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when full.
 FINGERPRINT_LIMIT = 2**28  # Weights (268M) up to which `fingerprint` reads them all.
 CONSTANT, CHANCE, UNMOVED = 'constant_outputs', 'chance_level', 'no_weight_moved'
+MEAN = 'mean_level'  # A regression no better than predicting its labels' mean (or median).
 
 
 class Trail:
@@ -118,6 +119,8 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
         'nothing of the input reaches them (weights initialised to zeros or to one constant '
         f'keep every unit alike); {diagnostics.INIT_REMEDY}')
   guess = uniform_guess(probe)
+  if guess is None:
+    return _mean_verdict(probe, smoothed, steps)
   # At the guess itself (within 1 - CHANCE_LEVEL of it), a loss that came down only to it.
   at_guess = guess is not None and abs(smoothed / guess - 1.0) <= 1.0 - CHANCE_LEVEL
   if guess is None or not smoothed >= CHANCE_LEVEL * guess or not (
@@ -139,6 +142,53 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
       f"{first:.4g} on the first batch) is no better than a uniform guess's, {guess:.4g}, "
       + why)
+
+
+def _mean_verdict(probe, smoothed, steps) -> Optional[Tuple[str, str]]:
+  """`MEAN` for a regression whose loss is at FAR x that of predicting the first batch's label
+  means (medians under MAE) for every example or more, on its training loss and on the first
+  batch (`mean_level`): judged even while it comes down, as a classifier FAR x above a guess."""
+  found = mean_level(probe)
+  if found is None:
+    return None
+  level, first = found
+  if not (level > 0 and smoothed >= FAR * level and first >= FAR * level):
+    return None
+  centre = 'median' if _CENTRES[loss_match.loss_function(probe.loss)] is np.median else 'mean'
+  return MEAN, (
+      f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
+      f'{first:.4g} on the first batch) is {smoothed / level:.3g} x that of predicting the '
+      f"labels' {centre} for every example, {level:.4g}: inputs or labels far off scale "
+      '(standardise them), an initialiser wrong for the architecture, or a learning rate that '
+      'knocked it there')
+
+
+_CENTRES = {keras.losses.mean_squared_error: np.mean, keras.losses.mean_absolute_error: np.median}
+
+
+def mean_level(probe) -> Optional[Tuple[float, float]]:
+  """(the loss of predicting the first batch's label means, medians under MAE, for every
+  example; the model's own loss on that batch, the lower of inference and training mode) for a
+  Keras MSE or MAE reduced by a mean over one float output the labels' size, on unweighted
+  batches; None otherwise. No variable moves."""
+  centre = None if probe.loss is None else _CENTRES.get(loss_match.loss_function(probe.loss))
+  first = probe.first_batch()
+  reduction = getattr(probe.loss, 'reduction', diagnostics.MEAN_REDUCTIONS[0])
+  if centre is None or first is None or reduction not in diagnostics.MEAN_REDUCTIONS or (
+      isinstance(first, (tuple, list)) and len(first) == 3):
+    return None
+  features, labels = probe.split_batch(first)
+  try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
+    y = np.asarray(labels, np.float64)
+    y = y.reshape(len(y), -1)
+    outputs = [np.asarray(tf.cast(diagnostics.model_outputs(probe.model, features, None, mode),
+                                  tf.float64)).reshape(y.shape) for mode in (False, True)]
+  except Exception:  # pylint: disable=broad-except
+    return None
+  error = ((lambda p: np.mean(np.square(p - y))) if centre is np.mean
+           else (lambda p: np.mean(np.abs(p - y))))
+  level, own = error(np.broadcast_to(centre(y, axis=0), y.shape)), min(map(error, outputs))
+  return (float(level), float(own)) if np.isfinite(level) and np.isfinite(own) else None
 
 
 def fingerprint(variables) -> Optional[bytes]:
