@@ -219,8 +219,8 @@ def regressor(last_scale=1.0, activation='tanh'):
 
 
 class RegressionVerdictTest(tf.test.TestCase):
-  """A regression at FAR x the loss of predicting its labels' mean (median under MAE), on its
-  training loss and on the first batch, did not train (`mean_level`)."""
+  """A regression at MEAN_FAR x the loss of predicting its labels' mean (median under MAE), on
+  its training loss and on the first batch, did not train (`mean_level`)."""
 
   def _probe(self, model, loss='mse', labels=TARGET, weights=None):
     batch = (X[:64], labels[:64]) if weights is None else (X[:64], labels[:64], weights)
@@ -231,11 +231,11 @@ class RegressionVerdictTest(tf.test.TestCase):
     probe = self._probe(regressor(last_scale=30.0))  # Outputs far off the labels.
     level, first = untrained.mean_level(probe)
     self.assertAllClose(level, np.var(TARGET[:64]), rtol=1e-5)  # The mean's MSE: the variance.
-    self.assertGreater(first, 2 * level)
-    rule, reason = untrained.verdict(probe, smoothed=3 * level, steps=150, progress=0.5)
+    self.assertGreater(first, untrained.MEAN_FAR * level)
+    rule, reason = untrained.verdict(probe, smoothed=12 * level, steps=150, progress=0.5)
     self.assertEqual(rule, untrained.MEAN)  # Judged even while it comes down.
     self.assertIn("labels' mean", reason)
-    self.assertIsNone(untrained.verdict(probe, smoothed=1.5 * level, steps=150, progress=0.0))
+    self.assertIsNone(untrained.verdict(probe, smoothed=8 * level, steps=150, progress=0.0))
 
   def test_a_model_that_learnt_is_not_judged_whatever_its_training_loss(self):
     model = regressor()
@@ -253,11 +253,23 @@ class RegressionVerdictTest(tf.test.TestCase):
     self.assertAllClose(level, np.mean(np.abs(y - np.median(y))), rtol=1e-5)
     self.assertLess(level, np.mean(np.abs(y - np.mean(y))))
     model = regressor(last_scale=30.0)
-    for probe in (self._probe(model, keras.losses.Huber()), self._probe(model, 'poisson'),
+    short = self._probe(model)
+    short.first_batch = lambda: (X[:16], TARGET[:16])  # One batch's spread: too noisy a baseline.
+    for probe in (short, self._probe(model, keras.losses.Huber()), self._probe(model, 'poisson'),
                   self._probe(model, keras.losses.MeanSquaredError(reduction='sum')),
                   self._probe(model, weights=np.ones(64, np.float32))):
       self.assertIsNone(untrained.mean_level(probe))
       self.assertIsNone(untrained.verdict(probe, smoothed=1e6, steps=150, progress=0.0))
+
+  def test_several_heads_are_not_judged(self):
+    # Two heads whose labels move together: the spread between them is no baseline (and Keras
+    # sums their losses): a healthy two-head model was stopped when they were read as one.
+    inputs = keras.Input((8,))
+    two = keras.Model(inputs, [keras.layers.Dense(1)(inputs), keras.layers.Dense(1)(inputs)])
+    probe = self._probe(two)
+    probe.first_batch = lambda: (X[:64], (TARGET[:64], TARGET[:64] + 0.1))
+    self.assertIsNone(untrained.mean_level(probe))
+    self.assertIsNone(untrained.verdict(probe, smoothed=1e6, steps=150, progress=0.0))
 
   def test_through_the_trainer_unscaled_inputs_end_diverged_and_scaled_ones_completed(self):
     # Raw Unix-timestamp-like inputs into a linear net: its loss falls but stays 1000 x the

@@ -35,6 +35,10 @@ TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when
 FINGERPRINT_LIMIT = 2**28  # Weights (268M) up to which `fingerprint` reads them all.
 CONSTANT, CHANCE, UNMOVED = 'constant_outputs', 'chance_level', 'no_weight_moved'
 MEAN = 'mean_level'  # A regression no better than predicting its labels' mean (or median).
+# ...judged at MEAN_FAR x that loss or above, on a first batch of MEAN_ROWS rows or more: one
+# batch's label spread is a noisy baseline (at 2x, 32 rows of zero-inflated labels stopped a
+# model that predicted their overall mean 8 % of the time; 4 rows, an optimal model 15-43 %).
+MEAN_FAR, MEAN_ROWS = 10.0, 32
 
 
 class Trail:
@@ -145,14 +149,14 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
 
 
 def _mean_verdict(probe, smoothed, steps) -> Optional[Tuple[str, str]]:
-  """`MEAN` for a regression whose loss is at FAR x that of predicting the first batch's label
-  means (medians under MAE) for every example or more, on its training loss and on the first
-  batch (`mean_level`): judged even while it comes down, as a classifier FAR x above a guess."""
+  """`MEAN` for a regression whose loss is at MEAN_FAR x that of predicting the first batch's
+  label means (medians under MAE) for every example or more, on its training loss and on the
+  first batch (`mean_level`): judged even while it comes down, as a classifier far above a guess."""
   found = mean_level(probe)
   if found is None:
     return None
   level, first = found
-  if not (level > 0 and smoothed >= FAR * level and first >= FAR * level):
+  if not (level > 0 and smoothed >= MEAN_FAR * level and first >= MEAN_FAR * level):
     return None
   centre = 'median' if _CENTRES[loss_match.loss_function(probe.loss)] is np.median else 'mean'
   return MEAN, (
@@ -169,8 +173,8 @@ _CENTRES = {keras.losses.mean_squared_error: np.mean, keras.losses.mean_absolute
 def mean_level(probe) -> Optional[Tuple[float, float]]:
   """(the loss of predicting the first batch's label means, medians under MAE, for every
   example; the model's own loss on that batch, the lower of inference and training mode) for a
-  Keras MSE or MAE reduced by a mean over one float output the labels' size, on unweighted
-  batches; None otherwise. No variable moves."""
+  Keras MSE or MAE reduced by a mean over one output tensor the size of one label tensor, on
+  unweighted batches of MEAN_ROWS rows or more; None otherwise. No variable moves."""
   centre = None if probe.loss is None else _CENTRES.get(loss_match.loss_function(probe.loss))
   first = probe.first_batch()
   reduction = getattr(probe.loss, 'reduction', diagnostics.MEAN_REDUCTIONS[0])
@@ -179,11 +183,16 @@ def mean_level(probe) -> Optional[Tuple[float, float]]:
     return None
   features, labels = probe.split_batch(first)
   try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
-    y = np.asarray(labels, np.float64)
+    outputs = [diagnostics.model_outputs(probe.model, features, None, m) for m in (False, True)]
+    if any(len(tf.nest.flatten(x)) != 1 for x in [labels] + outputs):
+      return None  # Several heads: Keras sums their losses; one mean is no baseline for them.
+    y = np.asarray(tf.nest.flatten(labels)[0], np.float64)
     y = y.reshape(len(y), -1)
-    outputs = [np.asarray(tf.cast(diagnostics.model_outputs(probe.model, features, None, mode),
-                                  tf.float64)).reshape(y.shape) for mode in (False, True)]
+    outputs = [np.asarray(tf.cast(tf.nest.flatten(x)[0], tf.float64)).reshape(y.shape)
+               for x in outputs]
   except Exception:  # pylint: disable=broad-except
+    return None
+  if len(y) < MEAN_ROWS:
     return None
   error = ((lambda p: np.mean(np.square(p - y))) if centre is np.mean
            else (lambda p: np.mean(np.abs(p - y))))
