@@ -231,3 +231,22 @@ class ModestRateTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class NoWeightMovedTest(tf.test.TestCase):
+
+  def _events(self, lr):
+    n = 20
+    return [{'event': 'start', 'step': 0, 'num_steps': 150},
+            {'event': 'history', 'step': 140, 'steps': list(range(121, 141)),
+             'loss': [0.6931] * n, 'grad_norm': [0.0] * n, 'learning_rate': [lr] * n,
+             'loss_scale': [1.0] * n, 'applied': [True] * n},
+            {'event': 'diverged', 'step': 140, 'trigger': 'no_weight_moved', 'reason': 'x'}]
+
+  def test_no_weight_moved_at_a_rate_above_0_is_the_initialisation(self):
+    # Word2vec with both embedding tables at zero: every gradient exactly 0 at Adam 1e-3.
+    top, scores = verdict(self._events(1e-3), {'status': 'diverged', 'optimizer': 'Adam'})
+    self.assertEqual(top, 'initialisation')
+    self.assertIn('exactly 0', scores['initialisation'][1][0])
+    _, scores = verdict(self._events(0.0), {'status': 'diverged', 'optimizer': 'Adam'})
+    self.assertEqual(scores['initialisation'][0], 0.0)  # A rate of 0 explains it (its verdict).

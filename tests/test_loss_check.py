@@ -170,6 +170,21 @@ class LossOutputCheckTest(tf.test.TestCase):
       self.assertEqual(run.emitted, [])
     self.assertIsNone(loss_check.LossOutputCheck().after_loop(types.SimpleNamespace(), 3))
 
+  def test_a_softmax_over_one_unit_is_named_under_any_loss(self):
+    # A one-channel segmentation head given the multi-class softmax, under a hand-written Dice
+    # loss: 1 for every input, no gradient, whatever the loss.
+    dice = lambda y, p: 1.0 - (2.0 * tf.reduce_sum(y * p) + 1.0) / (
+        tf.reduce_sum(y) + tf.reduce_sum(p) + 1.0)
+    keras.utils.set_random_seed(0)
+    found = {}
+    for activation in ('softmax', 'sigmoid'):
+      model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1, activation)])
+      run = _Run(_probe(model, loss=dice, policies=[divergence.DivergenceCheck()]))
+      found[activation] = loss_check.LossOutputCheck().after_loop(run, 1)
+    self.assertEqual(found['softmax'].kind, 'softmax_over_one_unit')
+    self.assertIn("activation='sigmoid'", found['softmax'].fix)
+    self.assertIsNone(found['sigmoid'])
+
   def test_a_loss_that_never_came_down_after_a_finding_is_no_completed_run(self):
     model = _model('softmax')
     probe = _probe(model, loss=_loss(True), policies=[divergence.DivergenceCheck()])

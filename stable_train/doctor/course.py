@@ -32,6 +32,12 @@ def start_rules(s: Symptoms, out: Scores) -> None:
     out.add('initialisation', 4, 'at the end the outputs were the same for every example while '
                                  'the labels were not: nothing of the input reached them (weights '
                                  'initialised to zeros or one constant keep every unit alike)')
+  rates = numbers((s.history or {}).get('learning_rate', []))
+  if 'no_weight_moved' in s.triggers and bool(np.any(rates > 0)):
+    out.add('initialisation', 3, 'not one weight moved at a learning rate above 0: every '
+                                 'gradient was exactly 0, as from weights that start where none '
+                                 'flows (factors all initialised to zero, two embedding tables '
+                                 'say), unless a stop_gradient cuts the loss from them')
   if off_scale:
     if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
       out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '

@@ -118,7 +118,8 @@ class LossOutputCheck:
                                                 outputs[0].shape[-1])
           or rate_match.find_signed_rates(
               probe.loss, outputs[0], activation,
-              batch_statistics=rate_match.uses_batch_statistics(probe.model)))
+              batch_statistics=rate_match.uses_batch_statistics(probe.model))
+          or _one_unit_softmax(probe.loss, outputs[0], activation))
     except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])
@@ -129,6 +130,21 @@ class LossOutputCheck:
     log.warning('step %d: %s', step, loss_match.describe(found))
     run.emit('warning', step, cause=CAUSE, **found.fields())
     return found
+
+
+def _one_unit_softmax(loss, outputs, activation) -> Optional[loss_match.Mismatch]:
+  """A known softmax over one output unit under a loss that is no Keras cross-entropy (those
+  are `find_mismatch`'s): 1 for every input whatever the loss, so no gradient reaches the model
+  (a one-channel segmentation head given the multi-class softmax)."""
+  if activation != 'softmax' or loss_match.loss_terms(loss) is not None or (
+      outputs is None or np.ndim(outputs) == 0 or np.shape(outputs)[-1] != 1):
+    return None
+  return loss_match.Mismatch(
+      loss_match.ONE_UNIT_SOFTMAX,
+      'the model ends in a softmax over one unit, which is 1 for every input: whatever the '
+      'loss, the output never moves and no gradient reaches the model',
+      "a sigmoid on the one unit (activation='sigmoid'), or one unit per class with the softmax",
+      "# no binding: the last layer's activation is in the model's code (activation='sigmoid')")
 
 
 def _stuck(found: loss_match.Mismatch, run) -> str:
