@@ -126,8 +126,8 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
   if guess is None:
     return _mean_verdict(probe, smoothed, steps)
   # At the guess itself (within 1 - CHANCE_LEVEL of it), a loss that came down only to it.
-  at_guess = guess is not None and abs(smoothed / guess - 1.0) <= 1.0 - CHANCE_LEVEL
-  if guess is None or not smoothed >= CHANCE_LEVEL * guess or not (
+  at_guess = abs(smoothed / guess - 1.0) <= 1.0 - CHANCE_LEVEL
+  if not smoothed >= CHANCE_LEVEL * guess or not (
       stalled or at_guess or smoothed >= FAR * guess):
     return None
   losses = first_batch_losses(probe)
