@@ -261,6 +261,23 @@ class RegressionVerdictTest(tf.test.TestCase):
       self.assertIsNone(untrained.mean_level(probe))
       self.assertIsNone(untrained.verdict(probe, smoothed=1e6, steps=150, progress=0.0))
 
+  def test_a_batch_norm_net_whose_moving_statistics_lag_is_read_in_training_mode_too(self):
+    # Inputs far off centre: after 80 steps BatchNorm's moving statistics still lag, so the
+    # inference outputs miss by 15x the labels' variance while training mode fits them.
+    keras.utils.set_random_seed(0)
+    x = X * 5 + 50.0
+    model = keras.Sequential([keras.Input((8,)), keras.layers.BatchNormalization(),
+                              keras.layers.Dense(16), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss='mse')
+    model.fit(x, TARGET, batch_size=64, epochs=10, verbose=0)
+    probe = self._probe(model)
+    probe.first_batch = lambda: (x[:64], TARGET[:64])
+    level, first = untrained.mean_level(probe)
+    inference = np.mean(np.square(model.predict(x[:64], verbose=0) - TARGET[:64]))
+    self.assertGreater(inference, untrained.MEAN_FAR * level)
+    self.assertLess(first, 0.1 * level)
+    self.assertIsNone(untrained.verdict(probe, smoothed=100 * level, steps=150, progress=0.0))
+
   def test_several_heads_are_not_judged(self):
     # Two heads whose labels move together: the spread between them is no baseline (and Keras
     # sums their losses): a healthy two-head model was stopped when they were read as one.
