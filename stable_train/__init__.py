@@ -13,7 +13,7 @@ _LAZY = {
     'RunHandle': 'core.interfaces',
     'StepReports': 'core.interfaces',
     'CheckNumerics': 'policies.basic', 'ClipByGlobalNorm': 'policies.basic',
-    'SkipNonFinite': 'policies.basic',
+    'SkipNonFinite': 'policies.skipping',
     'LossSpike': 'policies.recovery', 'Rollback': 'policies.recovery',
     'Trainer': 'trainer.trainer', 'default_policies': 'trainer.trainer',
     'Faults': 'testing.faults',

@@ -1,6 +1,6 @@
-"""Tests for stable_train.policies.basic: argument validation and in-graph state of the core policies."""
+"""Tests for stable_train.policies.basic: argument validation and in-graph state of CheckNumerics,
+ClipByGlobalNorm and ValidateInputs (SkipNonFinite: test_skipping.py)."""
 
-import dataclasses
 import tempfile
 
 import keras
@@ -25,12 +25,7 @@ class ValidationTest(tf.test.TestCase):
         (lambda: policies.ClipByGlobalNorm(max_norm=0), 'max_norm=0'),
         (lambda: policies.ClipByGlobalNorm(max_norm=float('nan')), 'max_norm=nan'),
         (lambda: policies.ClipByGlobalNorm(max_norm='big'), "max_norm='big'"),
-        (lambda: policies.SkipNonFinite(max_consecutive=-2), 'max_consecutive=-2'),
-        (lambda: policies.SkipNonFinite(max_consecutive=1.5), 'max_consecutive=1.5'),
         (lambda: policies.CheckNumerics(mode='loud'), "mode='loud'"),
-        (lambda: policies.SkipNonFinite(max_share=0.0), 'max_share=0.0'),
-        (lambda: policies.SkipNonFinite(max_share=1.5), 'max_share=1.5'),
-        (lambda: policies.SkipNonFinite(share_window=0), 'share_window=0'),
     ]
     for make, text in cases:
       with self.assertRaises(errors.ConfigError) as ctx:
@@ -43,8 +38,6 @@ class ValidationTest(tf.test.TestCase):
       policies.CheckNumerics('raise')  # pylint: disable=too-many-function-args
     with self.assertRaises(TypeError):
       policies.ClipByGlobalNorm(1.0)  # pylint: disable=too-many-function-args
-    with self.assertRaises(TypeError):
-      policies.SkipNonFinite(3)  # pylint: disable=too-many-function-args
 
 
 def _reports(applied, step0=1):
@@ -56,119 +49,6 @@ def _reports(applied, step0=1):
       outputs_finite=np.ones(n, bool), first_bad_grad=np.where(applied, -1, 0),
       first_bad_input=-np.ones(n, int), applied=np.array(applied), learning_rate=np.ones(n),
       variable_paths=['dense/kernel'])
-
-
-class SkipNonFiniteTest(tf.test.TestCase):
-
-  def _run(self, policy, applied_seq, finite_seq=None, loop=2):
-    """Folds the steps into `policy`, `loop` steps at a time (the host's `observe`)."""
-    finite_seq = finite_seq or [False] * len(applied_seq)
-    for k in range(0, len(applied_seq), loop):
-      # A skipped step is a non-finite one unless `finite` says it was vetoed on finite values.
-      ok = [bool(a or f) for a, f in zip(applied_seq[k:k + loop], finite_seq[k:k + loop])]
-      reports = dataclasses.replace(_reports(applied_seq[k:k + loop], step0=k + 1),
-                                    loss_finite=np.array(ok), grads_finite=np.array(ok))
-      self.assertFalse(policy.observe(reports))  # A skip is never clean: nothing to notice.
-
-  def test_counters(self):
-    p = policies.SkipNonFinite(max_consecutive=2)
-    self._run(p, [True, False, False, True, False])
-    self.assertEqual(int(p.total_skips.numpy()), 3)
-    self.assertEqual(int(p.consecutive_skips.numpy()), 1)
-    # Health is the run's fault mark, which tells a bad batch from a non-finite step
-    # (test_controller.py: HealthTest).
-    self.assertTrue(p.is_healthy())
-
-  def test_a_streak_spans_loops_and_a_clean_loop_ends_it(self):
-    p = policies.SkipNonFinite(max_consecutive=2)
-    self._run(p, [True, False, False, False, False], loop=3)  # Loops [T F F], [F F].
-    self.assertEqual([int(v.numpy()) for v in (p.total_skips, p.consecutive_skips,
-                                              p.peak_consecutive)], [4, 4, 4])
-    p.consecutive_skips.assign(3)  # As a rollback to a checkpoint written mid-streak leaves it.
-    self.assertFalse(p.observe(_reports([True, True], step0=6)))
-    self.assertEqual(int(p.consecutive_skips.numpy()), 0)
-    self.assertEqual(int(p.total_skips.numpy()), 4)
-
-  def test_a_loop_is_counted_before_the_trainers_hook_sees_it(self):
-    # on_loop_end may save a checkpoint: the counts it sees (and saves) include the loop's steps.
-    skip = policies.SkipNonFinite(max_consecutive=100)
-    t = trainer_lib.Trainer(model=models.mlp(input_dim=16, hidden=(8,)),
-                            optimizer=keras.optimizers.SGD(0.01),
-                            loss=keras.losses.MeanSquaredError(), policies=[skip],
-                            model_dir=None, steps_per_loop=5)
-    seen = []
-    t.on_loop_end = lambda reports: seen.append(
-        (int(skip.total_skips.numpy()), int(skip.consecutive_skips.numpy())))
-    t.fit(data.synthetic_regression(num_features=16, num_examples=320,
-                                    poison_batches=[2, 3, 4, 7]), num_steps=10)
-    self.assertEqual(seen, [(3, 3), (4, 0)])
-
-  def test_a_veto_on_finite_values_neither_counts_nor_ends_a_streak(self):
-    # An OutlierSkip veto is that policy's skip: SkipNonFinite counts faulty steps only.
-    p = policies.SkipNonFinite(max_consecutive=2)
-    self._run(p, [False, False, False, True], finite_seq=[False, True, False, True])
-    self.assertEqual(int(p.total_skips.numpy()), 2)
-    self.assertEqual(int(p.peak_consecutive.numpy()), 2)
-    self.assertEqual(int(p.consecutive_skips.numpy()), 0)  # Applied: the streak is over.
-
-  def test_allow_update_requires_finite_loss_and_grads(self):
-    p = policies.SkipNonFinite()
-    for loss_ok, grads_ok in [(True, True), (True, False), (False, True)]:
-      verdict = p.allow_update({'loss_finite': tf.constant(loss_ok),
-                                'grads_finite': tf.constant(grads_ok)})
-      self.assertEqual(bool(verdict), loss_ok and grads_ok)
-
-  def test_escalates_past_the_limit_even_inside_one_loop(self):
-    p = policies.SkipNonFinite(max_consecutive=2)
-    applied = [False, False, False, True]  # A run of 3 > 2 that ends inside the loop.
-    self._run(p, applied)
-    decision = p.decide(_reports(applied), None)
-    self.assertEqual(decision.action, interfaces.ESCALATE)
-    self.assertIn('3 consecutive', decision.reason)
-    # Within the limit: no escalation.
-    q = policies.SkipNonFinite(max_consecutive=2)
-    self._run(q, [False, False, True])
-    self.assertIsNone(q.decide(_reports([False, False, True]), None))
-
-
-  def _decide_loops(self, policy, loops, step0=1):
-    """Feeds `policy` loops of `applied` flags as the host would (decide only on a loop with a
-    fault); returns the first decision and the step it came at, or (None, None)."""
-    for applied in loops:
-      self._run(policy, applied)
-      if not all(applied):
-        decision = policy.decide(_reports(applied, step0), None)
-        if decision is not None:
-          return decision, step0 + len(applied) - 1
-      step0 += len(applied)
-    return None, None
-
-  def test_scattered_skips_over_half_the_window_escalate(self):
-    # Every other step non-finite, never two in a row: the streak never grows, the share does.
-    p = policies.SkipNonFinite(max_consecutive=10, max_share=0.5, share_window=20)
-    decision, step = self._decide_loops(p, [[k % 3 == 0 for k in range(10)]] * 6)
-    self.assertEqual((decision.action, decision.trigger), (interfaces.ESCALATE, 'skip_share'))
-    self.assertEqual(step, 20)  # Judged once a window has run.
-    self.assertIn('of the last 20 steps', decision.reason)
-    self.assertIn('gradient of dense/kernel', decision.reason)
-
-  def test_a_share_within_the_limit_or_switched_off_does_not(self):
-    loops = [[k % 3 != 0 for k in range(10)]] * 10  # One step in three: 33 %.
-    self.assertEqual(self._decide_loops(
-        policies.SkipNonFinite(max_share=0.5, share_window=30), loops), (None, None))
-    loops = [[k % 3 == 0 for k in range(10)]] * 10  # Two in three: 67 %.
-    self.assertEqual(self._decide_loops(
-        policies.SkipNonFinite(max_share=None, share_window=30), loops), (None, None))
-
-  def test_only_the_model_s_faults_count_not_bad_batches(self):
-    p = policies.SkipNonFinite(max_share=0.3, share_window=10)
-    applied = [k % 2 == 0 for k in range(10)]
-    for step0 in (1, 11, 21):
-      self._run(p, applied)
-      reports = _reports(applied, step0)
-      reports = dataclasses.replace(reports, inputs_finite=np.array(applied),
-                                    grads_finite=np.ones(10, bool))  # The batches' fault.
-      self.assertIsNone(p.decide(reports, None))
 
 
 class CheckNumericsTest(tf.test.TestCase):
