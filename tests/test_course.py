@@ -250,3 +250,30 @@ class NoWeightMovedTest(tf.test.TestCase):
     self.assertIn('exactly 0', scores['initialisation'][1][0])
     _, scores = verdict(self._events(0.0), {'status': 'diverged', 'optimizer': 'Adam'})
     self.assertEqual(scores['initialisation'][0], 0.0)  # A rate of 0 explains it (its verdict).
+
+
+class MeanLevelTest(tf.test.TestCase):
+  """A regression that ended far worse than predicting its labels' mean (`mean_level`)."""
+
+  def _run(self, lr, input_rms=0.6, output_rms=0.97):
+    n = 20
+    events = [{'event': 'start', 'step': 0, 'num_steps': 150},
+              {'event': 'history', 'step': 150, 'steps': list(range(131, 151)),
+               'loss': [1.04] * n, 'grad_norm': [4200.0] * n, 'learning_rate': [lr] * n,
+               'loss_scale': [1.0] * n, 'applied': [True] * n},
+              {'event': 'diverged', 'step': 150, 'trigger': 'mean_level', 'reason': 'x'}]
+    return events, {'status': 'diverged', 'optimizer': 'Adam', 'divergence': {
+        'input_rms': input_rms, 'output_rms': output_rms, 'label_rms': 0.56}}
+
+  def test_from_normalised_inputs_at_a_usual_rate_it_is_the_initialisation(self):
+    # A SIREN from Glorot kernels under Adam 1e-3: 7x the mean's loss, its outputs in scale.
+    top, scores = verdict(*self._run(1e-3))
+    self.assertEqual(top, 'initialisation')
+    self.assertIn("labels' mean", scores['initialisation'][1][0])
+    top, scores = verdict(*self._run(0.1))  # Above the usual top for Adam: the rate.
+    self.assertEqual(top, 'learning_rate')
+    self.assertEqual(scores['initialisation'][0], 0.0)
+    for events, summary in (self._run(1e-3, input_rms=1e9),  # Unscaled inputs: theirs.
+                            self._run(1e-3, output_rms=500.0)):  # Outputs off scale: judged apart.
+      _, scores = verdict(events, summary)
+      self.assertFalse(any("labels' mean" in e for e in scores['initialisation'][1]))

@@ -237,6 +237,22 @@ class RegressionVerdictTest(tf.test.TestCase):
     self.assertIn("labels' mean", reason)
     self.assertIsNone(untrained.verdict(probe, smoothed=8 * level, steps=150, progress=0.0))
 
+  def test_nearer_the_mean_a_loss_too_slow_to_get_there_from_near_its_start_did_not_train(self):
+    probe = self._probe(regressor(last_scale=30.0))
+    level, _ = untrained.mean_level(probe)
+    judge = lambda progress, start: untrained.verdict(probe, smoothed=4 * level, steps=150,
+                                                      progress=progress, start=start)
+    # Down 2 % over the second half from 4x: 70 half-runs more to reach the mean's loss.
+    rule, reason = judge(0.02, 4.4 * level)
+    self.assertEqual(rule, untrained.MEAN)
+    self.assertIn('4 x that of predicting', reason)
+    self.assertEqual(judge(-0.1, 4.4 * level)[0], untrained.MEAN)  # Rising: never.
+    self.assertIsNone(judge(0.1, 4.4 * level))  # 10 % a half-run: there in 7 runs' time.
+    self.assertIsNone(judge(0.02, 9 * level))  # Came down more than half from its start.
+    self.assertIsNone(judge(0.02, None))  # No start known: the far margin only.
+    self.assertIsNone(untrained.verdict(probe, smoothed=2.5 * level, steps=150, progress=0.0,
+                                        start=2.6 * level))  # Under MEAN_NEAR.
+
   def test_a_model_that_learnt_is_not_judged_whatever_its_training_loss(self):
     model = regressor()
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss='mse')
@@ -244,7 +260,8 @@ class RegressionVerdictTest(tf.test.TestCase):
     probe = self._probe(model)
     level, first = untrained.mean_level(probe)
     self.assertLess(first, 0.5 * level)
-    self.assertIsNone(untrained.verdict(probe, smoothed=10 * level, steps=150, progress=0.0))
+    self.assertIsNone(untrained.verdict(probe, smoothed=10 * level, steps=150, progress=0.0,
+                                        start=11 * level))
 
   def test_under_mae_the_median_and_other_losses_or_weights_are_not_judged(self):
     skewed = np.exp(TARGET).astype(np.float32)

@@ -52,6 +52,16 @@ def start_rules(s: Symptoms, out: Scores) -> None:
     else:
       out.add('initialisation', 4, f"the model's outputs at the start were "
                                    f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
+  if 'mean_level' in s.triggers and not inputs_large and not explained and not off_scale:
+    # Far worse than the labels' mean from normalised inputs and outputs in scale: at a usual
+    # rate what is left is where the weights started (a SIREN's sine layers from Glorot kernels).
+    if s.usual_rate() is not None:
+      out.add('initialisation', 2, "a regression far worse at the end than predicting its "
+                                   "labels' mean, from normalised inputs at a usual rate: an "
+                                   'initialiser wrong for the architecture')
+    elif _rate_above_usual(s) is not None:
+      out.add('learning_rate', 2, "a regression far worse at the end than predicting its "
+                                  "labels' mean, at a rate above the usual top")
   if 'initialisation' in s.warnings and not inputs_large and not explained:
     out.add('initialisation', 3, 'a warning at the start: outputs or a loss far off scale '
                                  '(DivergenceCheck, InitialisationCheck)')

@@ -262,7 +262,7 @@ class DivergenceCheck(interfaces.Policy):
       found = self._moved.verdict(self._variables, 2 * self.rise_patience) or untrained.verdict(
           run.probe, fields['smoothed'], int(fields['count']), self._trail.progress(guess),
           _bad_start(fields) if fields['init_bad'] else '', fields['init_bad'] == _CHANCE,
-          self._trail.never_below(guess))
+          self._trail.never_below(guess), start=fields['start'])
     dead = found is not None and found[0] == untrained.CONSTANT and self._collapse.started_varied()
     if self.collapse_every is not None and (
         fields['smoothed'] > trend.COLLAPSE_LOSS * fields['start'] > 0 or dead):

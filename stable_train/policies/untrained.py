@@ -39,6 +39,16 @@ MEAN = 'mean_level'  # A regression no better than predicting its labels' mean (
 # batch's label spread is a noisy baseline (at 2x, 32 rows of zero-inflated labels stopped a
 # model that predicted their overall mean 8 % of the time; 4 rows, an optimal model 15-43 %).
 MEAN_FAR, MEAN_ROWS = 10.0, 32
+# ...or at MEAN_NEAR x it or above where, at the pace of the run's second half (`Trail`), the
+# smoothed loss would take more than MEAN_HORIZON x the run's steps again to come down to it (at
+# 3x about the classifier's PROGRESS; a loss falling 5 % a half-run from 7x needs 19 runs): the
+# model's own loss on the first batch is compared on that same batch, so the baseline's noise
+# there is the rows', not the batches'.
+MEAN_NEAR, MEAN_HORIZON = 3.0, 10.0
+# ...and only where its smoothed loss is still MEAN_START x the run's first loss or more: a model
+# that came far down from its start has trained, whatever one batch's spread says (a first batch
+# of unshuffled, slowly varying labels spreads less than the data).
+MEAN_START = 0.5
 
 
 class Trail:
@@ -99,22 +109,24 @@ class Trail:
 
 def verdict(probe, smoothed: float, steps: int, progress: Optional[float],
             broken_start: str = '', chance_start: bool = False,
-            never_below: bool = False) -> Optional[Tuple[str, str]]:
+            never_below: bool = False,
+            start: Optional[float] = None) -> Optional[Tuple[str, str]]:
   """(rule, reason) when the run's model did not train after `steps` applied steps (its
   smoothed training loss `smoothed`, down by `progress` over the second half, see `Trail`),
   else None; never raises (a diagnostic never ends a run). Rules: `CONSTANT`, `CHANCE`.
   `broken_start`: what the start check found wrong, if anything (`diagnostics.bad_start`);
   `chance_start`: that was a loss far above a uniform guess's (then `at_chance` is lenient);
   `never_below`: the smoothed loss never went below the guess (`Trail.never_below`): however it
-  moved above it, no progress, and `at_chance` is lenient."""
+  moved above it, no progress, and `at_chance` is lenient. `start`: the run's first loss."""
   try:
     return _verdict(probe, smoothed, steps, progress, broken_start, chance_start or never_below,
-                    never_below)
+                    never_below, start)
   except Exception:  # pylint: disable=broad-except  (a model or batch it cannot judge)
     return None
 
 
-def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never_below=False):
+def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never_below=False,
+             start=None):
   stalled = progress is not None and (progress < PROGRESS or never_below)
   if stalled and collapse.constant(probe) is not None:
     return CONSTANT, (
@@ -124,7 +136,7 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
         f'keep every unit alike); {diagnostics.INIT_REMEDY}')
   guess = uniform_guess(probe)
   if guess is None:
-    return _mean_verdict(probe, smoothed, steps)
+    return _mean_verdict(probe, smoothed, steps, progress, start)
   # At the guess itself (within 1 - CHANCE_LEVEL of it), a loss that came down only to it.
   at_guess = abs(smoothed / guess - 1.0) <= 1.0 - CHANCE_LEVEL
   if not smoothed >= CHANCE_LEVEL * guess or not (
@@ -148,15 +160,21 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
       + why)
 
 
-def _mean_verdict(probe, smoothed, steps) -> Optional[Tuple[str, str]]:
+def _mean_verdict(probe, smoothed, steps, progress=None, start=None):
   """`MEAN` for a regression whose loss is at MEAN_FAR x that of predicting the first batch's
   label means (medians under MAE) for every example or more, on its training loss and on the
-  first batch (`mean_level`): judged even while it comes down, as a classifier far above a guess."""
+  first batch (`mean_level`): judged even while it comes down, as a classifier far above a
+  guess; at MEAN_NEAR x where its `progress` (down over the run's second half) is too slow to
+  get there in MEAN_HORIZON x the run's steps and it is still MEAN_START x its `start` or more."""
   found = mean_level(probe)
   if found is None:
     return None
   level, first = found
-  if not (level > 0 and smoothed >= MEAN_FAR * level and first >= MEAN_FAR * level):
+  if not level > 0:
+    return None
+  ratio = min(smoothed, first) / level
+  near = start is not None and smoothed >= MEAN_START * start and _too_slow(ratio, progress)
+  if not (ratio >= MEAN_FAR or (ratio >= MEAN_NEAR and near)):
     return None
   centre = 'median' if _CENTRES[loss_match.loss_function(probe.loss)] is np.median else 'mean'
   return MEAN, (
@@ -165,6 +183,17 @@ def _mean_verdict(probe, smoothed, steps) -> Optional[Tuple[str, str]]:
       f"labels' {centre} for every example, {level:.4g}: inputs or labels far off scale "
       '(standardise them), an initialiser wrong for the architecture, or a learning rate that '
       'knocked it there')
+
+
+def _too_slow(ratio: float, progress: Optional[float]) -> bool:
+  """Whether a loss `ratio` x its target that came down by `progress` over half the run would,
+  at that pace, take more than MEAN_HORIZON x the run's steps again to reach it."""
+  if progress is None:
+    return False
+  if progress <= 0:
+    return True
+  half_runs = math.log(ratio) / -math.log1p(-min(progress, 1.0 - 1e-12))
+  return half_runs / 2 > MEAN_HORIZON
 
 
 _CENTRES = {keras.losses.mean_squared_error: np.mean, keras.losses.mean_absolute_error: np.median}
