@@ -52,13 +52,13 @@ class ValidationTest(tf.test.TestCase):
 
 class SkipNonFiniteTest(tf.test.TestCase):
 
-  def _run(self, policy, applied_seq, finite_seq=None, loop=2):
+  def _run(self, policy, applied_seq, finite_seq=None, loop=2, step0=1):
     """Folds the steps into `policy`, `loop` steps at a time (the host's `observe`)."""
     finite_seq = finite_seq or [False] * len(applied_seq)
     for k in range(0, len(applied_seq), loop):
       # A skipped step is a non-finite one unless `finite` says it was vetoed on finite values.
       ok = [bool(a or f) for a, f in zip(applied_seq[k:k + loop], finite_seq[k:k + loop])]
-      reports = dataclasses.replace(_reports(applied_seq[k:k + loop], step0=k + 1),
+      reports = dataclasses.replace(_reports(applied_seq[k:k + loop], step0=step0 + k),
                                     loss_finite=np.array(ok), grads_finite=np.array(ok))
       self.assertFalse(policy.observe(reports))  # A skip is never clean: nothing to notice.
 
@@ -127,7 +127,7 @@ class SkipNonFiniteTest(tf.test.TestCase):
     """Feeds `policy` loops of `applied` flags as the host would (decide only on a loop with a
     fault); returns the first decision and the step it came at, or (None, None)."""
     for applied in loops:
-      self._run(policy, applied)
+      self._run(policy, applied, step0=step0)
       if not all(applied):
         decision = policy.decide(_reports(applied, step0), None)
         if decision is not None:
@@ -206,6 +206,21 @@ class EndCheckTest(tf.test.TestCase):
     p = skipping.SkipNonFinite(share_window=50, max_share_at_end=0.2)
     _feed(p, set(range(2, 41, 3)), 40)
     self.assertIsNone(p.check_at_end(types.SimpleNamespace(step=40)))
+
+  def test_a_rollback_drops_the_skips_after_the_step_it_went_back_to(self):
+    # Skips at steps 71-80 (under the streak limit here), then a rollback to step 60 and 40
+    # clean steps: the skips were undone with the steps they came in.
+    p = skipping.SkipNonFinite(max_consecutive=20, share_window=50, max_share_at_end=0.2)
+    _feed(p, set(range(71, 81)) | {62, 66}, 80)
+    for step0 in range(61, 101, 10):  # Clean loops from step 61 on: no decide is asked.
+      p.observe(_reports([True] * 10, step0))
+    self.assertIsNone(p.check_at_end(types.SimpleNamespace(step=100)))
+    self.assertEqual(p._fault_steps, [])  # pylint: disable=protected-access  (62, 66: undone)
+    # The same skips without the rollback end the run.
+    q = skipping.SkipNonFinite(max_consecutive=20, share_window=50, max_share_at_end=0.2)
+    _feed(q, set(range(71, 81)) | {62, 66}, 100)
+    self.assertEqual(q.check_at_end(types.SimpleNamespace(step=100)).trigger,
+                     'skip_share_at_end')
 
   def test_it_counts_the_model_s_faults_only(self):
     p = skipping.SkipNonFinite(share_window=20, max_share_at_end=0.2)

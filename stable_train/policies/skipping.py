@@ -57,6 +57,8 @@ class SkipNonFinite(interfaces.Policy):
     # Host side: the recent model-fault skips' steps, and the tensor the last one named.
     self._fault_steps: List[int] = []
     self._last_tensor = ''
+    self._last_step = 0  # The last step observed: a loop that starts at or before it followed a
+    # restore (a rollback), whose later steps no longer happened.
     self.total_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name='total_skips')
     self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False,
                                          name='consecutive_skips')
@@ -75,6 +77,10 @@ class SkipNonFinite(interfaces.Policy):
     """Counts the loop's skips on the host (a `LoopObserver`: nothing in the step). Only a
     faulty step counts: an fp16 overflow skip is the loss scale's (DynamicLossScale), and a veto
     on finite values (OutlierSkip) is that policy's; neither ends a streak either."""
+    first = int(reports.step[0]) if reports.num_steps else self._last_step + 1
+    if first <= self._last_step:  # Restored to step `first - 1`: later skips did not happen.
+      self._fault_steps = [k for k in self._fault_steps if k < first]
+    self._last_step = int(reports.step[-1]) if reports.num_steps else self._last_step
     if reports.clean():  # Every step applied: no skip, and any streak is over.
       if state_lib.host_value(self.consecutive_skips, reports):
         state_lib.host_assign(self.consecutive_skips, 0)
@@ -143,7 +149,8 @@ class SkipNonFinite(interfaces.Policy):
     `max_share_at_end` of its last `share_window` steps were skipped for a model fault. Those
     skips were scattered (a streak or a larger share escalates earlier), but the model the run
     ends with still fails on that share of its batches: a run that cannot train on them is not
-    'completed'. Judged once `share_window` steps have run (in this process)."""
+    'completed'. Judged from the global step `share_window` on, on the skips this process saw (a
+    resumed run counts only those since it resumed; a rollback drops those after its step)."""
     if self.max_share_at_end is None or run.step < self.share_window:
       return None
     count = self._count(run.step)
