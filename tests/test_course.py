@@ -255,7 +255,7 @@ class NoWeightMovedTest(tf.test.TestCase):
 class MeanLevelTest(tf.test.TestCase):
   """A regression that ended far worse than predicting its labels' mean (`mean_level`)."""
 
-  def _run(self, lr, input_rms=0.6, output_rms=0.97):
+  def _run(self, lr, input_rms=0.6, output_rms=0.97, label_rms=0.56):
     n = 20
     events = [{'event': 'start', 'step': 0, 'num_steps': 150},
               {'event': 'history', 'step': 150, 'steps': list(range(131, 151)),
@@ -263,7 +263,7 @@ class MeanLevelTest(tf.test.TestCase):
                'loss_scale': [1.0] * n, 'applied': [True] * n},
               {'event': 'diverged', 'step': 150, 'trigger': 'mean_level', 'reason': 'x'}]
     return events, {'status': 'diverged', 'optimizer': 'Adam', 'divergence': {
-        'input_rms': input_rms, 'output_rms': output_rms, 'label_rms': 0.56}}
+        'input_rms': input_rms, 'output_rms': output_rms, 'label_rms': label_rms}}
 
   def test_from_normalised_inputs_at_a_usual_rate_it_is_the_initialisation(self):
     # A SIREN from Glorot kernels under Adam 1e-3: 7x the mean's loss, its outputs in scale.
@@ -274,6 +274,8 @@ class MeanLevelTest(tf.test.TestCase):
     self.assertEqual(top, 'learning_rate')
     self.assertEqual(scores['initialisation'][0], 0.0)
     for events, summary in (self._run(1e-3, input_rms=1e9),  # Unscaled inputs: theirs.
-                            self._run(1e-3, output_rms=500.0)):  # Outputs off scale: judged apart.
+                            self._run(1e-3, output_rms=500.0),  # Outputs off scale: judged apart.
+                            self._run(1e-3, label_rms=2.7, output_rms=0.5),  # Labels unscaled.
+                            self._run(1e-6)):  # A rate far too low to leave the start.
       _, scores = verdict(events, summary)
       self.assertFalse(any("labels' mean" in e for e in scores['initialisation'][1]))

@@ -238,20 +238,26 @@ class RegressionVerdictTest(tf.test.TestCase):
     self.assertIsNone(untrained.verdict(probe, smoothed=8 * level, steps=150, progress=0.0))
 
   def test_nearer_the_mean_a_loss_too_slow_to_get_there_from_near_its_start_did_not_train(self):
-    probe = self._probe(regressor(last_scale=30.0))
-    level, _ = untrained.mean_level(probe)
-    judge = lambda progress, start: untrained.verdict(probe, smoothed=4 * level, steps=150,
-                                                      progress=progress, start=start)
-    # Down 2 % over the second half from 4x: 70 half-runs more to reach the mean's loss.
-    rule, reason = judge(0.02, 4.4 * level)
+    probe = self._probe(regressor(last_scale=8.0))  # 6x the mean's loss on the first batch.
+    level, first = untrained.mean_level(probe)
+    self.assertBetween(first / level, 4.5, untrained.MEAN_FAR)
+    judge = lambda progress, start, smoothed=first: untrained.verdict(
+        probe, smoothed=smoothed, steps=150, progress=progress, start=start)
+    # Down 2 % over the second half from 6x: 44 runs' steps more to reach the mean's loss.
+    rule, reason = judge(0.02, 1.1 * first)
     self.assertEqual(rule, untrained.MEAN)
-    self.assertIn('4 x that of predicting', reason)
-    self.assertEqual(judge(-0.1, 4.4 * level)[0], untrained.MEAN)  # Rising: never.
-    self.assertIsNone(judge(0.1, 4.4 * level))  # 10 % a half-run: there in 7 runs' time.
-    self.assertIsNone(judge(0.02, 9 * level))  # Came down more than half from its start.
+    self.assertIn(f'{first / level:.3g} x that of predicting', reason)
+    self.assertIn('more than 10 x its steps again', reason)
+    self.assertEqual(judge(-0.1, 1.1 * first)[0], untrained.MEAN)  # Rising: never.
+    self.assertIsNone(judge(0.1, 1.1 * first))  # 10 % a half-run: there in 8.5 runs' time.
+    self.assertIsNone(judge(0.02, 2.5 * first))  # Came down more than half from its start.
     self.assertIsNone(judge(0.02, None))  # No start known: the far margin only.
-    self.assertIsNone(untrained.verdict(probe, smoothed=2.5 * level, steps=150, progress=0.0,
-                                        start=2.6 * level))  # Under MEAN_NEAR.
+    # A first batch far easier than the run's batches (smoothed 4x its loss) is no baseline.
+    self.assertIsNone(judge(0.02, 4.4 * first, smoothed=4 * first))
+    easy = self._probe(regressor(last_scale=4.0))  # 2.3x: under MEAN_NEAR.
+    level, first = untrained.mean_level(easy)
+    self.assertIsNone(untrained.verdict(easy, smoothed=first, steps=150, progress=0.0,
+                                        start=first))
 
   def test_a_model_that_learnt_is_not_judged_whatever_its_training_loss(self):
     model = regressor()

@@ -53,9 +53,13 @@ def start_rules(s: Symptoms, out: Scores) -> None:
       out.add('initialisation', 4, f"the model's outputs at the start were "
                                    f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
   if 'mean_level' in s.triggers and not inputs_large and not explained and not off_scale:
-    # Far worse than the labels' mean from normalised inputs and outputs in scale: at a usual
-    # rate what is left is where the weights started (a SIREN's sine layers from Glorot kernels).
-    if s.usual_rate() is not None:
+    # Far worse than the labels' mean from normalised inputs, the untrained outputs on the
+    # labels' scale (not far under labels left unstandardised), at a usual rate (not one far too
+    # low to leave the start): what is left is where the weights started (a SIREN's sine layers
+    # from Glorot kernels).
+    rate, usual = s.usual_rate(), USUAL_RATE.get(s.optimizer, math.inf)
+    if rate is not None and rate >= usual / 100 and s.output_rms is not None and (
+        s.output_rms >= s.label_rms / 3):  # NaN compares False: unknown scales name nothing.
       out.add('initialisation', 2, "a regression far worse at the end than predicting its "
                                    "labels' mean, from normalised inputs at a usual rate: an "
                                    'initialiser wrong for the architecture')

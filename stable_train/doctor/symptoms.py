@@ -69,9 +69,7 @@ class Symptoms:
   checks: List[str] = dataclasses.field(default_factory=list)  # divergence_check verdicts.
   collapsed: bool = False  # A divergence_check found the outputs the same for every example.
   inputs_checked: bool = False  # The stack checked every input tensor's finiteness.
-  # The step saw the model's outputs (a hand-written step that hands StepGuard none did not: a
-  # non-finite loss is then no evidence of finite outputs).
-  outputs_checked: bool = True
+  outputs_checked: bool = True  # The step saw the outputs (StepGuard may be handed none).
   first_step: Optional[int] = None  # The run's first step (its start event's step + 1).
   outlier_batches: List[int] = dataclasses.field(default_factory=list)
   warnings: List[str] = dataclasses.field(default_factory=list)  # `warning` events' causes.
@@ -83,6 +81,7 @@ class Symptoms:
   fp16: bool = False
   output_ratio: Optional[float] = None  # Outputs' RMS over max(labels' RMS, 1) at the start.
   output_rms: Optional[float] = None
+  label_rms: Optional[float] = None  # The labels' RMS on the first batch.
   input_rms: Optional[float] = None  # The float features' RMS on the first batch.
   output_max: Optional[float] = None  # The outputs' largest magnitude there.
   kernel_ratio: Optional[float] = None  # The initial kernels' RMS over LeCun's (weight_scale).
@@ -159,7 +158,7 @@ class Symptoms:
         v != 1.0 for v in finite_values((self.history or {}).get('loss_scale', [])))
     start = summary.get('divergence') or summary.get('init_check') or {}
     if start.get('output_rms') is not None and start.get('label_rms') is not None:
-      self.output_rms = number(start['output_rms'])
+      self.output_rms, self.label_rms = number(start['output_rms']), number(start['label_rms'])
       self.output_ratio = self.output_rms / max(number(start['label_rms']), 1.0)
     self.input_rms = number(start.get('input_rms'))
     self.output_max = number(start.get('output_max'))

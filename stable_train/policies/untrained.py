@@ -39,16 +39,15 @@ MEAN = 'mean_level'  # A regression no better than predicting its labels' mean (
 # batch's label spread is a noisy baseline (at 2x, 32 rows of zero-inflated labels stopped a
 # model that predicted their overall mean 8 % of the time; 4 rows, an optimal model 15-43 %).
 MEAN_FAR, MEAN_ROWS = 10.0, 32
-# ...or at MEAN_NEAR x it or above where, at the pace of the run's second half (`Trail`), the
-# smoothed loss would take more than MEAN_HORIZON x the run's steps again to come down to it (at
-# 3x about the classifier's PROGRESS; a loss falling 5 % a half-run from 7x needs 19 runs): the
-# model's own loss on the first batch is compared on that same batch, so the baseline's noise
-# there is the rows', not the batches'.
-MEAN_NEAR, MEAN_HORIZON = 3.0, 10.0
-# ...and only where its smoothed loss is still MEAN_START x the run's first loss or more: a model
-# that came far down from its start has trained, whatever one batch's spread says (a first batch
-# of unshuffled, slowly varying labels spreads less than the data).
-MEAN_START = 0.5
+# ...judged even while it comes down (it ends far worse than a constant); or at MEAN_NEAR x it or
+# above where, at the pace of the run's second half (`Trail`), it would take more than
+# MEAN_HORIZON x the run's steps again to come down to it (at 3x about the classifier's PROGRESS;
+# a loss falling 5 % a half-run from 7x needs 19 runs), its smoothed loss is still MEAN_START x
+# the run's first loss or more (a model that came far down from its start has trained, whatever
+# one batch's spread says), and its loss on the first batch is within MEAN_AGREE x its smoothed
+# loss: a first batch far easier than the run's (zero-inflated labels with one non-zero row in
+# it, unshuffled slowly varying labels) is no baseline.
+MEAN_NEAR, MEAN_HORIZON, MEAN_START, MEAN_AGREE = 3.0, 10.0, 0.5, 3.0
 
 
 class Trail:
@@ -163,37 +162,39 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
 def _mean_verdict(probe, smoothed, steps, progress=None, start=None):
   """`MEAN` for a regression whose loss is at MEAN_FAR x that of predicting the first batch's
   label means (medians under MAE) for every example or more, on its training loss and on the
-  first batch (`mean_level`): judged even while it comes down, as a classifier far above a
-  guess; at MEAN_NEAR x where its `progress` (down over the run's second half) is too slow to
-  get there in MEAN_HORIZON x the run's steps and it is still MEAN_START x its `start` or more."""
+  first batch (`mean_level`), judged even while it comes down; at MEAN_NEAR x where the pace of
+  its `progress` (down over the run's second half) is far too slow to get there, it is still
+  MEAN_START x its `start` or more and the first batch's loss agrees with the smoothed one."""
   found = mean_level(probe)
-  if found is None:
+  if found is None or not found[0] > 0:
     return None
   level, first = found
-  if not level > 0:
-    return None
   ratio = min(smoothed, first) / level
-  near = start is not None and smoothed >= MEAN_START * start and _too_slow(ratio, progress)
+  near = (start is not None and smoothed >= MEAN_START * start
+          and _runs_to_reach(ratio, progress) > MEAN_HORIZON
+          and max(smoothed, first) <= MEAN_AGREE * min(smoothed, first))
   if not (ratio >= MEAN_FAR or (ratio >= MEAN_NEAR and near)):
     return None
   centre = 'median' if _CENTRES[loss_match.loss_function(probe.loss)] is np.median else 'mean'
+  pace = ('' if ratio >= MEAN_FAR else ', and at the pace of the run\'s second half it would '
+          f'need more than {MEAN_HORIZON:.3g} x its steps again to get there')
   return MEAN, (
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
-      f'{first:.4g} on the first batch) is {smoothed / level:.3g} x that of predicting the '
-      f"labels' {centre} for every example, {level:.4g}: inputs or labels far off scale "
+      f'{first:.4g} on the first batch) is {ratio:.3g} x that of predicting the '
+      f"labels' {centre} for every example, {level:.4g}{pace}: inputs or labels far off scale "
       '(standardise them), an initialiser wrong for the architecture, or a learning rate that '
-      'knocked it there')
+      'knocked it there or is too low to leave it')
 
 
-def _too_slow(ratio: float, progress: Optional[float]) -> bool:
-  """Whether a loss `ratio` x its target that came down by `progress` over half the run would,
-  at that pace, take more than MEAN_HORIZON x the run's steps again to reach it."""
+def _runs_to_reach(ratio: float, progress: Optional[float]) -> float:
+  """How many times the run's steps a loss `ratio` x its target, down by `progress` over half
+  the run, would take again to reach it at that pace (inf when it does not come down; 0 when
+  the pace is unknown: no trail, no judgement on it)."""
   if progress is None:
-    return False
+    return 0.0
   if progress <= 0:
-    return True
-  half_runs = math.log(ratio) / -math.log1p(-min(progress, 1.0 - 1e-12))
-  return half_runs / 2 > MEAN_HORIZON
+    return math.inf
+  return math.log(ratio) / -math.log1p(-min(progress, 1.0 - 1e-12)) / 2
 
 
 _CENTRES = {keras.losses.mean_squared_error: np.mean, keras.losses.mean_absolute_error: np.median}
