@@ -216,6 +216,20 @@ class LossOutputCheckTest(tf.test.TestCase):
     for step in range(20, 70, 10):
       check.after_loop(_Run(probe), step, np.full(10, 1.1 - 0.004 * step))
     self.assertIsNone(check.at_end())
+    # From far above a uniform guess's loss down only to it (a ReLU head into a probability
+    # loss): with the model at hand the guess is its start, and it did not come down from there.
+    guess, run = np.log(CLASSES), _Run(probe)
+    check = loss_check.LossOutputCheck()
+    check.after_loop(run, 10, np.full(10, 4.5 * guess))
+    for step, level in zip(range(20, 160, 10), np.geomspace(3.0, 1.01, 6).tolist() + [0.985] * 8):
+      check.after_loop(run, step, np.full(10, level * guess))
+    self.assertIn('the loss did not come down', check.at_end(run))
+    self.assertIsNone(check.at_end())  # Read from its start alone, it came down.
+    check = loss_check.LossOutputCheck()  # Well below the guess: it trained.
+    check.after_loop(run, 10, np.full(10, 4.5 * guess))
+    for step, level in zip(range(20, 160, 10), np.geomspace(3.0, 0.5, 14).tolist()):
+      check.after_loop(run, step, np.full(10, level * guess))
+    self.assertIsNone(check.at_end(run))
     # No finding: nothing to judge, whatever the loss did.
     check = loss_check.LossOutputCheck()
     check.after_loop(_Run(_probe(_model(None), loss=_loss(True), policies=[

@@ -95,6 +95,10 @@ class LossOutputCheck:
     if stuck:
       return f'after {self._seen} steps {stuck}: {self.found.message}; fix: {self.found.fix}'
     start = float(np.mean(self._start))
+    # A classifier's loss that fell from a start above a uniform guess's only to it did not
+    # train (it learns below the guess): the guess is then the start it is judged from.
+    guess = _guess(run)
+    start = min(start, guess) if guess else start
     # None: a loss of 0 from the start (nothing came down). Points above the start count at it.
     progress = self._trail.progress(ceiling=start)
     if not self._recent >= NO_PROGRESS * start or (
@@ -173,6 +177,15 @@ def _stuck(found: loss_match.Mismatch, run) -> str:
     return ("the model's outputs are all at 0 or above: read as logits by its loss, every "
             'example is the positive class')
   return ''
+
+
+def _guess(run) -> Optional[float]:
+  """A uniform guess's loss for the run's classifier (`untrained.uniform_guess`), or None."""
+  probe = getattr(run, 'probe', None)
+  try:
+    return None if probe is None else untrained.uniform_guess(probe)
+  except Exception:  # pylint: disable=broad-except  (a judgement only, never a failure)
+    return None
 
 
 def _labels(probe):
