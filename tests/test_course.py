@@ -186,6 +186,20 @@ class ModestRateTest(tf.test.TestCase):
     self.assertFalse(any('modest rate' in e for e in verdict(events, summary)[1][
         'exploding_gradients'][1]))
 
+  def test_no_rate_is_modest_for_a_loss_that_sums(self):
+    # A pixel cross-entropy summed over 24 x 24 pixels starts at 400 from outputs (RMS 2.6) and
+    # labels (0.85) whose per-pixel mean would start near 1: its steps are 576x a mean's.
+    events, summary = diverged(lr=5e-3, optimizer='SGD')
+    events[1]['loss'] = [v * 400 / CREEP[0] for v in CREEP]
+    self.assertTrue(course.loss_sums(symptoms.Symptoms.read(events, summary, [])))
+    cause, scores = verdict(events, summary)
+    self.assertEqual(cause, 'learning_rate')
+    self.assertFalse(any('modest rate' in e for e in scores['exploding_gradients'][1]))
+    # At 100 it could be a mean of large squared errors: the rule stands.
+    events[1]['loss'] = [v * 100 / CREEP[0] for v in CREEP]
+    self.assertFalse(course.loss_sums(symptoms.Symptoms.read(events, summary, [])))
+    self.assertEqual(verdict(events, summary)[0], 'exploding_gradients')
+
   def test_non_finite_steps_at_a_modest_rate(self):
     def nan_run(loss, lr=0.01, optimizer='SGD', fp16=False):
       """The history ends at the first NaN step (as RunHistory writes it), then 3 skips."""

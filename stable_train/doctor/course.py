@@ -13,6 +13,7 @@ from stable_train.doctor.symptoms import BLOWUP, INPUTS_LARGE, USUAL_RATE, Sympt
 
 # A rate at most this share of the usual top for its optimizer is modest (SGD 0.025, Adam 1.25e-3).
 MODEST = 0.25
+SUMMED = 50.0  # A first loss this many times a mean's at the outputs' and labels' scale sums.
 
 
 def start_rules(s: Symptoms, out: Scores) -> None:
@@ -175,9 +176,22 @@ def modest_rate(s: Symptoms) -> Optional[float]:
   lr = numbers((s.history or {}).get('learning_rate', []))
   usual = USUAL_RATE.get(s.optimizer)
   if not usual or not lr.size or not (np.isfinite(lr) & (lr > 0)).all() or (
-      lr.max() > MODEST * usual * (1 + 1e-6)) or not s.clean_start():
+      lr.max() > MODEST * usual * (1 + 1e-6)) or not s.clean_start() or loss_sums(s):
     return None
   return float(lr.max())
+
+
+def loss_sums(s: Symptoms) -> bool:
+  """Whether the first loss is SUMMED x what a mean over examples could start at from the
+  untrained outputs and labels at their scales (a cross-entropy's log(K) stays under 12 for a
+  100 000-way vocabulary; a squared error near the larger RMS squared): a loss summed over pixels
+  or tokens, or scaled up, whose gradients, and so each step at a given rate, are that much
+  larger. No rate is modest for it."""
+  first = numbers((s.history or {}).get('loss', [])[:1])
+  scale = max([1.0] + [v * v for v in (s.output_rms, s.label_rms)
+                       if v is not None and math.isfinite(v)])
+  return bool(first.size and s.first_step == 1 and s.output_ratio is not None
+              and first[0] >= SUMMED * scale)
 
 
 def _initialiser_off_scale(s: Symptoms) -> bool:
