@@ -187,18 +187,27 @@ class ModestRateTest(tf.test.TestCase):
         'exploding_gradients'][1]))
 
   def test_no_rate_is_modest_for_a_loss_that_sums(self):
-    # A pixel cross-entropy summed over 24 x 24 pixels starts at 400 from outputs (RMS 2.6) and
-    # labels (0.85) whose per-pixel mean would start near 1: its steps are 576x a mean's.
+    # A pixel cross-entropy summed over 24 x 24 pixels starts at 400 from outputs (RMS 0.02) and
+    # labels (0.31) whose per-pixel mean would start under 1: its steps are 576x a mean's.
     events, summary = diverged(lr=5e-3, optimizer='SGD')
+    summary['divergence'].update(output_rms=0.02, label_rms=0.31)
+    sums = lambda: course.loss_sums(symptoms.Symptoms.read(events, summary, []))
     events[1]['loss'] = [v * 400 / CREEP[0] for v in CREEP]
-    self.assertTrue(course.loss_sums(symptoms.Symptoms.read(events, summary, [])))
+    self.assertTrue(sums())
     cause, scores = verdict(events, summary)
     self.assertEqual(cause, 'learning_rate')
     self.assertFalse(any('modest rate' in e for e in scores['exploding_gradients'][1]))
-    # At 100 it could be a mean of large squared errors: the rule stands.
-    events[1]['loss'] = [v * 100 / CREEP[0] for v in CREEP]
-    self.assertFalse(course.loss_sums(symptoms.Symptoms.read(events, summary, [])))
+    # At 90 it could be a regulariser's terms (L2 over a deep net): the rule stands.
+    events[1]['loss'] = [v * 90 / CREEP[0] for v in CREEP]
+    self.assertFalse(sums())
     self.assertEqual(verdict(events, summary)[0], 'exploding_gradients')
+    # Integer labels are recorded at an RMS of 1 (class ids): an integer target's scale (ages,
+    # counts) is unknown, so no sum is read from it; a larger output scale raises the bar.
+    events[1]['loss'] = [v * 400 / CREEP[0] for v in CREEP]
+    summary['divergence'].update(label_rms=1.0)
+    self.assertFalse(sums())
+    summary['divergence'].update(label_rms=0.31, output_rms=2.6)
+    self.assertFalse(sums())
 
   def test_non_finite_steps_at_a_modest_rate(self):
     def nan_run(loss, lr=0.01, optimizer='SGD', fp16=False):

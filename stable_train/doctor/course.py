@@ -13,7 +13,7 @@ from stable_train.doctor.symptoms import BLOWUP, INPUTS_LARGE, USUAL_RATE, Sympt
 
 # A rate at most this share of the usual top for its optimizer is modest (SGD 0.025, Adam 1.25e-3).
 MODEST = 0.25
-SUMMED = 50.0  # A first loss this many times a mean's at the outputs' and labels' scale sums.
+SUMMED = 100.0  # A first loss this many times a mean's at the outputs' and labels' scale sums.
 
 
 def start_rules(s: Symptoms, out: Scores) -> None:
@@ -186,8 +186,13 @@ def loss_sums(s: Symptoms) -> bool:
   untrained outputs and labels at their scales (a cross-entropy's log(K) stays under 12 for a
   100 000-way vocabulary; a squared error near the larger RMS squared): a loss summed over pixels
   or tokens, or scaled up, whose gradients, and so each step at a given rate, are that much
-  larger. No rate is modest for it."""
+  larger. No rate is modest for it. Integer labels are recorded at an RMS of exactly 1 (class
+  ids: `diagnostics.output_scale`), which leaves an integer target's own scale unknown: then no
+  sum is read. A regulariser's terms (L2 at Keras's default 0.01 over eight He-initialised
+  Dense(512) layers: 80) stay under SUMMED too."""
   first = numbers((s.history or {}).get('loss', [])[:1])
+  if s.label_rms is None or not math.isfinite(s.label_rms) or s.label_rms == 1.0:
+    return False
   scale = max([1.0] + [v * v for v in (s.output_rms, s.label_rms)
                        if v is not None and math.isfinite(v)])
   return bool(first.size and s.first_step == 1 and s.output_ratio is not None

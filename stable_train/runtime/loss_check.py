@@ -95,9 +95,11 @@ class LossOutputCheck:
     if stuck:
       return f'after {self._seen} steps {stuck}: {self.found.message}; fix: {self.found.fix}'
     start = float(np.mean(self._start))
-    # A classifier's loss that fell from a start above a uniform guess's only to it did not
-    # train (it learns below the guess): the guess is then the start it is judged from.
+    # A classifier no better than its commonest class on the first batch whose loss fell from
+    # above a uniform guess's only to it did not train: the guess is the start it is judged from.
     guess = _guess(run)
+    against = (f"a uniform guess's {guess:.4g} (no better than the commonest class on the first "
+               'batch)') if guess and guess < start else f'{start:.4g} at the start'
     start = min(start, guess) if guess else start
     # None: a loss of 0 from the start (nothing came down). Points above the start count at it.
     progress = self._trail.progress(ceiling=start)
@@ -105,7 +107,7 @@ class LossOutputCheck:
         progress is not None and progress >= untrained.PROGRESS):
       return None
     return (f'the loss did not come down in {self._seen} steps ({self._recent:.4g} against '
-            f'{start:.4g} at the start): {self.found.message}; fix: {self.found.fix}')
+            f'{against}): {self.found.message}; fix: {self.found.fix}')
 
   def _check(self, run, step: int) -> Optional[loss_match.Mismatch]:
     probe = getattr(run, 'probe', None)  # A dispatcher's test fake may have none.
@@ -180,12 +182,31 @@ def _stuck(found: loss_match.Mismatch, run) -> str:
 
 
 def _guess(run) -> Optional[float]:
-  """A uniform guess's loss for the run's classifier (`untrained.uniform_guess`), or None."""
+  """A uniform guess's loss for the run's classifier (`untrained.uniform_guess`) where its
+  answers on the first batch are no better than always the commonest class (within two standard
+  errors): a model that learned anything, however its mismatched loss reads it, is not judged
+  from the guess. None otherwise."""
   probe = getattr(run, 'probe', None)
   try:
-    return None if probe is None else untrained.uniform_guess(probe)
+    guess = None if probe is None else untrained.uniform_guess(probe)
+    if not guess:
+      return None
+    features, _ = probe.split_batch(probe.first_batch())
+    outputs = tf.nest.flatten(diagnostics.model_outputs(probe.model, features, None))
+    labels = _labels(probe)
+    if len(outputs) != 1 or labels is None:
+      return None
+    out = np.asarray(tf.cast(outputs[0], tf.float32))
+    out = out.reshape(-1, out.shape[-1])
+    truth = (labels.reshape(out.shape).argmax(-1) if labels.size == out.size
+             else labels.reshape(-1).astype(np.int64))
   except Exception:  # pylint: disable=broad-except  (a judgement only, never a failure)
     return None
+  if out.shape[-1] < 2 or truth.size != len(out) or truth.min() < 0:
+    return None
+  share = np.bincount(truth).max() / truth.size
+  accuracy = float(np.mean(out.argmax(-1) == truth))
+  return guess if accuracy <= share + 2 * math.sqrt(share * (1 - share) / truth.size) else None
 
 
 def _labels(probe):
