@@ -40,7 +40,8 @@ class ValidationTest(tf.test.TestCase):
       policies.ClipByGlobalNorm(1.0)  # pylint: disable=too-many-function-args
 
 
-def _reports(applied, step0=1):
+def reports_of(applied, step0=1):
+  """StepReports of one loop whose steps were applied where `applied` says (one variable)."""
   n = len(applied)
   return interfaces.StepReports(
       step=np.arange(step0, step0 + n), loss=np.ones(n),
@@ -55,16 +56,16 @@ class CheckNumericsTest(tf.test.TestCase):
 
   def test_raise_mode_on_host_names_the_tensor(self):
     p = policies.CheckNumerics(mode='raise')
-    decision = p.decide(_reports([True, False]), None)  # Decides only: the raise is its action.
+    decision = p.decide(reports_of([True, False]), None)  # Decides only: the raise is its action.
     self.assertEqual((decision.action, decision.policy), (interfaces.ACT, p.name))
     with self.assertRaisesRegex(errors.NumericsError, 'gradient of dense/kernel'):
       p.execute(decision, None)
 
   def test_flag_mode_does_not_raise(self):
     p = policies.CheckNumerics(mode='flag')
-    self.assertIsNone(p.decide(_reports([True, True]), None))
+    self.assertIsNone(p.decide(reports_of([True, True]), None))
     with self.assertNoLogs('stable_train', level='WARNING'):
-      decision = p.decide(_reports([True, False]), None)
+      decision = p.decide(reports_of([True, False]), None)
     with self.assertLogs('stable_train', level='WARNING') as logs:
       self.assertIsNone(p.execute(decision, None))
     self.assertIn('dense/kernel', logs.output[0])

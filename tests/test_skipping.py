@@ -16,17 +16,7 @@ from stable_train.policies import skipping
 from stable_train.trainer import trainer as trainer_lib
 from stable_train.zoo import data
 from stable_train.zoo import models
-
-
-def _reports(applied, step0=1):
-  n = len(applied)
-  return interfaces.StepReports(
-      step=np.arange(step0, step0 + n), loss=np.ones(n),
-      grad_norm=np.ones(n), clipped_grad_norm=np.ones(n), loss_finite=np.ones(n, bool),
-      grads_finite=np.array(applied), inputs_finite=np.ones(n, bool),
-      outputs_finite=np.ones(n, bool), first_bad_grad=np.where(applied, -1, 0),
-      first_bad_input=-np.ones(n, int), applied=np.array(applied), learning_rate=np.ones(n),
-      variable_paths=['dense/kernel'])
+from test_policies import reports_of  # pylint: disable=g-bad-import-order
 
 
 class ValidationTest(tf.test.TestCase):
@@ -58,7 +48,7 @@ class SkipNonFiniteTest(tf.test.TestCase):
     for k in range(0, len(applied_seq), loop):
       # A skipped step is a non-finite one unless `finite` says it was vetoed on finite values.
       ok = [bool(a or f) for a, f in zip(applied_seq[k:k + loop], finite_seq[k:k + loop])]
-      reports = dataclasses.replace(_reports(applied_seq[k:k + loop], step0=step0 + k),
+      reports = dataclasses.replace(reports_of(applied_seq[k:k + loop], step0=step0 + k),
                                     loss_finite=np.array(ok), grads_finite=np.array(ok))
       self.assertFalse(policy.observe(reports))  # A skip is never clean: nothing to notice.
 
@@ -77,7 +67,7 @@ class SkipNonFiniteTest(tf.test.TestCase):
     self.assertEqual([int(v.numpy()) for v in (p.total_skips, p.consecutive_skips,
                                               p.peak_consecutive)], [4, 4, 4])
     p.consecutive_skips.assign(3)  # As a rollback to a checkpoint written mid-streak leaves it.
-    self.assertFalse(p.observe(_reports([True, True], step0=6)))
+    self.assertFalse(p.observe(reports_of([True, True], step0=6)))
     self.assertEqual(int(p.consecutive_skips.numpy()), 0)
     self.assertEqual(int(p.total_skips.numpy()), 4)
 
@@ -114,13 +104,13 @@ class SkipNonFiniteTest(tf.test.TestCase):
     p = skipping.SkipNonFinite(max_consecutive=2)
     applied = [False, False, False, True]  # A run of 3 > 2 that ends inside the loop.
     self._run(p, applied)
-    decision = p.decide(_reports(applied), None)
+    decision = p.decide(reports_of(applied), None)
     self.assertEqual(decision.action, interfaces.ESCALATE)
     self.assertIn('3 consecutive', decision.reason)
     # Within the limit: no escalation.
     q = skipping.SkipNonFinite(max_consecutive=2)
     self._run(q, [False, False, True])
-    self.assertIsNone(q.decide(_reports([False, False, True]), None))
+    self.assertIsNone(q.decide(reports_of([False, False, True]), None))
 
 
   def _decide_loops(self, policy, loops, step0=1):
@@ -129,7 +119,7 @@ class SkipNonFiniteTest(tf.test.TestCase):
     for applied in loops:
       self._run(policy, applied, step0=step0)
       if not all(applied):
-        decision = policy.decide(_reports(applied, step0), None)
+        decision = policy.decide(reports_of(applied, step0), None)
         if decision is not None:
           return decision, step0 + len(applied) - 1
       step0 += len(applied)
@@ -157,7 +147,7 @@ class SkipNonFiniteTest(tf.test.TestCase):
     applied = [k % 2 == 0 for k in range(10)]
     for step0 in (1, 11, 21):
       self._run(p, applied)
-      reports = _reports(applied, step0)
+      reports = reports_of(applied, step0)
       reports = dataclasses.replace(reports, inputs_finite=np.array(applied),
                                     grads_finite=np.ones(10, bool))  # The batches' fault.
       self.assertIsNone(p.decide(reports, None))
@@ -171,7 +161,7 @@ def _feed(policy, skipped_steps, num_steps, loop=10):
   decisions = []
   for step0 in range(1, num_steps + 1, loop):
     applied = [s not in skipped_steps for s in range(step0, step0 + loop)]
-    reports = _reports(applied, step0)
+    reports = reports_of(applied, step0)
     policy.observe(reports)
     if not all(applied):
       decisions.append(policy.decide(reports, None))
@@ -213,7 +203,7 @@ class EndCheckTest(tf.test.TestCase):
     p = skipping.SkipNonFinite(max_consecutive=20, share_window=50, max_share_at_end=0.2)
     _feed(p, set(range(71, 81)) | {62, 66}, 80)
     for step0 in range(61, 101, 10):  # Clean loops from step 61 on: no decide is asked.
-      p.observe(_reports([True] * 10, step0))
+      p.observe(reports_of([True] * 10, step0))
     self.assertIsNone(p.check_at_end(types.SimpleNamespace(step=100)))
     self.assertEqual(p._fault_steps, [])  # pylint: disable=protected-access  (62, 66: undone)
     # The same skips without the rollback end the run.
@@ -226,7 +216,7 @@ class EndCheckTest(tf.test.TestCase):
     p = skipping.SkipNonFinite(share_window=20, max_share_at_end=0.2)
     applied = [k % 2 == 0 for k in range(10)]
     for step0 in (1, 11, 21):  # Every other batch failed an input check: the data's fault.
-      reports = dataclasses.replace(_reports(applied, step0), inputs_finite=np.array(applied),
+      reports = dataclasses.replace(reports_of(applied, step0), inputs_finite=np.array(applied),
                                     grads_finite=np.ones(10, bool))
       p.observe(reports)
       self.assertIsNone(p.decide(reports, None))
