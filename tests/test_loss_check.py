@@ -2,6 +2,7 @@
 the start, as a `warning` event the doctor reads, and train on to the end; a loss that fits its
 outputs, a run that keeps no first batch, or a loss the step does not apply, gets none."""
 
+import dataclasses
 import json
 import os
 import types
@@ -237,6 +238,28 @@ class LossOutputCheckTest(tf.test.TestCase):
     for step in range(20, 110, 10):
       check.after_loop(None, step, flat(10))
     self.assertIsNone(check.at_end())
+
+
+class GuessAsStartTest(tf.test.TestCase):
+  """The uniform guess is the start a mismatched classifier is judged from only where its
+  answers on the first batch are no better than the commonest class, in either mode."""
+
+  def test_a_batch_norm_net_that_learned_in_training_mode_is_not_judged_from_the_guess(self):
+    x, y = _data()
+    x = x * 5 + 50.0  # Far off centre: BatchNorm's moving statistics lag after a short fit.
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.BatchNormalization(
+        momentum=0.999), keras.layers.Dense(16, activation='relu'), keras.layers.Dense(CLASSES)])
+    probe = _probe(model, loss=_loss(False), policies=[])
+    probe = dataclasses.replace(probe, first_batch=lambda: (tf.constant(x[:BATCH * 4]),
+                                                            tf.constant(y[:BATCH * 4])))
+    self.assertAlmostEqual(loss_check._guess(_Run(probe)), np.log(CLASSES),  # pylint: disable=protected-access
+                           places=5)  # Untrained: no better than the commonest class.
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=_loss(True), metrics=['accuracy'])
+    model.fit(x, y, batch_size=BATCH, epochs=20, verbose=0)
+    inference = np.mean(np.argmax(model.predict(x[:BATCH * 4], verbose=0), -1) == y[:BATCH * 4])
+    self.assertLess(inference, 0.6)  # The lagging statistics: inference mode still guesses.
+    self.assertIsNone(loss_check._guess(_Run(probe)))  # pylint: disable=protected-access
 
 
 class OutputsThatCannotTellExamplesApartTest(tf.test.TestCase):

@@ -183,29 +183,32 @@ def _stuck(found: loss_match.Mismatch, run) -> str:
 
 def _guess(run) -> Optional[float]:
   """A uniform guess's loss for the run's classifier (`untrained.uniform_guess`) where its
-  answers on the first batch are no better than always the commonest class (within two standard
+  answers on the first batch, in inference and in training mode (BatchNorm's moving statistics
+  may lag the weights), are no better than always the commonest class (within two standard
   errors): a model that learned anything, however its mismatched loss reads it, is not judged
   from the guess. None otherwise."""
   probe = getattr(run, 'probe', None)
   try:
     guess = None if probe is None else untrained.uniform_guess(probe)
-    if not guess:
+    labels = None if not guess else _labels(probe)
+    if labels is None:
       return None
     features, _ = probe.split_batch(probe.first_batch())
-    outputs = tf.nest.flatten(diagnostics.model_outputs(probe.model, features, None))
-    labels = _labels(probe)
-    if len(outputs) != 1 or labels is None:
-      return None
-    out = np.asarray(tf.cast(outputs[0], tf.float32))
-    out = out.reshape(-1, out.shape[-1])
-    truth = (labels.reshape(out.shape).argmax(-1) if labels.size == out.size
+    answers = []
+    for training in (False, True):  # Neither mode moves a variable.
+      outputs = tf.nest.flatten(diagnostics.model_outputs(probe.model, features, None, training))
+      if len(outputs) != 1 or outputs[0].shape[-1] < 2:
+        return None
+      answers.append(np.asarray(tf.cast(outputs[0], tf.float32)).reshape(
+          -1, outputs[0].shape[-1]))
+    truth = (labels.reshape(answers[0].shape).argmax(-1) if labels.size == answers[0].size
              else labels.reshape(-1).astype(np.int64))
   except Exception:  # pylint: disable=broad-except  (a judgement only, never a failure)
     return None
-  if out.shape[-1] < 2 or truth.size != len(out) or truth.min() < 0:
+  if truth.size != len(answers[0]) or truth.min() < 0:
     return None
   share = np.bincount(truth).max() / truth.size
-  accuracy = float(np.mean(out.argmax(-1) == truth))
+  accuracy = max(float(np.mean(a.argmax(-1) == truth)) for a in answers)
   return guess if accuracy <= share + 2 * math.sqrt(share * (1 - share) / truth.size) else None
 
 
