@@ -77,10 +77,11 @@ class SkipNonFinite(interfaces.Policy):
     """Counts the loop's skips on the host (a `LoopObserver`: nothing in the step). Only a
     faulty step counts: an fp16 overflow skip is the loss scale's (DynamicLossScale), and a veto
     on finite values (OutlierSkip) is that policy's; neither ends a streak either."""
-    first = int(reports.step[0]) if reports.num_steps else self._last_step + 1
-    if first <= self._last_step:  # Restored to step `first - 1`: later skips did not happen.
-      self._fault_steps = [k for k in self._fault_steps if k < first]
-    self._last_step = int(reports.step[-1]) if reports.num_steps else self._last_step
+    if reports.num_steps:
+      first = int(reports.step[0])
+      if first <= self._last_step:  # Restored to step `first - 1`: later skips did not happen.
+        self._fault_steps = [k for k in self._fault_steps if k < first]
+      self._last_step = int(reports.step[-1])
     if reports.clean():  # Every step applied: no skip, and any streak is over.
       if state_lib.host_value(self.consecutive_skips, reports):
         state_lib.host_assign(self.consecutive_skips, 0)

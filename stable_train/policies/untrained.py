@@ -112,7 +112,7 @@ def verdict(probe, smoothed: float, steps: int, progress: Optional[float],
             start: Optional[float] = None) -> Optional[Tuple[str, str]]:
   """(rule, reason) when the run's model did not train after `steps` applied steps (its
   smoothed training loss `smoothed`, down by `progress` over the second half, see `Trail`),
-  else None; never raises (a diagnostic never ends a run). Rules: `CONSTANT`, `CHANCE`.
+  else None; never raises (a diagnostic never ends a run). Rules: `CONSTANT`, `CHANCE`, `MEAN`.
   `broken_start`: what the start check found wrong, if anything (`diagnostics.bad_start`);
   `chance_start`: that was a loss far above a uniform guess's (then `at_chance` is lenient);
   `never_below`: the smoothed loss never went below the guess (`Trail.never_below`): however it
