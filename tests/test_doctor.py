@@ -68,6 +68,26 @@ class DiagnoseTest(tf.test.TestCase):
     self.assertIn('keras.optimizers.SGD.learning_rate = 0.15', d['remedy'])
     self.assertIn('1 rollback(s)', d['applied'])
 
+  def test_the_softmax_remedy_follows_the_op_a_masked_row_or_an_overflowing_exp(self):
+    skips = [{'event': 'skip', 'step': k, 'fault': 'loss', 'loss': 'nan', 'grad_norm': 'nan',
+              'tensor': 'loss (model outputs already non-finite)'} for k in (30, 77, 140)]
+    summary = {'status': 'completed', 'skipped_steps': 3, 'inputs_checked': True}
+    record = lambda op: [{'op_level': {'found': True, 'op_type': op, 'op_name': 'att/' + op,
+                                       'source': 'model.py:12'}, 'inputs': []}]
+    exp = doctor.diagnose(skips, summary, record('Exp'))
+    self.assertEqual(exp['cause'], 'softmax_overflow')
+    self.assertTrue(exp['remedy'].startswith('Trainer.loss = '), exp['remedy'])
+    self.assertNotIn('-inf', exp['remedy'])  # An exp overflowed: no mask to blame.
+    # A softmax op cannot overflow (it subtracts the row's maximum): a row masked to -inf.
+    masked = doctor.diagnose(skips, summary, record('Softmax'))
+    self.assertTrue(masked['remedy'].startswith('mask scores with a large finite negative'))
+    self.assertIn('att/Softmax', masked['remedy'])
+    # No op located: the masked row first, the hand-written softmax second.
+    unlocated = doctor.diagnose(skips, summary)
+    self.assertEqual(unlocated['cause'], 'softmax_overflow')
+    self.assertLess(unlocated['remedy'].index('never -inf'),
+                    unlocated['remedy'].index('from_logits=True'))
+
   def test_a_loss_output_mismatch_warning_is_trouble_and_its_fix_the_remedy(self):
     warning = {'event': 'warning', 'step': 10, 'cause': 'loss_output_mismatch',
                'kind': 'logits_to_probability_loss', 'message': 'logits into probabilities',

@@ -135,9 +135,7 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                           'tf.math.log(tf.maximum(p, 1e-7)) or tf.math.xlogy; for a '
                           'classification loss: Trainer.loss = '
                           '@keras.losses.SparseCategoricalCrossentropy(from_logits=True)'),
-      'softmax_overflow': ('Trainer.loss = @keras.losses.SparseCategoricalCrossentropy('
-                           'from_logits=True)  # or @sparse_softmax_cross_entropy: the loss '
-                           f'from logits, never exp(x) / sum(exp(x)){where}'),
+      'softmax_overflow': _softmax_remedy(op, where),
       'precision': ("train.precision = 'mixed_bfloat16'  # float32's range; or 'float32', or "
                     'rescale the inputs/activations below 65504' + (
                         f", or keep layer {op['layer']} in float32 (dtype='float32'){where}"
@@ -150,6 +148,21 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                     'keeps telling them apart'),
       'loss_output_mismatch': _mismatch_remedy(s.mismatch or {}),
   }[cause]
+
+
+def _softmax_remedy(op: Dict[str, Any], where: str) -> str:
+  """An exp that overflowed (a softmax written by hand, a loss from probabilities) takes the loss
+  from logits; a softmax op itself cannot overflow (it subtracts the row's maximum), so NaN out of
+  one, or out of an op not located, is first a row whose every score is masked to -inf."""
+  logits = ('Trainer.loss = @keras.losses.SparseCategoricalCrossentropy(from_logits=True)  '
+            '# or @sparse_softmax_cross_entropy: the loss from logits, never '
+            f'exp(x) / sum(exp(x)){where}')
+  masked = ('mask scores with a large finite negative (-1e9, as keras.layers.Softmax and '
+            'MultiHeadAttention do), never -inf, so a fully masked row (an empty sequence) stays '
+            f'finite{where}')
+  if op.get('found') and op.get('op_type') not in ('Softmax', 'LogSoftmax'):
+    return logits
+  return f'{masked}; for a softmax written by hand: {logits}'
 
 
 def _mismatch_remedy(found: Dict[str, Any]) -> str:
