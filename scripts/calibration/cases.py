@@ -18,9 +18,10 @@ DOORS = ('trainer', 'fit')
 # 'blind6' (a sixth, the same way: sick_blind6.py) and 'blind7' (a seventh, the same way:
 # sick_blind7.py) and 'blind8' (an eighth, the same way: sick_blind8.py) and 'blind9' (a ninth,
 # the same way: sick_blind9.py) and 'blind10' (a tenth, the same way: sick_blind10.py) and
-# 'blind11' (an eleventh, the same way: sick_blind11.py).
+# 'blind11' (an eleventh, the same way: sick_blind11.py) and 'blind12' (a twelfth, the same way:
+# sick_blind12.py).
 SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2', 'blind3', 'blind4', 'blind5', 'blind6',
-          'blind7', 'blind8', 'blind9', 'blind10', 'blind11')
+          'blind7', 'blind8', 'blind9', 'blind10', 'blind11', 'blind12')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 
