@@ -403,6 +403,42 @@ class SparseLabelsTest(TestCase):
     self.assertTrue(all(np.all(np.isfinite(w)) for w in model.get_weights()))
 
 
+class EnergyNet(keras.Model):
+  """Forces as the negative gradient of a learnt energy, taken inside `call`: Keras cannot run
+  it on symbolic tensors (the inner gradient is None there), so plain `fit`, with no strategy,
+  builds it in its first trace; the guard must too."""
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden, self.energy = keras.layers.Dense(8, activation='tanh'), keras.layers.Dense(1)
+
+  def call(self, positions, training=False):
+    positions = tf.convert_to_tensor(positions)
+    with tf.GradientTape() as tape:
+      tape.watch(positions)
+      energy = tf.reduce_sum(self.energy(self.hidden(positions)))
+    return -tape.gradient(energy, positions)
+
+
+class SymbolicBuildTest(TestCase):
+
+  def test_a_model_keras_cannot_run_symbolically_trains_as_plain_fit_does(self):
+    x = np.random.RandomState(0).normal(size=(24, 3)).astype(np.float32)
+    y = -0.5 * x
+    weights = []
+    for guarded in (False, True):
+      keras.utils.set_random_seed(0)
+      model = EnergyNet()
+      model(x[:1])  # Built, as Keras's message asks; its optimizer is not.
+      model.compile(optimizer=keras.optimizers.Adam(1e-2), loss='mse')
+      callbacks = [keras_fit.guard_fit(model).callback()] if guarded else []
+      model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0, callbacks=callbacks)
+      self.assertEqual(int(model.optimizer.iterations.numpy()), 6)
+      weights.append(model.get_weights())
+    for plain, guarded in zip(*weights):
+      self.assertAllClose(plain, guarded, rtol=1e-5, atol=1e-6)
+
+
 class GuardArgumentsTest(TestCase):
 
   def test_what_cannot_be_guarded_is_a_one_line_config_error(self):
