@@ -408,27 +408,32 @@ class EnergyNet(keras.Model):
   it on symbolic tensors (the inner gradient is None there), so plain `fit`, with no strategy,
   builds it in its first trace; the guard must too."""
 
-  def __init__(self, **kwargs):
+  def __init__(self, negate=lambda g: -g, head=False, **kwargs):
     super().__init__(**kwargs)
     self.hidden, self.energy = keras.layers.Dense(8, activation='tanh'), keras.layers.Dense(1)
+    self.negate, self.head = negate, keras.layers.Dense(3) if head else None
 
   def call(self, positions, training=False):
     positions = tf.convert_to_tensor(positions)
     with tf.GradientTape() as tape:
       tape.watch(positions)
       energy = tf.reduce_sum(self.energy(self.hidden(positions)))
-    return -tape.gradient(energy, positions)
+    # Symbolically the gradient is None: Keras reports -None as a RuntimeError, tf.negative(None)
+    # as a ValueError.
+    forces = self.negate(tape.gradient(energy, positions))
+    return self.head(forces) if self.head else forces
 
 
 class SymbolicBuildTest(TestCase):
 
-  def test_a_model_keras_cannot_run_symbolically_trains_as_plain_fit_does(self):
+  @parameterized.named_parameters(('minus', lambda g: -g), ('tf_negative', tf.negative))
+  def test_a_model_keras_cannot_run_symbolically_trains_as_plain_fit_does(self, negate):
     x = np.random.RandomState(0).normal(size=(24, 3)).astype(np.float32)
     y = -0.5 * x
     weights = []
     for guarded in (False, True):
       keras.utils.set_random_seed(0)
-      model = EnergyNet()
+      model = EnergyNet(negate)
       model(x[:1])  # Built, as Keras's message asks; its optimizer is not.
       model.compile(optimizer=keras.optimizers.Adam(1e-2), loss='mse')
       callbacks = [keras_fit.guard_fit(model).callback()] if guarded else []
@@ -437,6 +442,13 @@ class SymbolicBuildTest(TestCase):
       weights.append(model.get_weights())
     for plain, guarded in zip(*weights):
       self.assertAllClose(plain, guarded, rtol=1e-5, atol=1e-6)
+
+  def test_such_a_model_not_built_first_is_a_one_line_error_naming_the_fix(self):
+    model = EnergyNet(head=True)  # The head is built only where the forces are not None.
+    model.compile(optimizer='adam', loss='mse')
+    x = np.zeros((8, 3), np.float32)
+    with self.assertRaisesRegex(errors.ConfigError, r'^[^\n]*model\(x\[:1\]\)$'):
+      model.fit(x, x, verbose=0, callbacks=[keras_fit.guard_fit(model).callback()])
 
 
 class GuardArgumentsTest(TestCase):

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import compat
 from stable_train import errors
 
 log = logging.getLogger('stable_train')
@@ -42,6 +43,26 @@ def parts(model, optimizer, loss, metrics) -> Tuple[Any, Any, Optional[List[Any]
   if metrics is not None and not isinstance(metrics, (str, keras.metrics.Metric)):
     metrics = [as_metric(m) for m in metrics]
   return optimizer, loss, metrics
+
+
+def build_compiled(model, data) -> None:
+  """Builds a compiled model, its compiled loss and metrics and its optimizer from `data` (a batch
+  or its symbolic tensors) as Keras's symbolic build does. A model Keras cannot call on symbolic
+  tensors (a gradient taken inside `call` is None there): built already, it gets its optimizer
+  built alone, as Keras's own first trace does without a strategy (its compiled loss builds in
+  that trace); not built, a one-line error that names the fix."""
+  try:
+    compat.keras_symbolic_build(model, data)
+  except (RuntimeError, ValueError) as e:
+    if model.built and all(layer.built for layer in model.layers):
+      model.optimizer.build(model.trainable_variables)
+    elif isinstance(e, ValueError):
+      raise  # Keras's own: inputs the model does not take.
+    else:
+      raise errors.ConfigError(
+          'stable_train.guard_fit: Keras could not build the model from symbolic inputs (a '
+          'gradient taken inside call?); build it first by calling it on one batch: '
+          'model(x[:1])') from e
 
 
 def as_loss(identifier) -> keras.losses.Loss:

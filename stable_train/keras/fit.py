@@ -142,7 +142,7 @@ class KerasGuard(driven.DrivenGuard):
     if not (m.built and m.optimizer.built and all(layer.built for layer in m.layers)):
       if data is None:
         return
-      self._build_from(data)
+      keras_parts.build_compiled(m, data)
     optimizer, wrapper = precision.split_loss_scale_optimizer(m.optimizer)
     if self._follows_wrapper:
       if wrapper is None:
@@ -239,18 +239,6 @@ class KerasGuard(driven.DrivenGuard):
     """What a training step assigns before its apply-or-skip, put back on a skip: the forward
     state, and the compiled loss's `Mean` of each loss (Keras updates them in `compute_loss`)."""
     return self.forward_state() + compat.keras_loss_metric_variables(self.model)
-
-  def _build_from(self, data) -> None:
-    """Keras's symbolic build from `data`. A built model Keras cannot call on symbolic tensors (a
-    gradient taken inside `call` is None there) gets its optimizer built alone, as Keras's own
-    first trace does without a strategy; its compiled loss builds in that trace."""
-    m = self.model
-    try:
-      compat.keras_symbolic_build(m, data)
-    except RuntimeError:
-      if not (m.built and all(layer.built for layer in m.layers)):
-        raise  # Keras's message: build the model by calling it on a batch.
-      m.optimizer.build(m.trainable_variables)
 
   # -- traced ----------------------------------------------------------------------------------
   def train_step(self, data) -> Dict[str, Any]:
