@@ -301,6 +301,27 @@ class RankingTest(tf.test.TestCase):
     self.assertEqual(d['cause'], 'bad_input')
     self.assertNotIn('softmax_overflow', [a['cause'] for a in d['alternatives']])
 
+  def test_a_minus_inf_constant_forensics_stopped_at_is_a_mask_fill(self):
+    # A hand-written attention whose padded keys are filled with -inf, pooled by a select: the
+    # loss and outputs finite, the gradients NaN, no layer's activations to read.
+    steady = self._history([1.0] * 30)
+    gradient = [skip(k, 'gradient', 'gradient of net/emb/embeddings') for k in range(40, 50)]
+    record = lambda held: [{'fault': 'gradient', 'activations': [], 'op_level': {
+        'found': False, 'constant': held, 'source': 'model.py:30 in call',
+        'note': f'a constant holding {held} in attn/Cast: model.py:30 in call'}}]
+    d = doctor.diagnose([steady] + gradient, {'status': 'aborted'}, record('-Inf'))
+    self.assertEqual(d['cause'], 'softmax_overflow')
+    self.assertNotEqual(d['confidence'], 'high')
+    self.assertIn('model.py:30', d['evidence'][0])
+    self.assertTrue(d['remedy'].startswith('mask scores with a large finite negative'))
+    self.assertIn('the -Inf constant at model.py:30', d['remedy'])
+    self.assertNotIn('from_logits', d['remedy'])
+    # A NaN constant is a fault injected on purpose, no mask: the gradient's own arithmetic, and
+    # the evidence says what Forensics found instead of asking for it.
+    d = doctor.diagnose([steady] + gradient, {'status': 'aborted'}, record('NaN'))
+    self.assertEqual(d['cause'], 'division_or_log')
+    self.assertIn('Forensics did not name it: a constant holding NaN', d['evidence'][0])
+
   def test_a_dead_net_is_never_bad_input(self):
     events = [{'event': 'divergence_check', 'step': 20, 'rule': 'above_best', 'verdict': 'data'},
               {'event': 'divergence_check', 'step': 50, 'rule': 'collapsed', 'verdict': 'model'},

@@ -1,5 +1,6 @@
 """Tests of stable_train.forensics.provenance: variable-level rules, op-name parsing, layer resolution."""
 
+import numpy as np
 import tensorflow as tf
 
 from stable_train.forensics import provenance
@@ -65,14 +66,14 @@ class ProvenanceTest(tf.test.TestCase):
     self.assertEqual(provenance.parse_check_numerics_error(half, ['mlp']).dtype, 'float16')
     self.assertIsNone(provenance.parse_check_numerics_error('some other error', ['mlp']))
 
-  def test_locate_op_leaves_check_numerics_off(self):
+  def _trainer(self, forward):
     class Model(tf.Module):
       def __init__(self):
         super().__init__(name='m')
         self.w = tf.Variable([1.0, 0.0], name='w')
 
       def __call__(self, x):
-        return tf.math.log(x * self.w)
+        return forward(x, self.w)
 
     class FakeTrainer:
       model = Model()
@@ -94,11 +95,26 @@ class ProvenanceTest(tf.test.TestCase):
         grads = tape.gradient(loss, self.model.trainable_variables)
         return loss, grads, tf.ones([2], tf.bool), tf.constant(True)
 
-    found = provenance.locate_op(FakeTrainer(), (tf.ones([2]), tf.zeros([2])))
+    return FakeTrainer()
+
+  def test_locate_op_leaves_check_numerics_off(self):
+    trainer = self._trainer(lambda x, w: tf.math.log(x * w))
+    found = provenance.locate_op(trainer, (tf.ones([2]), tf.zeros([2])))
     self.assertTrue(found['found'])
     self.assertEqual(found['op_type'], 'Log')
     # Check numerics was switched off again: a NaN in eager code passes silently.
     self.assertTrue(tf.math.is_nan(tf.math.log(tf.constant(-1.0))))
+
+  def test_a_constant_is_no_op_found_but_what_it_holds_and_where_are_kept(self):
+    # A -inf mask fill: check_numerics stops at the constant, before any op's arithmetic.
+    masked = lambda x, w: tf.nn.softmax(tf.where(w > 0, x * w, tf.cast(-np.inf, tf.float32)))
+    found = provenance.locate_op(self._trainer(masked), (tf.ones([2]), tf.zeros([2])))
+    self.assertFalse(found['found'])
+    self.assertEqual(found['constant'], '-Inf')
+    self.assertIn('test_provenance.py', found['source'])
+    nan = lambda x, w: x * w + tf.constant(np.nan)  # A fault injected on purpose.
+    self.assertEqual(provenance.locate_op(self._trainer(nan), (tf.ones([2]), tf.zeros([2])))[
+        'constant'], 'NaN')
 
 
 if __name__ == '__main__':

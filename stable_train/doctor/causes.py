@@ -6,7 +6,7 @@ from typing import Dict, List, Tuple
 
 from stable_train.doctor import course
 from stable_train.doctor.evidence import (CAUSES, DIV_LOG_OPS, EXP_OPS, EXP_OVERFLOW, FLOAT16_MAX,
-                                          PRODUCT_OPS, SQUARE_OVERFLOW, Scores)
+                                          PRODUCT_OPS, SQUARE_OVERFLOW, Scores, name_the_op)
 from stable_train.doctor.symptoms import MISMATCH, Symptoms, number
 
 __all__ = ['CAUSES', 'score', 'scores_and_decisive']
@@ -87,8 +87,8 @@ def _transient_rules(s: Symptoms, out: Scores) -> None:
     out.add('division_or_log', 2.5, f'{len(s.faults)} isolated step(s) with a non-finite loss '
                                     'from finite model outputs, the run healthy before and '
                                     "after: the loss's arithmetic on those batches (a division "
-                                    'by a count that can be 0, a log of 0; add Forensics() to '
-                                    'name the op)')
+                                    f'by a count that can be 0, a log of 0; '
+                                    f'{name_the_op(s.forensics)})')
     out.add('transient', 1, 'isolated non-finite steps, the run healthy before and after')
   elif quiet and s.outputs_non_finite() == 0:
     out.add('transient', 3, f'{len(s.faults)} isolated non-finite step(s) with finite model '
@@ -115,20 +115,11 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
     out.add('softmax_overflow', 2, f'{outputs} step(s) whose model outputs were non-finite from '
                                    'inputs that passed the finiteness check: the forward pass '
                                    '(a softmax over a fully masked row, -inf everywhere; an exp '
-                                   'that overflows); add Forensics() to name the op')
+                                   f'that overflows); {name_the_op(s.forensics)}')
     out.add('division_or_log', 1.5, 'non-finite outputs from finite inputs can be a division or '
                                     'a log in the forward pass')
+  _mask_rules(s, out)
   acts = s.activations()
-  # NaN in a layer's outputs that a later layer dropped (the model's output finite): rows the
-  # model masks out, where a softmax over a fully masked row (-inf everywhere) is NaN; a select
-  # passes the forward pass, never the gradient.
-  dropped = [a['layer'] for a in acts[:-1] if a.get('finite') is False]
-  if (dropped and acts[-1].get('finite') is not False and not op and not s.fp16
-      and not s.outputs_non_finite() and not s.input_bad() and not s.fault_kinds().get('input')):
-    out.add('softmax_overflow', 4, f"forensics: layer {dropped[0]}'s outputs held NaN/Inf that a "
-                                   "later layer dropped before the model's (finite) output: rows "
-                                   'masked out later, as a softmax over a fully masked row (-inf '
-                                   'everywhere) makes; its gradient stays NaN')
   top = number(acts[-1].get('max_abs')) if acts else math.nan
   if not math.isfinite(top) and s.output_max is not None:
     top = s.output_max  # The start check's, when forensics has no activations.
@@ -152,10 +143,37 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
   if (recurring and loss_only >= 0.8 * len(s.faults) and op not in EXP_OPS + DIV_LOG_OPS
       and not huge):
     out.add('division_or_log', 2, f'{len(s.faults)} steps with a non-finite loss from finite '
-                                  'model outputs: the loss function (add Forensics() to name '
-                                  'the op)')
+                                  f'model outputs: the loss function '
+                                  f'({name_the_op(s.forensics)})')
     out.add('softmax_overflow', 1.5, 'a non-finite loss from finite outputs can be an exp() in '
                                      'the loss')
+
+
+def _mask_rules(s: Symptoms, out: Scores) -> None:
+  """A softmax over a row masked everywhere (-inf in every score), from what Forensics saw."""
+  op = s.op_type()
+  acts = s.activations()
+  # NaN in a layer's outputs that a later layer dropped (the model's output finite): rows the
+  # model masks out, where a softmax over a fully masked row (-inf everywhere) is NaN; a select
+  # passes the forward pass, never the gradient.
+  dropped = [a['layer'] for a in acts[:-1] if a.get('finite') is False]
+  if (dropped and acts[-1].get('finite') is not False and not op and not s.fp16
+      and not s.outputs_non_finite() and not s.input_bad() and not s.fault_kinds().get('input')):
+    out.add('softmax_overflow', 4, f"forensics: layer {dropped[0]}'s outputs held NaN/Inf that a "
+                                   "later layer dropped before the model's (finite) output: rows "
+                                   'masked out later, as a softmax over a fully masked row (-inf '
+                                   'everywhere) makes; its gradient stays NaN')
+  # The first non-finite value a -inf constant of the model's own code (check_numerics stops at
+  # it, before any op's arithmetic): a mask fill, where a row masked everywhere makes a softmax NaN
+  # (its outputs or its gradients, not the loss alone; no growth before: a causal mask's -inf is
+  # there in every step, whatever else goes wrong).
+  fill = (s.forensics or {}).get('op_level') or {}
+  if (fill.get('constant') == '-Inf' and not op and not s.input_bad()
+      and not s.fault_kinds().get('input') and _loss_only(s) < 0.5 * len(s.faults)
+      and s.growth()[1] < 10):
+    out.add('softmax_overflow', 4, f"forensics: a -inf constant in the model's code "
+                                   f"({fill.get('source')}): a mask fill; a row masked everywhere "
+                                   'makes a softmax NaN')
 
 
 def _precision_rules(s: Symptoms, out: Scores) -> None:

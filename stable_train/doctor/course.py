@@ -8,7 +8,8 @@ from typing import Optional
 
 import numpy as np
 
-from stable_train.doctor.evidence import CLIFF, KERNEL_OFF_SCALE, OUTPUT_RATIO, PRODUCT_OPS, Scores
+from stable_train.doctor.evidence import (CLIFF, KERNEL_OFF_SCALE, OUTPUT_RATIO, PRODUCT_OPS,
+                                          Scores, name_the_op)
 from stable_train.doctor.symptoms import BLOWUP, INPUTS_LARGE, USUAL_RATE, Symptoms, numbers
 
 # A rate at most this share of the usual top for its optimizer is modest (SGD 0.025, Adam 1.25e-3).
@@ -139,7 +140,7 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
                                     'loss and outputs, the gradient norm steady before them '
                                     f'({norm_growth:.2g}x): no explosion but a derivative that is '
                                     'infinite at a point (sqrt(0), a log or division behind '
-                                    'tf.where); add Forensics() to name the op')
+                                    f'tf.where); {name_the_op(s.forensics)}')
   if grew:
     out.add('exploding_gradients', 3, f'the gradient norm grew {norm_growth:.3g}x before the '
                                       f'trouble while the loss stayed within {loss_growth:.2g}x',

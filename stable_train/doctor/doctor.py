@@ -118,7 +118,8 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
   model = names.get('model')
   norm = f'{s.healthy_norm:.3g}' if s.healthy_norm else '1.0'
   op = ((s.forensics or {}).get('op_level') or {})
-  where = f" (op {op.get('op_name')}, created at {op.get('source')})" if op.get('found') else ''
+  where = (f" (op {op.get('op_name')}, created at {op.get('source')})" if op.get('found') else
+           f" (the {op['constant']} constant at {op.get('source')})" if op.get('constant') else '')
   return {
       'learning_rate': (f'{name}.learning_rate = {rate:.3g}' if rate else
                         f'lower {name}.learning_rate 10x') + (
@@ -157,11 +158,13 @@ def _softmax_remedy(op: Dict[str, Any], where: str) -> str:
   logits = ('Trainer.loss = @keras.losses.SparseCategoricalCrossentropy(from_logits=True)  '
             '# or @sparse_softmax_cross_entropy: the loss from logits, never '
             f'exp(x) / sum(exp(x)){where}')
-  masked = ('mask scores with a large finite negative (-1e9, as keras.layers.Softmax and '
-            'MultiHeadAttention do), never -inf, so a fully masked row (an empty sequence) stays '
-            f'finite{where}')
+  masked = ('mask scores with a large finite negative (-1e9, -3e4 in float16, as '
+            'keras.layers.Softmax and MultiHeadAttention do), never -inf, so a fully masked row '
+            f'(an empty sequence) stays finite{where}')
   if op.get('found') and op.get('op_type') not in ('Softmax', 'LogSoftmax'):
     return logits
+  if op.get('constant') == '-Inf':
+    return masked
   return f'{masked}; for a softmax written by hand: {logits}'
 
 

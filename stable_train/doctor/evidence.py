@@ -49,3 +49,11 @@ class Scores:
     self.found[cause][1].append(evidence)
     if decisive:
       self.decisive.add(cause)
+
+
+def name_the_op(forensics) -> str:
+  """How the op can be named: Forensics where it did not run, else what its search found."""
+  note = ((forensics or {}).get('op_level') or {}).get('note')
+  if not forensics:
+    return 'add Forensics() to name the op'
+  return f'Forensics did not name it: {note}' if note else 'Forensics(recheck=True) to name it'

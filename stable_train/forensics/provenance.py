@@ -270,8 +270,12 @@ def locate_op(trainer, batch) -> Dict[str, Any]:
     found = parse_check_numerics_error(str(e), known)
     if found is None:
       return {'found': False, 'note': 'unrecognised error: ' + str(e).strip().splitlines()[0][:300]}
-    if found.op_type == 'Const':  # A NaN built on purpose (op determinism's sparse CE), no cause.
-      return {'found': False, 'note': f'a NaN constant in {found.op_name}: {found.source}'}
+    if found.op_type == 'Const':  # Built on purpose (a -inf mask fill, a sparse CE's NaN under
+      # op determinism): no op's arithmetic; what it holds ('-Inf', 'NaN', ...) and where.
+      held = re.search(r'Tensor had (.+?) values', str(e))
+      held = held.group(1) if held else 'NaN or Inf'
+      return {'found': False, 'constant': held, 'source': found.source,
+              'note': f'a constant holding {held} in {found.op_name}: {found.source}'}
     return {'found': True, **found.as_dict()}
   finally:
     tf.debugging.disable_check_numerics()
