@@ -316,6 +316,10 @@ class RankingTest(tf.test.TestCase):
     self.assertTrue(d['remedy'].startswith('mask scores with a large finite negative'))
     self.assertIn('the -Inf constant at model.py:30', d['remedy'])
     self.assertNotIn('from_logits', d['remedy'])
+    # Under mixed precision a finite fill (-1e30, even -1e9) is -inf in float16: the range's.
+    fp16 = {'status': 'aborted', 'loss_scale': {'policy': 'mixed_float16'}}
+    self.assertNotEqual(doctor.diagnose([steady] + gradient, fp16, record('-Inf'))['cause'],
+                        'softmax_overflow')
     # A NaN constant is a fault injected on purpose, no mask: the gradient's own arithmetic, and
     # the evidence says what Forensics found instead of asking for it.
     d = doctor.diagnose([steady] + gradient, {'status': 'aborted'}, record('NaN'))

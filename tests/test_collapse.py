@@ -69,6 +69,20 @@ class CollapseProbeTest(tf.test.TestCase):
     model = dense(kernel='zeros', bias=keras.initializers.Constant(-1.0))
     self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))
 
+  def test_outputs_the_same_from_this_run_s_own_start_are_no_collapse(self):
+    # Kernels made zero by an initialiser a clone does not carry (a subclassed model's config
+    # without it): the fresh copy varies, this run's own initial weights did not.
+    model = dense()
+    initial = [v.numpy() for v in model.trainable_variables]
+    kill(model)
+    probe = collapse.CollapseProbe()
+    probe.measure_initial(probe_of(model), [np.zeros_like(w) for w in initial])
+    self.assertFalse(probe.started_varied())
+    self.assertIsNone(probe.collapsed(probe_of(model)))
+    probe = collapse.CollapseProbe()  # Started varied: the same outputs now are a collapse.
+    probe.measure_initial(probe_of(model), initial)
+    self.assertIsNotNone(probe.collapsed(probe_of(model)))
+
   def test_outputs_constant_in_inference_mode_only_are_no_collapse(self):
     # BatchNorm whose moving statistics lag (a huge moving variance): the same output for every
     # row in inference mode, varied ones on the batch's own statistics. A dead net is constant

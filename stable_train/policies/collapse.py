@@ -57,6 +57,9 @@ class CollapseProbe:
     if found is None:
       return None
     deviation, scale = found
+    if self._initial is not None and not self.started_varied():
+      return None  # This run's own start gave one output for all (a fresh copy may not: a
+      # subclassed model's config can miss a constructor argument such as its initialiser).
     untrained = self.untrained(probe)
     reference = None if untrained is None else untrained[0] / max(scale, untrained[1], 1e-30)
     if reference is None or not reference > UNTRAINED_SPREAD:
