@@ -4,6 +4,7 @@ once, as a GPU with a bad kernel or memory does). Each mechanism is the reported
 knows the doctor's rules."""
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 
@@ -166,3 +167,42 @@ class FlakyGradientOnce(FlakyOnce):
       return tf.identity(t), grad
 
     return flaky(x)
+
+
+_ONE_OFF_CALLS = {}  # OneOffFault's training-call counts, by layer: no model variable.
+
+
+class OneOffFault(keras.layers.Layer):
+  """A one-off fault: the identity, except at its `at`-th training call (None: never), where
+  element `index` of the activations (or, `backward`, of the gradient flowing back through it)
+  reads `value` (NaN, inf: a flipped bit in a buffer, a misfiring kernel). The count lives
+  outside the model's variables (made under tf.init_scope): a guard that restores the model
+  after a skipped step cannot replay the fault (the blind splits' subclasses fix the element,
+  the value and the pass)."""
+
+  def __init__(self, at=None, *, index, value=np.nan, backward=False, **kwargs):
+    super().__init__(**kwargs)
+    self.at, self.index, self.value, self.backward = at, index, value, backward
+
+  def build(self, shape):
+    with tf.init_scope():
+      _ONE_OFF_CALLS[id(self)] = tf.Variable(0, dtype=tf.int32, trainable=False)
+
+  def _flip(self, t, hit):
+    flip = tf.logical_and(hit, tf.equal(tf.range(tf.size(t)), self.index))
+    return t + tf.reshape(tf.where(flip, self.value, 0.0), tf.shape(t))
+
+  def call(self, x, training=False):
+    if self.at is None or not training:
+      return x
+    calls = _ONE_OFF_CALLS[id(self)]
+    calls.assign_add(1)
+    hit = tf.equal(calls, self.at)
+    if not self.backward:
+      return self._flip(x, hit)
+
+    @tf.custom_gradient
+    def identity(t):
+      return tf.identity(t), lambda g: self._flip(g, hit)
+
+    return identity(x)

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from scripts.calibration import cases
 from scripts.calibration import data
+from scripts.calibration import field
 
 BLIND10 = cases.Registry()
 SCE = keras.losses.SparseCategoricalCrossentropy
@@ -315,39 +316,16 @@ def gru_d_lite(seed, *, steps=24, features=4, units=32):
   return keras.Model(inputs, L.Dense(1)(h), name='gru_d_lite')
 
 
-_GLITCH_CALLS = {}  # GradientGlitch's call counts, by layer: no model variable.
 
-
-class GradientGlitch(L.Layer):
+class GradientGlitch(field.OneOffFault):
   """A one-off fault in the backward pass: identity forward; at its `at`-th training call only
   (None: never), one value of the gradient flowing back through it reads NaN (a flipped bit in
-  a gradient buffer). The count lives outside the model's variables (`_GLITCH_CALLS`, made
+  a gradient buffer). The count lives outside the model's variables (`field.OneOffFault`, made
   under tf.init_scope): a guard that restores the model after a skipped step cannot replay
   it."""
 
   def __init__(self, at=None, **kwargs):
-    super().__init__(**kwargs)
-    self.at = at
-
-  def build(self, shape):
-    with tf.init_scope():
-      _GLITCH_CALLS[id(self)] = tf.Variable(0, dtype=tf.int32, trainable=False)
-
-  def call(self, x, training=False):
-    if self.at is None or not training:
-      return x
-    calls = _GLITCH_CALLS[id(self)]
-    calls.assign_add(1)
-    hit = tf.equal(calls, self.at)
-
-    @tf.custom_gradient
-    def glitch(v):
-      def grad(dy):
-        flip = tf.logical_and(hit, tf.equal(tf.range(tf.size(dy)), 11))
-        return dy + tf.reshape(tf.where(flip, np.nan, 0.0), tf.shape(dy))
-      return tf.identity(v), grad
-
-    return glitch(x)
+    super().__init__(at, index=11, value=np.nan, backward=True, **kwargs)
 
 
 def densenet_bc_lite(seed, *, size=16, growth=8, layers=(3, 3), classes=10, glitch=None):

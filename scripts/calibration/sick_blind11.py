@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from scripts.calibration import cases
 from scripts.calibration import data
+from scripts.calibration import field
 
 BLIND11 = cases.Registry()
 SCE = keras.losses.SparseCategoricalCrossentropy
@@ -389,30 +390,15 @@ def load_windows(seed, *, rows=2048, window=48, horizon=12):
   return s[:, :window].astype(np.float32), s[:, window:].astype(np.float32)
 
 
-_FLAKY_CALLS = {}  # FlakyActivation's training-call counts, by layer: no model variable.
 
-
-class FlakyActivation(L.Layer):
+class FlakyActivation(field.OneOffFault):
   """A one-off fault in the forward pass: identity; at its `at`-th training call only (None:
   never), one activation reads NaN (a flaky fused kernel, a flipped bit in an activation
-  buffer). The count lives outside the model's variables (`_FLAKY_CALLS`, made under
+  buffer). The count lives outside the model's variables (`field.OneOffFault`, made under
   tf.init_scope): a guard that restores the model after a skipped step cannot replay it."""
 
   def __init__(self, at=None, **kwargs):
-    super().__init__(**kwargs)
-    self.at = at
-
-  def build(self, shape):
-    with tf.init_scope():
-      _FLAKY_CALLS[id(self)] = tf.Variable(0, dtype=tf.int32, trainable=False)
-
-  def call(self, x, training=False):
-    if self.at is None or not training:
-      return x
-    calls = _FLAKY_CALLS[id(self)]
-    calls.assign_add(1)
-    flip = tf.logical_and(tf.equal(calls, self.at), tf.equal(tf.range(tf.size(x)), 5))
-    return x + tf.reshape(tf.where(flip, np.nan, 0.0), tf.shape(x))
+    super().__init__(at, index=5, value=np.nan, backward=False, **kwargs)
 
 
 def nhits_lite(seed, *, window=48, horizon=12, pools=(8, 4, 1), units=128, flaky=None):

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from scripts.calibration import cases
 from scripts.calibration import data
+from scripts.calibration import field
 
 BLIND12 = cases.Registry()
 SCE = keras.losses.SparseCategoricalCrossentropy
@@ -484,39 +485,16 @@ def box_scenes(seed, *, rows=1024, size=32, grid=4):
   return x[..., None].astype(np.float32), y.astype(np.float32)
 
 
-_FLAKY_CALLS = {}  # FlakyGradient's training-call counts, by layer: no model variable.
 
-
-class FlakyGradient(L.Layer):
+class FlakyGradient(field.OneOffFault):
   """A one-off fault in the backward pass: identity forward; at its `at`-th training call only
   (None: never), one element of the gradient flowing back through it reads NaN (a flaky
   reduction kernel or a corrupted all-reduce buffer), the forward pass and that step's loss
-  finite. The count lives outside the model's variables (`_FLAKY_CALLS`, made under
+  finite. The count lives outside the model's variables (`field.OneOffFault`, made under
   tf.init_scope): a guard that restores the model after a skipped step cannot replay it."""
 
   def __init__(self, at=None, **kwargs):
-    super().__init__(**kwargs)
-    self.at = at
-
-  def build(self, shape):
-    with tf.init_scope():
-      _FLAKY_CALLS[id(self)] = tf.Variable(0, dtype=tf.int32, trainable=False)
-
-  def call(self, x, training=False):
-    if self.at is None or not training:
-      return x
-    calls = _FLAKY_CALLS[id(self)]
-    calls.assign_add(1)
-    hit = tf.equal(calls, self.at)
-
-    @tf.custom_gradient
-    def identity(t):
-      def grad(g):
-        flip = tf.logical_and(hit, tf.equal(tf.range(tf.size(g)), 7))
-        return g + tf.reshape(tf.where(flip, np.nan, 0.0), tf.shape(g))
-      return tf.identity(t), grad
-
-    return identity(x)
+    super().__init__(at, index=7, value=np.nan, backward=True, **kwargs)
 
 
 def yolo_lite(seed, *, size=32, grid=4, flaky=None):

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from scripts.calibration import cases
 from scripts.calibration import data
+from scripts.calibration import field
 
 BLIND13 = cases.Registry()
 SCE = keras.losses.SparseCategoricalCrossentropy
@@ -440,31 +441,15 @@ class EdgeConv(L.Layer):
     return tf.reduce_max(e, axis=2)
 
 
-_GLITCH_CALLS = {}  # GlitchedActivation's training-call counts, by layer: no model variable.
 
-
-class GlitchedActivation(L.Layer):
+class GlitchedActivation(field.OneOffFault):
   """A one-off fault in the forward pass: identity, except at its `at`-th training call (None:
   never), where one activation element reads +inf (a flipped exponent bit in a buffer; not the
   data, the model or the settings). The count lives outside the model's variables (made under
   tf.init_scope), so a guard that restores the model after a skipped step does not replay it."""
 
   def __init__(self, at=None, **kwargs):
-    super().__init__(**kwargs)
-    self.at = at
-
-  def build(self, shape):
-    with tf.init_scope():
-      _GLITCH_CALLS[id(self)] = tf.Variable(0, dtype=tf.int32, trainable=False)
-
-  def call(self, x, training=False):
-    if self.at is None or not training:
-      return x
-    calls = _GLITCH_CALLS[id(self)]
-    calls.assign_add(1)
-    hit = tf.logical_and(tf.equal(calls, self.at),
-                         tf.equal(tf.range(tf.size(x)), 11))
-    return x + tf.reshape(tf.where(hit, np.inf, 0.0), tf.shape(x))
+    super().__init__(at, index=11, value=np.inf, backward=False, **kwargs)
 
 
 def dgcnn_lite(seed, *, points=64, classes=4, glitch=None):

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from scripts.calibration import cases
 from scripts.calibration import data
+from scripts.calibration import field
 
 BLIND9 = cases.Registry()
 SCE = keras.losses.SparseCategoricalCrossentropy
@@ -312,33 +313,17 @@ def time2vec_net(seed):
   return keras.Model(inputs, L.Dense(1)(h), name='time2vec_net')
 
 
-_GLITCH_CALLS = {}  # GlitchAt's call counts, by layer: no model variable.
 
-
-class GlitchAt(L.Layer):
+class GlitchAt(field.OneOffFault):
   """A one-off fault on the activations: the layer counts the training calls and, at call `at`
   only, one activation reads NaN (a flipped exponent bit in one value of a buffer, as a failing
   memory or a racy kernel gives); identity everywhere else (`at` None: never). The count lives
-  outside the model's variables (`_GLITCH_CALLS`), as a hardware fault's timing does: a guard
+  outside the model's variables (`field.OneOffFault`), as a hardware fault's timing does: a guard
   that puts the model's state back after a skipped step does not replay it (written first with
   the count in a model variable, which every skip put back: the fault fired on every step)."""
 
   def __init__(self, at=None, **kwargs):
-    super().__init__(**kwargs)
-    self.at = at
-
-  def build(self, shape):
-    with tf.init_scope():
-      _GLITCH_CALLS[id(self)] = tf.Variable(0, dtype=tf.int32, trainable=False)
-
-  def call(self, x, training=False):
-    if self.at is None or not training:
-      return x
-    calls = _GLITCH_CALLS[id(self)]
-    calls.assign_add(1)
-    hit = tf.logical_and(tf.equal(calls, self.at),
-                         tf.equal(tf.range(tf.size(x)), 7))
-    return x + tf.reshape(tf.where(hit, np.nan, 0.0), tf.shape(x))
+    super().__init__(at, index=7, value=np.nan, backward=False, **kwargs)
 
 
 class WindowAttention(L.Layer):
