@@ -163,18 +163,6 @@ def _mask_rules(s: Symptoms, out: Scores) -> None:
                                    "later layer dropped before the model's (finite) output: rows "
                                    'masked out later, as a softmax over a fully masked row (-inf '
                                    'everywhere) makes; its gradient stays NaN')
-  # The first non-finite value a -inf constant of the model's own code (check_numerics stops at
-  # it, before any op's arithmetic): a mask fill, where a row masked everywhere makes a softmax NaN
-  # (its outputs or its gradients, not the loss alone; no growth before: a causal mask's -inf is
-  # there in every step, whatever else goes wrong). Not in float16, where a finite fill (-1e9)
-  # is -inf: the range's (_precision_rules).
-  fill = (s.forensics or {}).get('op_level') or {}
-  if (fill.get('constant') == '-Inf' and not op and not s.fp16 and not s.input_bad()
-      and not s.fault_kinds().get('input') and _loss_only(s) < 0.5 * len(s.faults)
-      and s.growth()[1] < 10):
-    out.add('softmax_overflow', 4, f"forensics: a -inf constant in the model's code "
-                                   f"({fill.get('source')}): a mask fill; a row masked everywhere "
-                                   'makes a softmax NaN')
 
 
 def _precision_rules(s: Symptoms, out: Scores) -> None:

@@ -118,8 +118,7 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
   model = names.get('model')
   norm = f'{s.healthy_norm:.3g}' if s.healthy_norm else '1.0'
   op = ((s.forensics or {}).get('op_level') or {})
-  where = (f" (op {op.get('op_name')}, created at {op.get('source')})" if op.get('found') else
-           f" (the {op['constant']} constant at {op.get('source')})" if op.get('constant') else '')
+  where = f" (op {op.get('op_name')}, created at {op.get('source')})" if op.get('found') else ''
   return {
       'learning_rate': (f'{name}.learning_rate = {rate:.3g}' if rate else
                         f'lower {name}.learning_rate 10x') + (
@@ -154,18 +153,19 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
 def _softmax_remedy(op: Dict[str, Any], where: str) -> str:
   """An exp that overflowed (a softmax written by hand, a loss from probabilities) takes the loss
   from logits; a softmax op itself cannot overflow (it subtracts the row's maximum), so NaN out of
-  one, or out of an op not located, is first a row whose every score is masked to -inf."""
+  one, or out of an op not located, is first a row whose every score is masked to -inf (alone
+  where Forensics stopped at a -inf constant: the fill, at its line)."""
   logits = ('Trainer.loss = @keras.losses.SparseCategoricalCrossentropy(from_logits=True)  '
             '# or @sparse_softmax_cross_entropy: the loss from logits, never '
             f'exp(x) / sum(exp(x)){where}')
+  fill = op.get('constant') == '-Inf'
   masked = ('mask scores with a large finite negative (-1e9, -3e4 in float16, as '
             'keras.layers.Softmax and MultiHeadAttention do), never -inf, so a fully masked row '
-            f'(an empty sequence) stays finite{where}')
+            '(an empty sequence) stays finite' +
+            (f" (the -inf constant at {op.get('source')})" if fill else where))
   if op.get('found') and op.get('op_type') not in ('Softmax', 'LogSoftmax'):
     return logits
-  if op.get('constant') == '-Inf':
-    return masked
-  return f'{masked}; for a softmax written by hand: {logits}'
+  return masked if fill else f'{masked}; for a softmax written by hand: {logits}'
 
 
 def _mismatch_remedy(found: Dict[str, Any]) -> str:
