@@ -69,18 +69,32 @@ class CollapseProbeTest(tf.test.TestCase):
     model = dense(kernel='zeros', bias=keras.initializers.Constant(-1.0))
     self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))
 
-  def test_outputs_the_same_from_this_run_s_own_start_are_no_collapse(self):
-    # Kernels made zero by an initialiser a clone does not carry (a subclassed model's config
-    # without it): the fresh copy varies, this run's own initial weights did not.
-    model = dense()
+  def test_a_subclassed_model_the_same_from_its_own_start_is_no_collapse(self):
+    # Kernels made zero by an initialiser its config does not carry: a fresh copy varies, this
+    # run's own initial weights did not.
+    class Net(keras.Model):
+      def __init__(self, kernel='glorot_uniform', **kwargs):
+        super().__init__(**kwargs)
+        self.hidden = keras.layers.Dense(8, 'relu', kernel_initializer=kernel)
+        self.out = keras.layers.Dense(1)
+
+      def call(self, x):
+        return self.out(self.hidden(x))
+
+    keras.utils.set_random_seed(0)
+    model = Net('zeros')
+    model(X)
     initial = [v.numpy() for v in model.trainable_variables]
-    kill(model)
     probe = collapse.CollapseProbe()
-    probe.measure_initial(probe_of(model), [np.zeros_like(w) for w in initial])
+    probe.measure_initial(probe_of(model), initial)
     self.assertFalse(probe.started_varied())
     self.assertIsNone(probe.collapsed(probe_of(model)))
-    probe = collapse.CollapseProbe()  # Started varied: the same outputs now are a collapse.
-    probe.measure_initial(probe_of(model), initial)
+    self.assertIsNotNone(collapse.CollapseProbe().collapsed(probe_of(model)))  # The copy's.
+    # A Keras-built model's copy stays the reference: its own start may be resumed dead weights.
+    model = dense()
+    kill(model)
+    probe = collapse.CollapseProbe()
+    probe.measure_initial(probe_of(model), [v.numpy() for v in model.trainable_variables])
     self.assertIsNotNone(probe.collapsed(probe_of(model)))
 
   def test_outputs_constant_in_inference_mode_only_are_no_collapse(self):

@@ -57,9 +57,10 @@ class CollapseProbe:
     if found is None:
       return None
     deviation, scale = found
-    if self._initial is not None and not self.started_varied():
-      return None  # This run's own start gave one output for all (a fresh copy may not: a
-      # subclassed model's config can miss a constructor argument such as its initialiser).
+    if self._initial is not None and not self.started_varied() and _own_class(probe.model):
+      return None  # A subclassed model's own start gave one output for all: its config can
+      # miss a constructor argument (its initialiser), so a fresh copy is no reference. (A
+      # Keras-built model's copy is; its own start may be resumed dead weights.)
     untrained = self.untrained(probe)
     reference = None if untrained is None else untrained[0] / max(scale, untrained[1], 1e-30)
     if reference is None or not reference > UNTRAINED_SPREAD:
@@ -82,6 +83,12 @@ class CollapseProbe:
     log.warning("step %d: the model's outputs on the first batch are the same for every example "
                 "(spread %.3g, an untrained model's %.3g): the network collapsed", step, *spreads)
     return True
+
+
+def _own_class(model) -> bool:
+  """Whether the model's class is the user's (subclassed), not one Keras rebuilds from its
+  config (Sequential, Functional, keras.applications)."""
+  return not type(model).__module__.startswith('keras.')
 
 
 def constant(probe) -> Optional[Tuple[float, float]]:
