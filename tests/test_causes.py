@@ -328,6 +328,17 @@ class RankingTest(tf.test.TestCase):
     self.assertIn('(the -inf constant at model.py:30 in call)', d['remedy'])
     self.assertNotIn('from_logits', d['remedy'])
 
+  def test_a_few_scattered_loss_only_faults_are_the_loss_s_arithmetic(self):
+    # A per-batch count that is 0 on some batches, 4 of 200 steps: beyond the 3 isolated ones,
+    # still a small share in short stretches. It used to get no cause at all.
+    events = [{'event': 'start', 'step': 0, 'num_steps': 200}] + [skip(k) for k in (6, 13, 38, 45)]
+    d = doctor.diagnose(events, {'status': 'completed', 'skipped_steps': 4})
+    self.assertEqual(d['cause'], 'division_or_log')
+    self.assertIn('4 scattered step(s) with a non-finite loss', d['evidence'][0])
+    every = [skip(k) for k in range(6, 200, 2)]  # Half the steps: no longer a few batches'.
+    self.assertNotIn('scattered', ' '.join(doctor.diagnose(
+        events[:1] + every, {'status': 'completed', 'skipped_steps': len(every)})['evidence']))
+
   def test_a_dead_net_is_never_bad_input(self):
     events = [{'event': 'divergence_check', 'step': 20, 'rule': 'above_best', 'verdict': 'data'},
               {'event': 'divergence_check', 'step': 50, 'rule': 'collapsed', 'verdict': 'model'},

@@ -80,16 +80,19 @@ def _transient_rules(s: Symptoms, out: Scores) -> None:
     out.add('transient', 6, f'{transient} faulty step(s) re-run on the same batch and state were '
                             'finite: not reproducible', decisive=True)
   loss_growth, norm_growth, _ = s.growth()
-  quiet = (s.isolated() and not s.fault_kinds().get('input') and not s.rechecks
-           and not s.input_bad() and norm_growth < 10 and loss_growth < 10)
-  if quiet and s.faults and _loss_only(s) == len(s.faults):  # The loss's arithmetic on those
-    # batches, as deterministic as their labels: a count that can be 0, a log of 0.
-    out.add('division_or_log', 2.5, f'{len(s.faults)} isolated step(s) with a non-finite loss '
-                                    'from finite model outputs, the run healthy before and '
-                                    "after: the loss's arithmetic on those batches (a division "
+  calm = (not s.fault_kinds().get('input') and not s.rechecks and not s.input_bad()
+          and norm_growth < 10 and loss_growth < 10)
+  quiet = calm and s.isolated()
+  # The loss's arithmetic on some batches, as deterministic as their labels (a count that can be
+  # 0, a log of 0): a few isolated steps, or a small share in short stretches (sporadic).
+  if (calm and (s.isolated() or s.sporadic()) and s.faults
+      and _loss_only(s) == len(s.faults)):
+    out.add('division_or_log', 2.5, f'{len(s.faults)} scattered step(s) with a non-finite loss '
+                                    'from finite model outputs, the run healthy between them'
+                                    ": the loss's arithmetic on those batches (a division "
                                     f'by a count that can be 0, a log of 0; '
                                     f'{name_the_op(s.forensics)})')
-    out.add('transient', 1, 'isolated non-finite steps, the run healthy before and after')
+    out.add('transient', 1, 'scattered non-finite steps, the run healthy between them')
   elif quiet and s.outputs_non_finite() == 0:
     out.add('transient', 3, f'{len(s.faults)} isolated non-finite step(s) with finite model '
                             'outputs, the run healthy before and after')
