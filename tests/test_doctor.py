@@ -88,6 +88,33 @@ class DiagnoseTest(tf.test.TestCase):
     self.assertLess(unlocated['remedy'].index('never -inf'),
                     unlocated['remedy'].index('from_logits=True'))
 
+  def test_a_guard_fit_or_own_loop_run_gets_its_remedies_as_code(self):
+    rollback = [{'event': 'divergence_check', 'step': 20, 'verdict': 'model'},
+                {'event': 'rollback', 'step': 30, 'trigger': 'divergence', 'to_step': 0,
+                 'learning_rate': 0.15}]
+    fit = {'status': 'completed', 'rollbacks': 1, 'global_step': 100, 'front_door': 'guard_fit'}
+    names = {'optimizer': 'keras.optimizers.SGD'}
+    self.assertIn('keras.optimizers.SGD(learning_rate=0.15)',
+                  doctor.diagnose(rollback, fit, names=names)['remedy'])
+    trainer = dict(fit, front_door=None)  # The Trainer's (and an older run's): gin lines.
+    self.assertIn('keras.optimizers.SGD.learning_rate = 0.15',
+                  doctor.diagnose(rollback, trainer, names=names)['remedy'])
+    exp = [{'op_level': {'found': True, 'op_type': 'Exp', 'op_name': 'x', 'source': 'm.py:3'},
+            'inputs': []}]
+    skips = [{'event': 'skip', 'step': k, 'fault': 'loss', 'loss': 'nan', 'grad_norm': 'nan',
+              'tensor': 'loss'} for k in range(1, 12)]
+    d = doctor.diagnose(skips, {'status': 'aborted', 'front_door': 'own_loop'}, exp)
+    self.assertTrue(d['remedy'].startswith(
+        'model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))'),
+        d['remedy'])
+    self.assertNotIn('@', d['remedy'])
+    text = ('Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), @SkipNonFinite()] and '
+            'ClipByGlobalNorm.max_norm = 2.5  # the healthy norm')
+    self.assertEqual(doctor._in_door(text, 'guard_fit'),  # pylint: disable=protected-access
+                     'stable_train.guard_fit(model, policies=[stable_train.CheckNumerics(), '
+                     'stable_train.ClipByGlobalNorm(max_norm=2.5), stable_train.SkipNonFinite()])'
+                     '  # the healthy norm')
+
   def test_a_loss_output_mismatch_warning_is_trouble_and_its_fix_the_remedy(self):
     warning = {'event': 'warning', 'step': 10, 'cause': 'loss_output_mismatch',
                'kind': 'logits_to_probability_loss', 'message': 'logits into probabilities',

@@ -103,7 +103,7 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   confidence = ('high' if best >= 4 and best - second >= 2 and top in decisive else
                 'medium' if best >= 3 and best > second else 'low')
   return {'cause': top, 'label': CAUSES[top], 'confidence': confidence,
-          'evidence': scores[top][1], 'remedy': remedy(top, s, names or {}),
+          'evidence': scores[top][1], 'remedy': _in_door(remedy(top, s, names or {}), summary.get('front_door')),
           'applied': applied(top, s, summary), 'trouble_began': s.trouble_began,
           'alternatives': [{'cause': c, 'score': scores[c][0]} for c in ranked[1:4]
                            if scores[c][0] > 0]}
@@ -148,6 +148,30 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                     'keeps telling them apart'),
       'loss_output_mismatch': _mismatch_remedy(s.mismatch or {}),
   }[cause]
+
+
+def _in_door(text: str, door: Optional[str]) -> str:
+  """A remedy's gin lines as the code a `guard_fit` or own-loop user writes (the Trainer's, and a
+  run from before summary.json named its door, keep the gin lines)."""
+  if door not in ('guard_fit', 'own_loop'):
+    return text
+  if '  # or in code: ' in text:  # The mismatch's fix: given as code already.
+    return text.split('  # or in code: ', 1)[1]
+  clip = re.search(r' and ClipByGlobalNorm\.max_norm = ([\d.e+-]+)', text)
+  if clip:
+    text = text.replace(clip.group(0), '').replace(
+        '@ClipByGlobalNorm()', f'@ClipByGlobalNorm(max_norm={clip.group(1)})')
+  text = re.sub(r'Trainer\.policies = \[([^\]]*)\]', lambda m: (
+      'stable_train.guard_fit(model, policies=[%s])' if door == 'guard_fit' else
+      'stable_train.StepGuard(model, optimizer, policies=[%s])') % m.group(1), text)
+  text = re.sub(r'Trainer\.loss = @([\w.]+)\(([^)]*)\)', r'model.compile(loss=\1(\2))', text)
+  text = re.sub(r"train\.precision = '(\w+)'", r"keras.mixed_precision.set_global_policy('\1')",
+                text)
+  text = re.sub(r'(keras\.optimizers\.[\w<>]+)\.learning_rate = ([\d.e+-]+)',
+                r'\1(learning_rate=\2)', text)
+  return text.replace('@sparse_softmax_cross_entropy',
+                      'stable_train.core.losses.sparse_softmax_cross_entropy'
+                      ).replace('@', 'stable_train.')
 
 
 def _softmax_remedy(op: Dict[str, Any], where: str) -> str:

@@ -189,8 +189,10 @@ class StepGuard(driven.DrivenGuard):
         first_batch=self.first_batch, jit_compile=self.jit_compile,
         models=self.models)
 
+  door = 'own_loop'
+
   def summary_notes(self):
-    return {'outputs_checked': self.outputs_checked}
+    return {**super().summary_notes(), 'outputs_checked': self.outputs_checked}
 
   def ready_for_checkpoint(self) -> bool:
     return True  # Built at construction.

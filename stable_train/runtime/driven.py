@@ -74,9 +74,11 @@ class DrivenGuard:
     if self.rows is not None:
       self.rows.clear()
 
+  door = 'guard_fit'  # summary.json's `front_door`: the doctor writes its remedies as code.
+
   def summary_notes(self):
     """The guard's own fields of summary.json (e.g. `outputs_checked`)."""
-    return {}
+    return {'front_door': self.door}
 
   def first_batch(self):
     """The kept rows of the first batch the step trained on, or None (no policy reads it, no
