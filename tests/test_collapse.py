@@ -207,3 +207,17 @@ class EndOfRunTest(tf.test.TestCase):
     decision = check.check_at_end(run)
     self.assertEqual((decision.status, decision.details['rule']), ('diverged', 'collapsed'))
     self.assertFalse(check.is_healthy())
+
+  def test_a_dead_net_whose_loss_came_far_down_is_probed_too(self):
+    # Shifted labels: a dead net that answers their mean has a loss far below its start (and
+    # its last bias still wobbles, so the loss is not quite flat): still collapsed.
+    model = self._model()
+    x = np.random.RandomState(0).normal(size=(16, 8)).astype(np.float32)
+    run = types.SimpleNamespace(probe=probe_of(model, x), step=40,
+                                emit=lambda *args, **kwargs: None)
+    check = divergence.DivergenceCheck(output_ratio=None, warmup=2)
+    check.fold(_clean_loop(40, [100.0] + [1.0] * 39))
+    self.assertIsNone(check.check_at_end(run))  # Alive.
+    kill(model)
+    decision = check.check_at_end(run)
+    self.assertEqual((decision.status, decision.details['rule']), ('diverged', 'collapsed'))

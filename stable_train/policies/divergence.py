@@ -253,7 +253,8 @@ class DivergenceCheck(interfaces.Policy):
   def check_at_end(self, run) -> Optional[interfaces.Decision]:
     """At the end of a run about to end 'completed' (`EndCheck`): with `judge_end`, after 2 x
     `rise_patience` steps, whether it trained (`untrained.unmoved`, `.verdict`); the collapse
-    probe once more, which outranks `constant_outputs` (outputs an untrained model's were not)."""
+    probe once more, at any loss, which outranks `constant_outputs` (outputs an untrained
+    model's were not)."""
     state = self.state.numpy()
     fields = dict(zip(_FIELDS, state.tolist()))
     found = None
@@ -263,9 +264,9 @@ class DivergenceCheck(interfaces.Policy):
           run.probe, fields['smoothed'], int(fields['count']), self._trail.progress(guess),
           _bad_start(fields) if fields['init_bad'] else '', fields['init_bad'] == _CHANCE,
           self._trail.never_below(guess), start=fields['start'])
-    dead = found is not None and found[0] == untrained.CONSTANT and self._collapse.started_varied()
-    if self.collapse_every is not None and (
-        fields['smoothed'] > trend.COLLAPSE_LOSS * fields['start'] > 0 or dead):
+    # The collapse probe once more, whatever the loss: a net that died and whose last bias still
+    # wobbles (its loss down to the labels' spread, not quite flat) never ends 'completed'.
+    if self.collapse_every is not None:
       if fields['verdict'] != _COLLAPSED:
         _probe_collapse(self._collapse, state, run.step, {
             'smoothed': fields['smoothed'], 'best': _shown('best', fields['best'])}, run)
