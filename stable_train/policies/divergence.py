@@ -253,8 +253,7 @@ class DivergenceCheck(interfaces.Policy):
   def check_at_end(self, run) -> Optional[interfaces.Decision]:
     """At the end of a run about to end 'completed' (`EndCheck`): with `judge_end`, after 2 x
     `rise_patience` steps, whether it trained (`untrained.unmoved`, `.verdict`); the collapse
-    probe once more, at any loss, which outranks `constant_outputs` (outputs an untrained
-    model's were not)."""
+    probe once more, at any loss, outranking `constant_outputs` (an untrained model's varied)."""
     state = self.state.numpy()
     fields = dict(zip(_FIELDS, state.tolist()))
     found = None
