@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from stable_train.doctor import causes
 from stable_train.doctor import doctor
+from stable_train.doctor import evidence
 from stable_train.doctor import symptoms
 
 
@@ -338,6 +339,14 @@ class RankingTest(tf.test.TestCase):
     every = [skip(k) for k in range(6, 200, 2)]  # Half the steps: no longer a few batches'.
     self.assertNotIn('scattered', ' '.join(doctor.diagnose(
         events[:1] + every, {'status': 'completed', 'skipped_steps': len(every)})['evidence']))
+
+  def test_the_evidence_says_what_forensics_found_of_the_op(self):
+    self.assertEqual(evidence.name_the_op(None), 'add Forensics() to name the op')
+    self.assertEqual(evidence.name_the_op(
+        {'op_level': {'found': True, 'op_type': 'Mul', 'op_name': 'loss/mul'}}),
+        'Forensics located a Mul (loss/mul)')
+    self.assertEqual(evidence.name_the_op({'op_level': {'found': False, 'note': 'no NaN'}}),
+                     'Forensics did not name it: no NaN')
 
   def test_a_dead_net_is_never_bad_input(self):
     events = [{'event': 'divergence_check', 'step': 20, 'rule': 'above_best', 'verdict': 'data'},

@@ -102,8 +102,9 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   # verdict from the history's shape alone is at most medium.
   confidence = ('high' if best >= 4 and best - second >= 2 and top in decisive else
                 'medium' if best >= 3 and best > second else 'low')
+  fix = _in_door(remedy(top, s, names or {}), summary.get('front_door'))
   return {'cause': top, 'label': CAUSES[top], 'confidence': confidence,
-          'evidence': scores[top][1], 'remedy': _in_door(remedy(top, s, names or {}), summary.get('front_door')),
+          'evidence': scores[top][1], 'remedy': fix,
           'applied': applied(top, s, summary), 'trouble_began': s.trouble_began,
           'alternatives': [{'cause': c, 'score': scores[c][0]} for c in ranked[1:4]
                            if scores[c][0] > 0]}

@@ -53,7 +53,10 @@ class Scores:
 
 def name_the_op(forensics) -> str:
   """How the op can be named: Forensics where it did not run, else what its search found."""
-  note = ((forensics or {}).get('op_level') or {}).get('note')
   if not forensics:
     return 'add Forensics() to name the op'
-  return f'Forensics did not name it: {note}' if note else 'Forensics(recheck=True) to name it'
+  op = forensics.get('op_level') or {}
+  if op.get('found'):
+    return f"Forensics located a {op.get('op_type')} ({op.get('op_name')})"
+  return (f"Forensics did not name it: {op['note']}" if op.get('note') else
+          'Forensics(recheck=True) to name it')
