@@ -26,6 +26,15 @@ class RulesTest(tf.test.TestCase):
       record = {'op_level': {'found': True, 'op_type': op, 'op_name': 'x'}, 'inputs': []}
       self.assertEqual(top([skip(k) for k in range(1, 12)], {}, [record])[0], cause)
 
+  def test_a_division_or_log_over_a_sum_of_exps_is_a_softmax_by_hand(self):
+    for op in ('RealDiv', 'Log'):
+      record = {'op_level': {'found': True, 'op_type': op, 'op_name': 'x',
+                             'operand': 'a sum of exp()'}, 'inputs': []}
+      cause, scores = top([skip(k) for k in range(1, 12)], {}, [record])
+      self.assertEqual(cause, 'softmax_overflow')
+      self.assertIn('over a sum of exp()', scores[cause][1][0])
+      self.assertNotIn('division_or_log', [c for c in scores if scores[c][0] >= 5])
+
   def test_nan_in_the_saved_batch_is_bad_input(self):
     record = {'op_level': {'found': False}, 'inputs': [{'path': 'features', 'nan': 1, 'inf': 0}]}
     self.assertEqual(top([skip(50, tensor='loss (model outputs already non-finite)')], {},

@@ -116,6 +116,15 @@ class ProvenanceTest(tf.test.TestCase):
     self.assertEqual(provenance.locate_op(self._trainer(nan), (tf.ones([2]), tf.zeros([2])))[
         'constant'], 'NaN')
 
+  def test_a_division_over_a_sum_of_exps_says_so(self):
+    # A softmax by hand over scores whose exps underflow: 0 / 0 at the division.
+    softmax = lambda x, w: tf.exp(-1000.0 * x - w) / tf.reduce_sum(tf.exp(-1000.0 * x - w))
+    found = provenance.locate_op(self._trainer(softmax), (tf.ones([2]), tf.zeros([2])))
+    self.assertEqual((found['op_type'], found.get('operand')), ('RealDiv', 'a sum of exp()'))
+    plain = lambda x, w: x / tf.reduce_sum(x * w - w)  # 1 / 0
+    found = provenance.locate_op(self._trainer(plain), (tf.ones([2]), tf.zeros([2])))
+    self.assertEqual((found['op_type'], found.get('operand')), ('RealDiv', None))
+
 
 if __name__ == '__main__':
   tf.test.main()

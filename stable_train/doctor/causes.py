@@ -107,7 +107,13 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
   # The op that made the first NaN/Inf outranks the norm history; one computed in float16 is
   # first the float16 range's (_precision_rules), its kind only second.
   located, settles = (5, False) if s.op_in_half() else (8, True)
-  if op in DIV_LOG_OPS:
+  # A division or log over a sum of exps (forensics' `operand`): a softmax or logsumexp by hand.
+  if op in DIV_LOG_OPS and s.forensics['op_level'].get('operand'):
+    out.add('softmax_overflow', located, f'forensics: the first NaN/Inf came out of a {op} op '
+                                         f'({s.op_name()}) over a sum of exp(): a softmax or '
+                                         'logsumexp written by hand, with no maximum '
+                                         'subtracted', decisive=settles)
+  elif op in DIV_LOG_OPS:
     out.add('division_or_log', located, f'forensics: the first NaN/Inf came out of a {op} op '
                                         f'({s.op_name()})', decisive=settles)
   if op in EXP_OPS:

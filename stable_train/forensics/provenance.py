@@ -21,6 +21,7 @@ from stable_train.core import guard as guard_lib
 from stable_train.core import interfaces
 from stable_train.core import numerics
 from stable_train.core import state as state_lib
+from stable_train.forensics import opgraph
 
 
 def variable_path(v) -> str:
@@ -276,7 +277,8 @@ def locate_op(trainer, batch) -> Dict[str, Any]:
       held = held.group(1) if held else 'NaN or Inf'
       return {'found': False, 'constant': held, 'source': found.source,
               'note': f'a constant holding {held} in {found.op_name}: {found.source}'}
-    return {'found': True, **found.as_dict()}
+    fed = opgraph.operand(fn, batch, found.op_name, found.op_type)
+    return {'found': True, **found.as_dict(), **({'operand': fed} if fed else {})}
   finally:
     tf.debugging.disable_check_numerics()
 

@@ -1,0 +1,53 @@
+"""Tests of stable_train.forensics.opgraph: what fed the op Forensics located."""
+
+import tensorflow as tf
+
+from stable_train.forensics import opgraph
+
+
+def _fn_and_ops(body):
+  """A tf.function of one vector and the names of its graph's ops, by type."""
+  fn = tf.function(body)
+  x = tf.constant([-1000.0, -1001.0, -1002.0])
+  ops = {}
+  for op in fn.get_concrete_function(x).graph.get_operations():
+    ops.setdefault(op.type, []).append(op.name)
+  return fn, x, ops
+
+
+class OperandTest(tf.test.TestCase):
+
+  def test_a_softmax_written_by_hand_is_a_division_over_a_sum_of_exps(self):
+    # The exps of scores in the -1000s underflow to 0: 0 / 0 is the NaN Forensics locates.
+    fn, x, ops = _fn_and_ops(lambda s: tf.exp(s) / tf.reduce_sum(tf.exp(s), -1, keepdims=True))
+    self.assertTrue(tf.reduce_all(tf.math.is_nan(fn(x))))
+    self.assertEqual(opgraph.operand(fn, x, ops['RealDiv'][0], 'RealDiv'), opgraph.SUM_OF_EXP)
+    # An epsilon added to the sum, a cast on the way: still the exps' sum.
+    fn, x, ops = _fn_and_ops(lambda s: tf.exp(s) / tf.cast(
+        tf.reduce_sum(tf.exp(s)) + 1e-30, tf.float32))
+    self.assertEqual(opgraph.operand(fn, x, ops['RealDiv'][0], 'RealDiv'), opgraph.SUM_OF_EXP)
+
+  def test_a_logsumexp_written_by_hand_is_a_log_over_a_sum_of_exps(self):
+    fn, x, ops = _fn_and_ops(lambda s: tf.math.log(tf.reduce_sum(tf.exp(s))))
+    self.assertEqual(opgraph.operand(fn, x, ops['Log'][0], 'Log'), opgraph.SUM_OF_EXP)
+
+  def test_other_divisions_and_logs_are_not(self):
+    cases = [
+        (lambda s: s / tf.reduce_sum(s), 'RealDiv'),             # A plain normalisation.
+        (lambda s: tf.exp(s) / (1.0 + tf.exp(s)), 'RealDiv'),    # A sigmoid: no sum over exps.
+        (lambda s: tf.math.log(tf.exp(s)), 'Log'),               # One exp, not a sum.
+        (lambda s: tf.math.log(tf.reduce_sum(tf.square(s))), 'Log'),
+    ]
+    for body, kind in cases:
+      fn, x, ops = _fn_and_ops(body)
+      self.assertIsNone(opgraph.operand(fn, x, ops[kind][0], kind), kind)
+
+  def test_an_op_it_cannot_find_or_read_is_none(self):
+    fn, x, ops = _fn_and_ops(lambda s: tf.exp(s) / tf.reduce_sum(tf.exp(s)))
+    self.assertIsNone(opgraph.operand(fn, x, 'no/such/op', 'RealDiv'))
+    self.assertIsNone(opgraph.operand(fn, x, ops['Exp'][0], 'Exp'))  # Not a division or a log.
+    self.assertIsNone(opgraph.operand(None, x, ops['RealDiv'][0], 'RealDiv'))
+
+
+if __name__ == '__main__':
+  tf.test.main()
