@@ -53,3 +53,13 @@ class ReadTest(tf.test.TestCase):
     self.assertGreater(norm_growth, 1e8)
     self.assertEqual(jump, 10.0)
     self.assertEqual(s.trouble_began, 23)  # The norm left 10x its lowest at step 23.
+
+  def test_a_jump_that_came_back_down_long_before_the_trouble_is_noise(self):
+    # A small-batch run's norm: 11x up at step 6, back down at step 7, the fault 40 steps later.
+    norms = [0.7] * 5 + [7.5] + [0.5] * 40 + ['nan']
+    history = {'event': 'history', 'step': 47, 'steps': list(range(1, 48)),
+               'loss': [0.1] * 46 + [0.02], 'grad_norm': norms, 'learning_rate': [1e-3] * 47,
+               'loss_scale': [1.0] * 47, 'applied': [True] * 46 + [False]}
+    self.assertEqual(symptoms.Symptoms.read([history], {}, []).growth()[2], 1.0)
+    history['grad_norm'] = [0.7] * 44 + [7.5, 7.0, 'nan']  # Up just before it: the jump counts.
+    self.assertAlmostEqual(symptoms.Symptoms.read([history], {}, []).growth()[2], 7.5 / 0.7)

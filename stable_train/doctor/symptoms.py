@@ -203,7 +203,9 @@ class Symptoms:
 
   def growth(self) -> Tuple[float, float, float]:
     """(loss growth, grad-norm growth, largest one-step grad-norm jump) over the history before
-    trouble: the trouble step's values (or the last finite ones) over the window's first half."""
+    trouble: the trouble step's values (or the last finite ones) over the window's first half;
+    the jump into one of the last three finite norms (one that came back down long before the
+    trouble is the run's noise)."""
     h = self.history or {}
     loss, norm = numbers(h.get('loss')), numbers(h.get('grad_norm'))
     if loss.size < 4:
@@ -214,7 +216,7 @@ class Symptoms:
       base, tail = finite_values(series[:half]), finite_values(series[-3:])
       out.append(float(tail.max() / max(np.median(base), 1e-30)) if base.size and tail.size
                  else (math.inf if base.size else 1.0))
-    finite = finite_values(norm)
+    finite = finite_values(norm)[-4:]
     jumps = finite[1:] / np.maximum(finite[:-1], 1e-30) if finite.size > 1 else np.ones(1)
     return out[0], out[1], float(jumps.max())
 
