@@ -20,9 +20,11 @@ DOORS = ('trainer', 'fit')
 # the same way: sick_blind9.py) and 'blind10' (a tenth, the same way: sick_blind10.py) and
 # 'blind11' (an eleventh, the same way: sick_blind11.py) and 'blind12' (a twelfth, the same way:
 # sick_blind12.py) and 'blind13' (a thirteenth, the same way: sick_blind13.py) and 'blind14' (a
-# fourteenth, the same way: sick_blind14.py).
+# fourteenth, the same way: sick_blind14.py) and 'blind15' (a fifteenth, the same way:
+# sick_blind15.py).
 SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2', 'blind3', 'blind4', 'blind5', 'blind6',
-          'blind7', 'blind8', 'blind9', 'blind10', 'blind11', 'blind12', 'blind13', 'blind14')
+          'blind7', 'blind8', 'blind9', 'blind10', 'blind11', 'blind12', 'blind13', 'blind14',
+          'blind15')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 
