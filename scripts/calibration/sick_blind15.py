@@ -487,9 +487,9 @@ def _(seed, cured=False):
   every weight by several units, most ReLUs die and the outputs saturate: the loss 0.70 at step
   0, then (fit's running mean) 1.4e3 at step 1, 1.6e3 at step 3, still 47 at step 149, no NaN;
   the network never gets past its pixel frequencies: the error 0.48 before, 0.25 after (the
-  constant answer's 0.295; the measure needs 0.236). Seed 1: 2.3e3 at step 1, 32 at step 149;
-  the error 0.50 to 0.27 (the constant's 0.29). keras-team/keras#7057 ("too high learning rate
-  can eventually push neuron's weights into the never-active zone"); keras-team/keras#6447
+  constant answer's 0.295; the measure needs 0.236). Seed 1: 2.3e3 at step 1, 32 at step 149; the
+  error 0.50 to 0.27 (the constant's 0.29). keras-team/keras#7057 ("too high learning rate can
+  eventually push neuron's weights into the never-active zone"); keras-team/keras#6447
   ("model.predict() gives same output for all inputs"); dangitstam/topic-rnn#9 ("smaller learning
   rate to prevent dying ReLU"). Cured: RMSprop at 1e-3: the loss 0.70 to 0.53, the error 0.48 to
   0.20."""
@@ -505,16 +505,16 @@ def _(seed, cured=False):
      doors=('trainer', 'fit'), steps=150,
      citation='wagonhelm/NaNmnist#2; nndl/nndl-discussion#14')
 def _(seed, cured=False):
-  """A Network-in-Network-lite (three mlpconv blocks of a 3x3 and two 1x1 convolutions, ReLU, global
-  average pooling as the classifier) on 16x16 digits, Nadam at 2e-3, every kernel initialised
-  to zeros (as a ported Caffe 'constant' filler left them): every activation is 0, no kernel
-  gets a gradient and only the last bias learns, so the net answers the commonest class for
-  every image: the loss 2.30 from step 0 to step 149, no NaN (the error 0.93 before, 0.89 after;
-  the constant answer's 0.86). Seed 1: the same (0.88 before, 0.89 after; the constant's 0.875).
-  wagonhelm/NaNmnist#2 ("Pitfall: all zero initialization ... every neuron in the network
+  """A Network-in-Network-lite (three mlpconv blocks of a 3x3 and two 1x1 convolutions, ReLU,
+  global average pooling as the classifier) on 16x16 digits, Nadam at 2e-3, every kernel
+  initialised to zeros (as a ported Caffe 'constant' filler left them): every activation is 0, no
+  kernel gets a gradient and only the last bias learns, so the net answers the commonest class
+  for every image: the loss 2.30 from step 0 to step 149, no NaN (the error 0.93 before, 0.89
+  after; the constant answer's 0.86). Seed 1: the same (0.88 before, 0.89 after; the constant's
+  0.875). wagonhelm/NaNmnist#2 ("Pitfall: all zero initialization ... every neuron in the network
   computes the same output"); nndl/nndl-discussion#14 (zero weights give every unit the same
-  gradient and no update). Cured: Keras's default glorot_uniform: the loss 2.31 to 1.65, the error 0.90 to
-  0.078."""
+  gradient and no update). Cured: Keras's default glorot_uniform: the loss 2.31 to 1.65, the
+  error 0.90 to 0.078."""
   x, y = data.digits(size=16, rgb=False)
   init = 'glorot_uniform' if cured else 'zeros'
   return cases.Setup(nin_lite(seed, kernel_initializer=init),
@@ -531,17 +531,18 @@ def _(seed, cured=False):
 def _(seed, cured=False):
   """A ChebNet-lite (two Chebyshev spectral graph convolutions of order 3 on the normalised
   Laplacian, mean and max pooling) telling ring lattices, random and preferential-attachment
-  graphs apart, Adam at 1e-3, the Laplacian's D^-1/2 written as 1 / sqrt(degree) with no
-  epsilon; four of the 2,048 graphs have a node whose edges were lost: its degree is 0, 1 /
-  sqrt(0) = inf and inf x 0 = NaN, so the first batch holding one writes NaN into the weights
-  (the weights NaN after step 0 on seed 0) while the loss fit reports stays about 1.1 (ReLU
-  turns the NaN activations into 0 on this CPU build, the net answering one constant): the
-  error on clean batches 0.48 before, inf after (the constant answer's 0.625). Seed 1: the weights NaN after step 12 (the error 0.69 before, inf after). MrLeeeee/GCN-GAT-and-Graphsage#3 ("The degree of some nodes might
-  be zero leading to the loss to become NAN ... add a samll number to denominator");
-  mdeff/cnn_graph#18 (fake nodes with degree 0 in the normalised Laplacian);
+  graphs apart, Adam at 1e-3, the Laplacian's D^-1/2 written as 1 / sqrt(degree) with no epsilon;
+  four of the 2,048 graphs have a node whose edges were lost: its degree is 0, 1 / sqrt(0) = inf
+  and inf x 0 = NaN, so the first batch holding one writes NaN into the weights (the weights NaN
+  after step 0 on seed 0) while the loss fit reports stays about 1.1 (ReLU turns the NaN
+  activations into 0 on this CPU build, the net answering one constant): the error on clean
+  batches 0.48 before, inf after (the constant answer's 0.625). Seed 1: the weights NaN after
+  step 12 (the error 0.69 before, inf after). MrLeeeee/GCN-GAT-and-Graphsage#3 ("The degree of
+  some nodes might be zero leading to the loss to become NAN ... add a samll number to
+  denominator"); mdeff/cnn_graph#18 (fake nodes with degree 0 in the normalised Laplacian);
   mlx-graphs/mlx-graphs#18 (inf in the norm of isolated nodes: "deg += 1e-10"). Cured: 1e-6 added
-  to the degree: the loss 1.08 to 0.54, the error 0.48 to 0.008. The measure reads clean
-  batches (eval_data) for both runs."""
+  to the degree: the loss 1.08 to 0.54, the error 0.48 to 0.008. The measure reads clean batches
+  (eval_data) for both runs."""
   x, y = graph_families(seed, isolated=4)
   cx, cy = graph_families(seed)
   return cases.Setup(chebnet_lite(seed, epsilon=1e-6 if cured else 0.0),
@@ -562,13 +563,13 @@ def _(seed, cured=False):
   AdamW at 1e-3, the future and the padding keys set to -inf before the softmax; four of the
   4,096 sessions are a first visit of 3 items, left-padded: their first nine query positions see
   only padding, a row of -inf whose softmax is NaN (exp(-inf - (-inf))), and the first batch
-  holding one writes NaN into the weights: the loss 4.99 at step 0, 4.8 at step 10, NaN from
-  step 16 (the error on clean batches 0.98 before, inf after; the constant answer's 0.95). Seed
-  1: NaN from step 23. pytorch/pytorch#41508 ("nn.MultiheadAttention causes gradients to become
-  NaN" when a row is all masked); pytorch/pytorch#63271 (padding rows filled with -inf: "softmax
-  ([-inf, -inf, ..., -inf]) is nan"); pmixer/SASRec.pytorch#36 (SASRec's key padding mask). Cured:
-  a finite mask value (-1e9): the loss 4.99 to 4.22, the error 0.98 to 0.71. The measure reads
-  clean batches (eval_data) for both runs."""
+  holding one writes NaN into the weights: the loss 4.99 at step 0, 4.8 at step 10, NaN from step
+  16 (the error on clean batches 0.98 before, inf after; the constant answer's 0.95). Seed 1: NaN
+  from step 23. pytorch/pytorch#41508 ("nn.MultiheadAttention causes gradients to become NaN"
+  when a row is all masked); pytorch/pytorch#63271 (padding rows filled with -inf: "softmax
+  ([-inf, -inf, ..., -inf]) is nan"); pmixer/SASRec.pytorch#36 (SASRec's key padding mask).
+  Cured: a finite mask value (-1e9): the loss 4.99 to 4.22, the error 0.98 to 0.71. The measure
+  reads clean batches (eval_data) for both runs."""
   x, y = sessions(seed, short=4)
   cx, cy = sessions(seed)
   return cases.Setup(sasrec_lite(seed, mask_value=-1e9 if cured else -float('inf')),
@@ -585,17 +586,17 @@ def _(seed, cured=False):
      citation='OpenNMT/OpenNMT-py#1294; tdrussell/qlora-pipe#23; knaw-huc/loghi#20')
 def _(seed, cured=False):
   """A ShallowConvNet-lite (a temporal and a spatial convolution, squaring, average pooling, log:
-  the band power of the filtered EEG) classifying motor imagery from 8-channel EEG kept in
-  volts (MNE's unit: about 1e-5), Nadam at 1e-3, under mixed_float16: the filtered signal is
-  about 1e-5 (a float16 subnormal) and its square about 1e-10, below float16's smallest
-  subnormal (6e-8): it underflows to 0 and log(0) = -inf, the logits NaN: the outputs are NaN
-  before any training (the error inf before and after; the constant answer's 0.73) and the loss
-  NaN at every step from step 0 (the loss-scale optimizer skips the updates; BatchNorm's moving
-  statistics go NaN). Seed 1: the same (the constant's 0.69). OpenNMT/OpenNMT-py#1294 ("fp16 ... may underflow ... so
-  we shall make it in .float()"); tdrussell/qlora-pipe#23 (log(1e-10 + x) in float16, whose
-  smallest subnormal is 5.96e-8); knaw-huc/loghi#20 (NaN outputs in float16, fixed in float32).
-  Cured: the square-pool-log block (and its BatchNorm) in float32: the loss 1.7 to 0.71, the error 0.74 to 0.48 (0.0 in training mode; BatchNorm's moving
-  statistics still young)."""
+  the band power of the filtered EEG) classifying motor imagery from 8-channel EEG kept in volts
+  (MNE's unit: about 1e-5), Nadam at 1e-3, under mixed_float16: the filtered signal is about 1e-5
+  (a float16 subnormal) and its square about 1e-10, below float16's smallest subnormal (6e-8): it
+  underflows to 0 and log(0) = -inf, the logits NaN: the outputs are NaN before any training (the
+  error inf before and after; the constant answer's 0.73) and the loss NaN at every step from
+  step 0 (the loss-scale optimizer skips the updates; BatchNorm's moving statistics go NaN). Seed
+  1: the same (the constant's 0.69). OpenNMT/OpenNMT-py#1294 ("fp16 ... may underflow ... so we
+  shall make it in .float()"); tdrussell/qlora-pipe#23 (log(1e-10 + x) in float16, whose smallest
+  subnormal is 5.96e-8); knaw-huc/loghi#20 (NaN outputs in float16, fixed in float32). Cured: the
+  square-pool-log block (and its BatchNorm) in float32: the loss 1.7 to 0.71, the error 0.74 to
+  0.48 (0.0 in training mode; BatchNorm's moving statistics still young)."""
   x, y = eeg_trials(seed)
   return cases.Setup(shallow_convnet_lite(seed, power_dtype='float32' if cured else None),
                      keras.optimizers.Nadam(1e-3), SCE(from_logits=True),
@@ -609,17 +610,18 @@ def _(seed, cured=False):
      doors=('trainer', 'fit'), steps=150,
      citation='nilmtk/nilmtk-contrib#51; thibautlavril/NILM-Framework#1; WenjieDu/PyPOTS#232')
 def _(seed, cured=False):
-  """A seq2point-lite (five Conv1D layers and a dense head over a 64-sample window of mains power)
-  estimating a kettle's power at the window's midpoint, MSE, Adam at 1e-3; five of the 4,096
-  windows hold a run of NaN readings (the smart meter's dropouts, never filled): the first batch
-  holding one writes NaN into the weights (after step 5) while the loss fit reports stays finite
-  (ReLU turns the NaN activations into 0 on this CPU build: 1.14 at step 0, 0.36 at step 20,
-  0.38 at step 149, the net answering one constant); the error on clean batches 0.52 before, inf
-  after (the constant answer's 0.455). Seed 1: the weights NaN after step 8 (the error 0.39 before, inf after). nilmtk/nilmtk-contrib#51 (seq2point on
-  UK-DALE: "the value of loss did not improve from INF"); thibautlavril/NILM-Framework#1 ("check
-  missing value in preprocessing"); WenjieDu/PyPOTS#232 (missing values in the data "will cause
-  NaN loss"). Cured: the NaN readings filled with 0: the loss 1.14 to 0.069, the error 0.52 to
-  0.014. The measure reads clean batches (eval_data) for both runs."""
+  """A seq2point-lite (five Conv1D layers and a dense head over a 64-sample window of mains
+  power) estimating a kettle's power at the window's midpoint, MSE, Adam at 1e-3; five of the
+  4,096 windows hold a run of NaN readings (the smart meter's dropouts, never filled): the first
+  batch holding one writes NaN into the weights (after step 5) while the loss fit reports stays
+  finite (ReLU turns the NaN activations into 0 on this CPU build: 1.14 at step 0, 0.36 at step
+  20, 0.38 at step 149, the net answering one constant); the error on clean batches 0.52 before,
+  inf after (the constant answer's 0.455). Seed 1: the weights NaN after step 8 (the error 0.39
+  before, inf after). nilmtk/nilmtk-contrib#51 (seq2point on UK-DALE: "the value of loss did not
+  improve from INF"); thibautlavril/NILM-Framework#1 ("check missing value in preprocessing");
+  WenjieDu/PyPOTS#232 (missing values in the data "will cause NaN loss"). Cured: the NaN readings
+  filled with 0: the loss 1.14 to 0.069, the error 0.52 to 0.014. The measure reads clean batches
+  (eval_data) for both runs."""
   x, y = household_power(seed, gaps=5)
   if cured:
     x = np.nan_to_num(x, nan=0.0)
@@ -638,15 +640,16 @@ def _(seed, cured=False):
 def _(seed, cured=False):
   """A RegNetX-lite (a BatchNorm stem, two X blocks of 1x1, 3x3 group and 1x1 convolutions with
   projection shortcuts) on 16x16 digits, Lion at 3e-4 with weight decay, training normally (the
-  loss 2.74, 2.41 at step 10, 2.08 at step 50) when one activation after the stem reads +inf
-  once (`BitFlip`: its 60th training-mode call; step 55 in a plain `fit` after the measure's
-  four training-mode passes; a flipped bit, not the data, the model or the settings): BatchNorm
-  spreads it, the loss and the weights are NaN from that step (the error 0.90 before, inf
-  after; the constant answer's 0.86); the same step re-run is finite. Seed 1: the same step (the error 0.85 before, inf after).
-  AlexeyAB/darknet#5547 (NaN loss: "It IS indeed some sort of Hardware issue"); microsoft/dion#76
-  (NaN parameters from "a hardware error on the machine"); google-research/l2p#24 (NaN loss on
-  GPUs, "solved by re-installing cudnn"). Cured: the same run without the fault: the loss 2.74
-  to 1.53, the error 0.90 to 0.07 (training mode; BatchNorm's moving statistics still young)."""
+  loss 2.74, 2.41 at step 10, 2.08 at step 50) when one activation after the stem reads +inf once
+  (`BitFlip`: its 60th training-mode call; step 55 in a plain `fit` after the measure's four
+  training-mode passes; a flipped bit, not the data, the model or the settings): BatchNorm
+  spreads it, the loss and the weights are NaN from that step (the error 0.90 before, inf after;
+  the constant answer's 0.86); the same step re-run is finite. Seed 1: the same step (the error
+  0.85 before, inf after). AlexeyAB/darknet#5547 (NaN loss: "It IS indeed some sort of Hardware
+  issue"); microsoft/dion#76 (NaN parameters from "a hardware error on the machine");
+  google-research/l2p#24 (NaN loss on GPUs, "solved by re-installing cudnn"). Cured: the same run
+  without the fault: the loss 2.74 to 1.53, the error 0.90 to 0.07 (training mode; BatchNorm's
+  moving statistics still young)."""
   x, y = data.digits(size=16, rgb=False)
   return cases.Setup(regnet_lite(seed, glitch=None if cured else 60),
                      keras.optimizers.Lion(3e-4, weight_decay=1e-2), SCE(from_logits=True),
@@ -665,12 +668,12 @@ def _(seed, cured=False):
   BinaryCrossentropy() (from_logits=False): the loss clips the logits to [1e-7, 1 - 1e-7] and
   reads them as probabilities, so every logit below 0 or above 1 gets no gradient: the loss 1.56
   at step 0 to 0.56 at step 149, no NaN, but the classifier barely moves: the error 0.35 before,
-  0.32 after (the constant answer's 0.48; the measure needs 0.28). Seed 1: the loss 8.1 to 0.97, the error 0.52 before, 0.47 after (the constant's
-  0.48).
-  tensorflow/tensorflow#31930 (BCE from_logits=False on a Dense output applies no sigmoid);
-  tensorflow/docs#1571 (a single-unit linear output is logits: the loss must be told so);
-  yudi-mars/daisyRec#15 (a sigmoid/logits mismatch: "Otherwise loss does not converge"). Cured:
-  BinaryCrossentropy(from_logits=True): the loss 0.66 to 0.49, the error 0.35 to 0.18."""
+  0.32 after (the constant answer's 0.48; the measure needs 0.28). Seed 1: the loss 8.1 to 0.97,
+  the error 0.52 before, 0.47 after (the constant's 0.48). tensorflow/tensorflow#31930 (BCE
+  from_logits=False on a Dense output applies no sigmoid); tensorflow/docs#1571 (a single-unit
+  linear output is logits: the loss must be told so); yudi-mars/daisyRec#15 (a sigmoid/logits
+  mismatch: "Otherwise loss does not converge"). Cured: BinaryCrossentropy(from_logits=True): the
+  loss 0.66 to 0.49, the error 0.35 to 0.18."""
   x, y = loan_defaults(seed)
   return cases.Setup(nam_lite(seed), keras.optimizers.RMSprop(1e-3), BCE(from_logits=cured),
                      data.stream(x, y, batch=32, seed=seed), 'binary_logit')
