@@ -581,7 +581,7 @@ def _(seed, cured=False):
 # --- precision -------------------------------------------------------------------------------
 
 
-@add('blind15_fp16_shallow_convnet_square_overflow', 'precision', 'shallow_convnet_lite',
+@add('blind15_fp16_shallow_convnet_power_underflow', 'precision', 'shallow_convnet_lite',
      doors=('trainer', 'fit'), steps=150, precision='mixed_float16',
      citation='OpenNMT/OpenNMT-py#1294; tdrussell/qlora-pipe#23; knaw-huc/loghi#20')
 def _(seed, cured=False):
