@@ -87,6 +87,15 @@ class DiagnoseTest(tf.test.TestCase):
     self.assertEqual(unlocated['cause'], 'softmax_overflow')
     self.assertLess(unlocated['remedy'].index('never -inf'),
                     unlocated['remedy'].index('from_logits=True'))
+    # A division over a sum of exps: a softmax or logsumexp by hand, anywhere in the model (an
+    # attention pooling, a Cox likelihood): TensorFlow's own ops first, the loss only for a loss.
+    by_hand = record('RealDiv')
+    by_hand[0]['op_level']['operand'] = 'a sum of exp()'
+    hand = doctor.diagnose(skips, summary, by_hand)
+    self.assertEqual(hand['cause'], 'softmax_overflow')
+    self.assertTrue(hand['remedy'].startswith('tf.nn.softmax, tf.nn.log_softmax'), hand['remedy'])
+    self.assertIn('att/RealDiv', hand['remedy'])
+    self.assertIn('for a classification loss: Trainer.loss = ', hand['remedy'])
 
   def test_a_guard_fit_or_own_loop_run_gets_its_remedies_as_code(self):
     rollback = [{'event': 'divergence_check', 'step': 20, 'verdict': 'model'},

@@ -42,6 +42,30 @@ class OperandTest(tf.test.TestCase):
       fn, x, ops = _fn_and_ops(body)
       self.assertIsNone(opgraph.operand(fn, x, ops[kind][0], kind), kind)
 
+  def test_a_learned_term_added_to_the_sum_is_not_an_epsilon(self):
+    b = tf.Variable(-3.0)  # A learned term can cancel the sum: the division is the cause.
+    fn, x, ops = _fn_and_ops(lambda s: s / (tf.reduce_sum(tf.exp(s)) + b))
+    self.assertIsNone(opgraph.operand(fn, x, ops['RealDiv'][0], 'RealDiv'))
+
+  def test_an_op_in_another_graph_is_not_the_top_level_op_of_its_name(self):
+    # check_numerics names the graph it stopped in: a nested function's `truediv` is not the
+    # top level's hand-written softmax of the same name.
+    fn, x, ops = _fn_and_ops(lambda s: tf.exp(s) / tf.reduce_sum(tf.exp(s)))
+    name = fn.get_concrete_function(x).graph.name
+    self.assertEqual(opgraph.operand(fn, x, ops['RealDiv'][0], 'RealDiv',
+                                     f'  Graph name: "{name}"'), opgraph.SUM_OF_EXP)
+    self.assertIsNone(opgraph.operand(fn, x, ops['RealDiv'][0], 'RealDiv',
+                                      '  Graph name: "mean_over_events"'))
+
+  def test_additions_that_share_their_inputs_are_walked_once(self):
+    def body(s):
+      terms = [tf.square(s)]
+      for _ in range(60):  # Each sums all before it: 60 ops, 60**8 paths of the walk's depth.
+        terms.append(tf.add_n(terms[::-1]))
+      return s / tf.reduce_sum(terms[-1])
+    fn, x, ops = _fn_and_ops(body)
+    self.assertIsNone(opgraph.operand(fn, x, ops['RealDiv'][0], 'RealDiv'))  # In a moment.
+
   def test_an_op_it_cannot_find_or_read_is_none(self):
     fn, x, ops = _fn_and_ops(lambda s: tf.exp(s) / tf.reduce_sum(tf.exp(s)))
     self.assertIsNone(opgraph.operand(fn, x, 'no/such/op', 'RealDiv'))

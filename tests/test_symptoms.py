@@ -61,5 +61,8 @@ class ReadTest(tf.test.TestCase):
                'loss': [0.1] * 46 + [0.02], 'grad_norm': norms, 'learning_rate': [1e-3] * 47,
                'loss_scale': [1.0] * 47, 'applied': [True] * 46 + [False]}
     self.assertEqual(symptoms.Symptoms.read([history], {}, []).growth()[2], 1.0)
-    history['grad_norm'] = [0.7] * 44 + [7.5, 7.0, 'nan']  # Up just before it: the jump counts.
+    history['grad_norm'] = [0.7] * 5 + [140.0] + [0.5] * 40 + ['nan']  # 200x: no batch noise.
+    self.assertAlmostEqual(symptoms.Symptoms.read([history], {}, []).growth()[2], 200.0)
+    # Up six steps before it and still up (a plateau the fault comes from): the jump counts.
+    history['grad_norm'] = [0.7] * 40 + [7.5, 7.0, 8.0, 7.2, 7.9, 7.1, 'nan']
     self.assertAlmostEqual(symptoms.Symptoms.read([history], {}, []).growth()[2], 7.5 / 0.7)

@@ -176,10 +176,9 @@ def _in_door(text: str, door: Optional[str]) -> str:
 
 
 def _softmax_remedy(op: Dict[str, Any], where: str) -> str:
-  """An exp that overflowed (a softmax written by hand, a loss from probabilities) takes the loss
-  from logits; a softmax op itself cannot overflow (it subtracts the row's maximum), so NaN out of
-  one, or out of an op not located, is first a row whose every score is masked to -inf (alone
-  where Forensics stopped at a -inf constant: the fill, at its line)."""
+  """An overflowed exp: the loss from logits; a division or log over a sum of exps (`operand`):
+  TensorFlow's own ops; a softmax op (it subtracts the maximum), or no op located: a row masked
+  to -inf everywhere first (alone where Forensics stopped at a -inf constant: its line)."""
   logits = ('Trainer.loss = @keras.losses.SparseCategoricalCrossentropy(from_logits=True)  '
             '# or @sparse_softmax_cross_entropy: the loss from logits, never '
             f'exp(x) / sum(exp(x)){where}')
@@ -188,6 +187,10 @@ def _softmax_remedy(op: Dict[str, Any], where: str) -> str:
             'keras.layers.Softmax and MultiHeadAttention do), never -inf, so a fully masked row '
             '(an empty sequence) stays finite' +
             (f" (the -inf constant at {op.get('source')})" if fill else where))
+  if op.get('operand'):
+    return ('tf.nn.softmax, tf.nn.log_softmax, tf.reduce_logsumexp or tf.math.cumulative_'
+            f'logsumexp for exp() over its sum (they subtract the maximum){where}; for a '
+            f'classification loss: {logits.split(" # ")[0].strip()}')
   if op.get('found') and op.get('op_type') not in ('Softmax', 'LogSoftmax'):
     return logits
   return masked if fill else f'{masked}; for a softmax written by hand: {logits}'

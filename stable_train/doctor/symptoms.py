@@ -204,8 +204,7 @@ class Symptoms:
   def growth(self) -> Tuple[float, float, float]:
     """(loss growth, grad-norm growth, largest one-step grad-norm jump) over the history before
     trouble: the trouble step's values (or the last finite ones) over the window's first half;
-    the jump into one of the last three finite norms (one that came back down long before the
-    trouble is the run's noise)."""
+    the jump as `largest_jump` reads it."""
     h = self.history or {}
     loss, norm = numbers(h.get('loss')), numbers(h.get('grad_norm'))
     if loss.size < 4:
@@ -216,9 +215,7 @@ class Symptoms:
       base, tail = finite_values(series[:half]), finite_values(series[-3:])
       out.append(float(tail.max() / max(np.median(base), 1e-30)) if base.size and tail.size
                  else (math.inf if base.size else 1.0))
-    finite = finite_values(norm)[-4:]
-    jumps = finite[1:] / np.maximum(finite[:-1], 1e-30) if finite.size > 1 else np.ones(1)
-    return out[0], out[1], float(jumps.max())
+    return out[0], out[1], largest_jump(finite_values(norm))
 
   def cliff(self) -> Tuple[float, Optional[int]]:
     """(the largest finite gradient norm of the history's applied steps over their median one,
@@ -306,3 +303,14 @@ class Symptoms:
   def op_in_loss(self) -> bool:
     """Whether forensics located the op outside every layer: the loss's own arithmetic."""
     return self.op_type() is not None and not (self.forensics['op_level'].get('layer'))
+
+
+def largest_jump(norms: np.ndarray) -> float:
+  """The largest one-step rise of the finite gradient norms `norms` (1.0 where none): a rise under
+  100x that the norm came back down from (to within 2x its level before it) is the noise of a
+  run's batches, not a jump."""
+  if norms.size < 2:
+    return 1.0
+  after = np.minimum.accumulate(norms[::-1])[::-1][1:]  # The lowest norm from each rise on.
+  jumps = norms[1:] / np.maximum(norms[:-1], 1e-30)
+  return float(np.where((after > 2 * norms[:-1]) | (jumps >= 100), jumps, 1.0).max())

@@ -8,7 +8,8 @@ exponential's (`tf.nn.softmax`, `tf.nn.log_softmax`, `tf.reduce_logsumexp`, a lo
 not an epsilon in the division.
 """
 
-from typing import Optional
+import re
+from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
@@ -16,31 +17,53 @@ import tensorflow as tf
 _PASS = frozenset({'Identity', 'CheckNumerics', 'CheckNumericsV2', 'Cast', 'ExpandDims', 'Reshape',
                    'Squeeze', 'BroadcastTo', 'StopGradient', 'Tile', 'Transpose', 'ConcatV2'})
 _REDUCTIONS = frozenset({'Sum', 'Mean', 'AddN', 'Cumsum'})  # A sum over exps...
-_ADDS = frozenset({'AddV2', 'Add'})  # ...plus an epsilon (or another term).
+_ADDS = frozenset({'AddV2', 'Add'})  # ...plus a constant (an epsilon).
 _DEPTH = 8  # Ops walked back from the operand at most.
 SUM_OF_EXP = 'a sum of exp()'  # The record's `operand` for a softmax or logsumexp by hand.
+_GRAPH = re.compile(r'Graph name: "([^"]+)"')  # The graph check_numerics stopped in.
 
 
-def _sum_of_exp(tensor: tf.Tensor, depth: int = _DEPTH, summed: bool = False) -> bool:
-  """Whether `tensor` is a reduction (sum, mean, cumulative sum) over an `Exp`'s output, through
-  pass-through ops and additions only."""
+def _constant(tensor: tf.Tensor) -> bool:
   op = tensor.op
+  while op.type in _PASS and op.inputs:
+    op = op.inputs[0].op
+  return op.type == 'Const'
+
+
+def _sum_of_exp(tensor: tf.Tensor, depth: int, summed: bool,
+                seen: Dict[Tuple[str, int, bool], bool]) -> bool:
+  """Whether `tensor` is a reduction (sum, mean, cumulative sum) over an `Exp`'s output, through
+  pass-through ops and the addition of constants only (`seen`: answers so far, so a graph whose
+  additions share their inputs is walked once)."""
+  key = (tensor.name, depth, summed)
+  if key not in seen:
+    seen[key] = False  # A cycle (none in a graph) or an answer still to come.
+    seen[key] = _walk(tensor.op, depth, summed, seen)
+  return seen[key]
+
+
+def _walk(op, depth, summed, seen) -> bool:
   if op.type == 'Exp':
     return summed
-  if depth <= 0:
+  if depth <= 0 or not op.inputs:
     return False
   if op.type in _PASS:
-    return _sum_of_exp(op.inputs[0], depth - 1, summed) if op.inputs else False
-  if op.type in _REDUCTIONS or op.type in _ADDS:
-    operands = op.inputs[:1] if op.type in ('Sum', 'Mean', 'Cumsum') else op.inputs
-    return any(_sum_of_exp(t, depth - 1, summed or op.type in _REDUCTIONS) for t in operands)
+    return _sum_of_exp(op.inputs[0], depth - 1, summed, seen)
+  if op.type in ('Sum', 'Mean', 'Cumsum'):
+    return _sum_of_exp(op.inputs[0], depth - 1, True, seen)
+  if op.type == 'AddN':
+    return any(_sum_of_exp(t, depth - 1, True, seen) for t in op.inputs)
+  if op.type in _ADDS:  # sum(exp(x)) + eps, never + a learned term that may cancel it.
+    terms = [t for t in op.inputs if not _constant(t)]
+    return len(terms) == 1 and _sum_of_exp(terms[0], depth - 1, summed, seen)
   return False
 
 
-def operand(fn, batch, op_name: str, op_type: str) -> Optional[str]:
+def operand(fn, batch, op_name: str, op_type: str, error: str = '') -> Optional[str]:
   """`SUM_OF_EXP` where the op `op_name` in the graph of the `tf.function` `fn` traced for `batch`
-  is a division (its denominator) or a log (its argument) over a sum of exps; None otherwise,
-  or where the op is not in the graph's top level (inside a loop's or a nested function's body).
+  is a division (its denominator) or a log (its argument) over a sum of exps; None otherwise:
+  where the op is not in the graph's top level (a loop's or a nested function's body, named in
+  the check_numerics `error` text: an op of the same name at the top level is another op).
   Never raises: a diagnostic's detail."""
   try:
     if op_type in ('RealDiv', 'Div', 'DivNoNan'):
@@ -49,7 +72,11 @@ def operand(fn, batch, op_name: str, op_type: str) -> Optional[str]:
       index = 0
     else:
       return None
-    op = fn.get_concrete_function(batch).graph.get_operation_by_name(op_name)
-    return SUM_OF_EXP if _sum_of_exp(op.inputs[index]) else None
+    graph = fn.get_concrete_function(batch).graph
+    named = _GRAPH.search(error)
+    if named and named.group(1) != graph.name:
+      return None
+    op = graph.get_operation_by_name(op_name)
+    return SUM_OF_EXP if _sum_of_exp(op.inputs[index], _DEPTH, False, {}) else None
   except Exception:  # pylint: disable=broad-except  (an op or a graph it cannot read)
     return None

@@ -277,7 +277,7 @@ def locate_op(trainer, batch) -> Dict[str, Any]:
       held = held.group(1) if held else 'NaN or Inf'
       return {'found': False, 'constant': held, 'source': found.source,
               'note': f'a constant holding {held} in {found.op_name}: {found.source}'}
-    fed = opgraph.operand(fn, batch, found.op_name, found.op_type)
+    fed = opgraph.operand(fn, batch, found.op_name, found.op_type, str(e))
     return {'found': True, **found.as_dict(), **({'operand': fed} if fed else {})}
   finally:
     tf.debugging.disable_check_numerics()
