@@ -275,6 +275,16 @@ class NoWeightMovedTest(tf.test.TestCase):
     self.assertEqual(scores['initialisation'][0], 0.0)  # A rate of 0 explains it (its verdict).
 
 
+class AlikeUnitsTest(tf.test.TestCase):
+
+  def test_units_still_alike_at_the_end_are_the_initialisation(self):
+    events = NoWeightMovedTest()._events(1e-3)
+    events[-1]['trigger'] = 'alike_units'
+    top, scores = verdict(events, {'status': 'diverged', 'optimizer': 'Adam'})
+    self.assertEqual(top, 'initialisation')
+    self.assertIn('units were all still the same', scores['initialisation'][1][0])
+
+
 class MeanLevelTest(tf.test.TestCase):
   """A regression that ended far worse than predicting its labels' mean (`mean_level`)."""
 

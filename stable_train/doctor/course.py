@@ -34,6 +34,10 @@ def start_rules(s: Symptoms, out: Scores) -> None:
     out.add('initialisation', 4, 'at the end the outputs were the same for every example while '
                                  'the labels were not: nothing of the input reached them (weights '
                                  'initialised to zeros or one constant keep every unit alike)')
+  if 'alike_units' in s.triggers:
+    out.add('initialisation', 4, "at the end a kernel's units were all still the same: units "
+                                 'that start alike (a kernel initialised to one constant) stay '
+                                 'alike')
   rates = numbers((s.history or {}).get('learning_rate', []))
   if 'no_weight_moved' in s.triggers and bool(np.any(rates > 0)):
     out.add('initialisation', 3, 'not one weight moved at a learning rate above 0: every '

@@ -1,7 +1,7 @@
 """The last word of DivergenceCheck on a run about to end 'completed': whether it trained at all.
 
-Judged only on what a model that learned anything cannot show: not one weight moved (`Moved`);
-or, once its loss stopped coming down (`Trail`), outputs the same for every example while the
+Judged only on what a model that learned anything cannot show: not one weight moved, or a
+kernel's units all still alike (`Moved`); or, once its loss stopped coming down (`Trail`), outputs the same for every example while the
 labels are not (nothing of the input reaches them), or a classifier no better than a uniform
 guess, on its training loss *and* on the first batch (without sample weights or regularisation,
 the lower of inference and training mode; a guess for every example, or worse than one beyond
@@ -33,7 +33,8 @@ CHANCE_LEVEL, UNIFORM_SPREAD = 0.99, 0.05
 PROGRESS, FAR = 0.05, 2.0
 TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when full.
 FINGERPRINT_LIMIT = 2**28  # Weights (268M) up to which `fingerprint` reads them all.
-CONSTANT, CHANCE, UNMOVED = 'constant_outputs', 'chance_level', 'no_weight_moved'
+CONSTANT, CHANCE, UNMOVED, ALIKE = ('constant_outputs', 'chance_level', 'no_weight_moved',
+                                    'alike_units')
 MEAN = 'mean_level'  # A regression no better than predicting its labels' mean (or median).
 # ...judged at MEAN_FAR x that loss or above, on a first batch of MEAN_ROWS rows or more: one
 # batch's label spread is a noisy baseline (at 2x, 32 rows of zero-inflated labels stopped a
@@ -260,8 +261,27 @@ class Moved:
       self._start, self._taken = fingerprint(variables), True
 
   def verdict(self, variables, least_steps: int) -> Optional[Tuple[str, str]]:
-    """`unmoved` after `least_steps` applied steps since the fingerprint or more, else None."""
-    return unmoved(self._start, variables, self._steps) if self._steps >= least_steps else None
+    """`unmoved`, else `alike`, after `least_steps` applied steps since the fingerprint or more."""
+    if self._steps >= least_steps:
+      return unmoved(self._start, variables, self._steps) or alike(variables, self._steps)
+    return None
+
+
+def alike(variables, steps: int) -> Optional[Tuple[str, str]]:
+  """(`ALIKE`, reason) when a kernel of `variables` (rank 2 or more, 2 units or more on its last
+  axis) still has every unit the same, to the bit, `steps` applied steps in (units that start
+  alike get the same gradient and stay alike; random kernels never have two alike); else None."""
+  try:
+    same = [v for v in variables if len(v.shape) >= 2 and v.shape[-1] >= 2 and np.all(
+        (lambda k: k == k[..., :1])(v.numpy()))]
+    names = ', '.join(getattr(v, 'path', None) or v.name for v in same[:3])
+  except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
+    return None
+  return None if not same else (ALIKE, (
+      f'the model did not train: after {steps} steps every unit of {len(same)} of its kernels '
+      f'({names}{", ..." if len(same) > 3 else ""}) is still the same as the others: units that '
+      'start alike (a kernel initialised to one constant) get the same gradient and stay alike, '
+      f'the layer one feature wide; {diagnostics.INIT_REMEDY}'))
 
 
 def unmoved(start: Optional[bytes], variables, steps: int) -> Optional[Tuple[str, str]]:
