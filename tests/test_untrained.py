@@ -442,25 +442,24 @@ class EndOfRunTest(tf.test.TestCase):
                      'completed')
     again = self.trainer.fit(_dataset(LEARNABLE), num_steps=40)
     self.assertEqual((again['status'], again['steps_this_run']), ('completed', 0))
-    model = classifier()
-    start = untrained.fingerprint(model.trainable_variables)
-    self.assertIsNotNone(untrained.unmoved(start, model.trainable_variables, 100))
-    model.trainable_variables[1].assign_add([1e-7] * 16)  # One bias, by one step's worth.
-    self.assertIsNone(untrained.unmoved(start, model.trainable_variables, 100))
 
   def test_kernels_that_start_alike_stay_alike_and_did_not_train(self):
     # Every kernel one constant: each hidden unit gets the same gradient as the others, at any
     # rate, so the layer stays one unit wide; the loss still moves (the head's biases learn).
     model_dir = tempfile.mkdtemp(dir=self.get_temp_dir())
-    t = trainer_lib.Trainer(model=classifier(kernel=keras.initializers.Constant(0.05)),
+    keras.utils.set_random_seed(0)
+    constant = keras.initializers.Constant(0.05)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, 'tanh', kernel_initializer=
+                              constant), keras.layers.Dense(16, 'tanh', kernel_initializer=constant),
+                              keras.layers.Dense(CLASSES, kernel_initializer=constant)])
+    t = trainer_lib.Trainer(model=model,
                             optimizer=keras.optimizers.Adam(1e-2), loss=SCE, model_dir=model_dir,
                             steps_per_loop=10, verbose=False)
     summary = t.fit(_dataset(LEARNABLE), num_steps=200)
     self.assertEqual(summary['status'], 'diverged')
     self.assertEqual(_triggers(model_dir), [untrained.ALIKE])
-    self.assertRegex(summary['reason'], r'1 of its kernels \(\S*dense\S*/kernel\)')
+    self.assertRegex(summary['reason'], r'2 of its 3 kernels \(\S*dense\S*/kernel')
     self.assertEqual(_summary(model_dir)['diagnosis']['cause'], 'initialisation')
-    self.assertIsNone(untrained.alike(classifier().trainable_variables, 100))  # Random: never.
 
   @pytest.mark.slow
   def test_a_short_run_or_judge_end_off_is_not_judged(self):

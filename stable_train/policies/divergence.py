@@ -252,17 +252,18 @@ class DivergenceCheck(interfaces.Policy):
 
   def check_at_end(self, run) -> Optional[interfaces.Decision]:
     """At the end of a run about to end 'completed' (`EndCheck`): with `judge_end`, after 2 x
-    `rise_patience` steps, whether it trained (`untrained.unmoved`, `.verdict`); the collapse
-    probe once more, at any loss, outranking `constant_outputs` (an untrained model's varied)."""
+    `rise_patience` steps, whether it trained (`moved`, `untrained.verdict`); the collapse probe
+    once more, at any loss, outranking `constant_outputs` (an untrained model's varied)."""
     state = self.state.numpy()
     fields = dict(zip(_FIELDS, state.tolist()))
     found = None
     if self.judge_end and fields['count'] >= 2 * self.rise_patience:
       guess = untrained.uniform_guess(run.probe)
-      found = self._moved.verdict(self._variables, 2 * self.rise_patience) or untrained.verdict(
-          run.probe, fields['smoothed'], int(fields['count']), self._trail.progress(guess),
-          _bad_start(fields) if fields['init_bad'] else '', fields['init_bad'] == _CHANCE,
-          self._trail.never_below(guess), start=fields['start'])
+      found = self._moved.verdict(self._variables, 2 * self.rise_patience, fields) or (
+          untrained.verdict(run.probe, fields['smoothed'], int(fields['count']), self._trail.
+                            progress(guess), _bad_start(fields) if fields['init_bad'] else '',
+                            fields['init_bad'] == _CHANCE, self._trail.never_below(guess),
+                            start=fields['start']))
     # The collapse probe once more, whatever the loss: a net that died and whose last bias still
     # wobbles (its loss down to the labels' spread, not quite flat) never ends 'completed'.
     if self.collapse_every is not None:
@@ -279,9 +280,8 @@ class DivergenceCheck(interfaces.Policy):
                                details=dict(_reported(fields), rule=found[0]))
 
   def is_healthy(self) -> bool:
-    """False while the smoothed loss is above the divergence threshold or the model collapsed:
-    a checkpoint written then (a run that may end `diverged`) is not marked good, so never a
-    rollback target."""
+    """False while the smoothed loss is above the divergence threshold or the model collapsed: a
+    checkpoint written then (the run may end `diverged`) is not marked good, never a target."""
     state = self.state.numpy()
     return float(state[_I['above']]) == 0.0 and float(state[_I['verdict']]) != _COLLAPSED
 

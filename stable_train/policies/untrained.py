@@ -1,15 +1,15 @@
 """The last word of DivergenceCheck on a run about to end 'completed': whether it trained at all.
 
-Judged only on what a model that learned anything cannot show: not one weight moved, or a
-kernel's units all still alike (`Moved`); or, once its loss stopped coming down (`Trail`), outputs the same for every example while the
-labels are not (nothing of the input reaches them), or a classifier no better than a uniform
-guess, on its training loss *and* on the first batch (without sample weights or regularisation,
-the lower of inference and training mode; a guess for every example, or worse than one beyond
-the batch's noise); a classifier whose loss came down only to the guess itself, or stays at
-twice it or more, is judged even while it comes down.
+Judged only on what a model that learned anything cannot show: not one weight moved, or half
+its kernels moved with their units all still alike (`moved`); or, once its loss stopped coming
+down (`Trail`), outputs the same for every example while the labels are not (nothing of the
+input reaches them), or a classifier no better than a uniform guess, on its training loss *and*
+on the first batch (without sample weights or regularisation, the lower of inference and
+training mode; a guess for every example, or worse than one beyond the batch's noise); a
+classifier whose loss came down only to the guess itself, or stays at twice it or more, is
+judged even while it comes down.
 """
 
-import hashlib
 import math
 from typing import Optional, Tuple
 
@@ -20,6 +20,7 @@ import tensorflow as tf
 from stable_train.core import loss_match
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
+from stable_train.policies import moved
 
 # A classifier that did not train: on the first batch, worse than a uniform guess's loss log(K)
 # by more than twice its standard error, or a uniform guess for every example (each example's
@@ -32,9 +33,8 @@ CHANCE_LEVEL, UNIFORM_SPREAD = 0.99, 0.05
 # wanders by a few % from batch to batch), unless it is this many times the guess or more.
 PROGRESS, FAR = 0.05, 2.0
 TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when full.
-FINGERPRINT_LIMIT = 2**28  # Weights (268M) up to which `fingerprint` reads them all.
-CONSTANT, CHANCE, UNMOVED, ALIKE = ('constant_outputs', 'chance_level', 'no_weight_moved',
-                                    'alike_units')
+CONSTANT, CHANCE = 'constant_outputs', 'chance_level'
+UNMOVED, ALIKE, Moved = moved.UNMOVED, moved.ALIKE, moved.Moved  # `moved`'s verdicts.
 MEAN = 'mean_level'  # A regression no better than predicting its labels' mean (or median).
 # ...judged at MEAN_FAR x that loss or above, on a first batch of MEAN_ROWS rows or more: one
 # batch's label spread is a noisy baseline (at 2x, 32 rows of zero-inflated labels stopped a
@@ -229,72 +229,6 @@ def mean_level(probe) -> Optional[Tuple[float, float]]:
            else (lambda p: np.mean(np.abs(p - y))))
   level, own = error(np.broadcast_to(centre(y, axis=0), y.shape)), min(map(error, outputs))
   return (float(level), float(own)) if np.isfinite(level) and np.isfinite(own) else None
-
-
-def fingerprint(variables) -> Optional[bytes]:
-  """A digest of every value of `variables` (their bytes, in order): equal digests, the same
-  values. None where a value cannot be read (an uninitialised variable), or above
-  `FINGERPRINT_LIMIT` weights (a copy and a hash each at the first loop and at the end)."""
-  digest = hashlib.blake2b(digest_size=16)
-  try:
-    if sum(int(np.prod(v.shape)) for v in variables) > FINGERPRINT_LIMIT:
-      return None
-    for v in variables:
-      digest.update(memoryview(np.ascontiguousarray(v.numpy())).cast('B'))
-  except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
-    return None
-  return digest.digest()
-
-
-class Moved:
-  """Whether a weight moved after this fit's first loop (host only): a `fingerprint` of the
-  weights then, and the applied steps counted since (a restore or a resumed fit comes first)."""
-
-  def __init__(self, enabled: bool = True):
-    self._start, self._taken, self._steps = None, not enabled, 0  # Disabled: never judged.
-
-  def record(self, variables, applied: int) -> None:
-    """After each loop: the fingerprint after the first, then the steps `applied` since."""
-    if self._taken:
-      self._steps += applied
-    else:
-      self._start, self._taken = fingerprint(variables), True
-
-  def verdict(self, variables, least_steps: int) -> Optional[Tuple[str, str]]:
-    """`unmoved`, else `alike`, after `least_steps` applied steps since the fingerprint or more."""
-    if self._steps >= least_steps:
-      return unmoved(self._start, variables, self._steps) or alike(variables, self._steps)
-    return None
-
-
-def alike(variables, steps: int) -> Optional[Tuple[str, str]]:
-  """(`ALIKE`, reason) when a kernel of `variables` (rank 2 or more, 2 units or more on its last
-  axis) still has every unit the same, to the bit, `steps` applied steps in (units that start
-  alike get the same gradient and stay alike; random kernels never have two alike); else None."""
-  try:
-    same = [v for v in variables if len(v.shape) >= 2 and v.shape[-1] >= 2 and np.all(
-        (lambda k: k == k[..., :1])(v.numpy()))]
-    names = ', '.join(getattr(v, 'path', None) or v.name for v in same[:3])
-  except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
-    return None
-  return None if not same else (ALIKE, (
-      f'the model did not train: after {steps} steps every unit of {len(same)} of its kernels '
-      f'({names}{", ..." if len(same) > 3 else ""}) is still the same as the others: units that '
-      'start alike (a kernel initialised to one constant) get the same gradient and stay alike, '
-      f'the layer one feature wide; {diagnostics.INIT_REMEDY}'))
-
-
-def unmoved(start: Optional[bytes], variables, steps: int) -> Optional[Tuple[str, str]]:
-  """(`UNMOVED`, reason) when not one trainable weight moved from the values `start`
-  (`fingerprint`) was taken of, `steps` applied steps before, else None: a learning rate of 0,
-  or gradients that are all 0 (a loss that does not depend on the weights)."""
-  if start is None or not variables or fingerprint(variables) != start:
-    return None
-  return UNMOVED, (
-      f'the model did not train: after {steps} steps not one of its weights moved from its '
-      'start: a learning rate of 0 (a schedule that stays at 0), or gradients that are all 0 '
-      '(a loss that does not depend on the weights, a stop_gradient); check the optimizer\'s '
-      'learning_rate and that the loss reaches the trainable weights')
 
 
 def uniform_guess(probe) -> Optional[float]:

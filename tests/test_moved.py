@@ -1,0 +1,66 @@
+"""Tests of stable_train.policies.moved: weights that did not move, units that stayed alike."""
+
+import keras
+import tensorflow as tf
+
+from stable_train.policies import moved
+
+
+def mlp(kernel='glorot_uniform', units=(16, 4)):
+  keras.utils.set_random_seed(0)
+  layers = [keras.layers.Dense(u, kernel_initializer=kernel) for u in units]
+  return keras.Sequential([keras.Input((8,))] + layers)
+
+
+def starts(model):
+  return {id(v): moved.fingerprint([v]) for v in model.trainable_variables if len(v.shape) >= 2}
+
+
+class MovedTest(tf.test.TestCase):
+
+  def test_unmoved_until_one_weight_moves(self):
+    model = mlp()
+    start = moved.fingerprint(model.trainable_variables)
+    self.assertIsNotNone(moved.unmoved(start, model.trainable_variables, 100))
+    model.trainable_variables[1].assign_add([1e-7] * 16)  # One bias, by one step's worth.
+    self.assertIsNone(moved.unmoved(start, model.trainable_variables, 100))
+
+  def test_most_kernels_moved_and_still_alike(self):
+    model = mlp(keras.initializers.Constant(0.05), units=(16, 8, 4))
+    variables = model.trainable_variables
+    start = starts(model)
+    self.assertIsNone(moved.alike(variables, 100, start))  # Alike, but nothing moved yet.
+    for layer in model.layers[:2]:  # The same step for every unit: still alike.
+      layer.kernel.assign_add(tf.fill(layer.kernel.shape, 0.01))
+    rule, reason = moved.alike(variables, 100, start)
+    self.assertEqual(rule, moved.ALIKE)
+    self.assertIn('2 of its 3 kernels', reason)
+    # Half or fewer (an alike head averaged, a layer's design): no verdict.
+    model.layers[1].kernel.assign(tf.random.normal(model.layers[1].kernel.shape))
+    self.assertIsNone(moved.alike(variables, 100, start))
+
+  def test_judged_only_where_the_loss_did_not_halve(self):
+    model = mlp(keras.initializers.Constant(0.05), units=(16, 8, 4))
+    record = moved.Moved()
+    record.record(model.trainable_variables, 0)  # The first loop's fingerprints.
+    for layer in model.layers[:2]:
+      layer.kernel.assign_add(tf.fill(layer.kernel.shape, 0.01))
+    record.record(model.trainable_variables, 100)
+    for smoothed, verdict in ((0.9, moved.ALIKE), (0.4, None)):  # From a start of 1.0.
+      found = record.verdict(model.trainable_variables, 50, {'smoothed': smoothed, 'start': 1.0})
+      self.assertEqual(found and found[0], verdict)
+
+  def test_alike_kernels_that_never_moved_are_no_verdict(self):
+    # A zero head that no gradient reached (an unused output, a single-key attention's bias):
+    # whatever the rest did, never "did not train" for it.
+    model = mlp(keras.initializers.Zeros())
+    self.assertIsNone(moved.alike(model.trainable_variables, 100, starts(model)))
+    random = mlp()  # Random kernels never have two units alike, moved or not.
+    start = starts(random)
+    for v in random.trainable_variables:
+      v.assign_add(tf.ones_like(v))
+    self.assertIsNone(moved.alike(random.trainable_variables, 100, start))
+
+
+if __name__ == '__main__':
+  tf.test.main()
