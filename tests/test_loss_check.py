@@ -190,6 +190,29 @@ class LossOutputCheckTest(tf.test.TestCase):
     self.assertIn("activation='sigmoid'", found['softmax'].fix)
     self.assertIsNone(found['sigmoid'])
 
+  def test_a_softmax_over_multi_label_targets_is_named_and_stays_stuck(self):
+    # Multi-label targets (several 1s a row) under a binary cross-entropy, given a softmax.
+    keras.utils.set_random_seed(0)
+    x = tf.random.normal([BATCH, FEATURES])
+    multi = tf.cast(tf.random.uniform([BATCH, 5]) < 0.5, tf.float32)
+    one_hot = tf.one_hot(tf.range(BATCH) % 5, 5)
+    found = {}
+    for name, labels in (('multi', multi), ('one_hot', one_hot)):
+      for activation in ('softmax', 'sigmoid'):
+        model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(5, activation)])
+        probe = handle.Probe(model=model, policies=[divergence.DivergenceCheck()],
+                             split_batch=lambda b: (b[0], b[1]), loss_and_gradients=None,
+                             model_checkpoint=None, first_batch=lambda l=labels: (x, l),
+                             loss=keras.losses.BinaryCrossentropy())
+        check, run = loss_check.LossOutputCheck(), _Run(probe)
+        found[name, activation] = check.after_loop(run, 1, [0.7] * 60)
+        if found[name, activation] is not None:  # Still a softmax at the end: stuck.
+          self.assertIn('one label a row at most', check.at_end(run))
+    self.assertEqual(found['multi', 'softmax'].kind, 'softmax_over_multi_labels')
+    self.assertIn("activation='sigmoid'", found['multi', 'softmax'].fix)
+    for key in (('multi', 'sigmoid'), ('one_hot', 'softmax'), ('one_hot', 'sigmoid')):
+      self.assertIsNone(found[key], key)  # A one-hot label a row is a legitimate use.
+
   def test_a_loss_that_never_came_down_after_a_finding_is_no_completed_run(self):
     model = _model('softmax')
     probe = _probe(model, loss=_loss(True), policies=[divergence.DivergenceCheck()])

@@ -14,9 +14,9 @@ PROBABILITIES_TO_LOGITS = 'probabilities_to_logits_loss'
 LOGITS_TO_PROBABILITIES = 'logits_to_probability_loss'
 SIGMOID_TO_CATEGORICAL = 'sigmoid_to_categorical_loss'
 BOUNDED_OUTPUTS = 'bounded_outputs_under_a_regression_loss'
-ONE_UNIT_SOFTMAX = 'softmax_over_one_unit'
+ONE_UNIT_SOFTMAX, SOFTMAX_MULTI_LABEL = 'softmax_over_one_unit', 'softmax_over_multi_labels'
 KINDS = (PROBABILITIES_TO_LOGITS, LOGITS_TO_PROBABILITIES, SIGMOID_TO_CATEGORICAL,
-         BOUNDED_OUTPUTS, ONE_UNIT_SOFTMAX)
+         BOUNDED_OUTPUTS, ONE_UNIT_SOFTMAX, SOFTMAX_MULTI_LABEL)
 # The range each bounded activation's outputs lie in (a softmax over one unit: 1 for every input).
 _BOUNDS = {'sigmoid': (0.0, 1.0), 'softmax': (0.0, 1.0), 'tanh': (-1.0, 1.0)}
 _REGRESSION = ('mean_squared_error', 'mean_absolute_error', 'huber', 'log_cosh',

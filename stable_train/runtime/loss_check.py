@@ -125,7 +125,8 @@ class LossOutputCheck:
           or rate_match.find_signed_rates(
               probe.loss, outputs[0], activation,
               batch_statistics=rate_match.uses_batch_statistics(probe.model))
-          or _one_unit_softmax(probe.loss, outputs[0], activation))
+          or _one_unit_softmax(probe.loss, outputs[0], activation)
+          or _multi_label_softmax(probe.loss, _labels(probe), activation))
     except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])
@@ -153,6 +154,26 @@ def _one_unit_softmax(loss, outputs, activation) -> Optional[loss_match.Mismatch
       "# no binding: the last layer's activation is in the model's code (activation='sigmoid')")
 
 
+def _multi_label_softmax(loss, labels, activation) -> Optional[loss_match.Mismatch]:
+  """A known softmax under a binary cross-entropy whose labels mark two classes or more in a row
+  (multi-label targets): a softmax's outputs sum to 1, so it can never give them; the loss falls
+  a little and stalls. One positive a row (a one-hot label) is a legitimate, if unusual, use."""
+  terms = loss_match.loss_terms(loss)
+  if (activation != 'softmax' or terms is None or terms.family != 'binary' or labels is None
+      or np.ndim(labels) != 2 or np.shape(labels)[-1] < 2):
+    return None
+  positives = int(np.max(np.sum(np.asarray(labels, np.float64) > 0.5, axis=-1)))
+  if positives < 2:
+    return None
+  return loss_match.Mismatch(
+      loss_match.SOFTMAX_MULTI_LABEL,
+      f'the model ends in a softmax, whose {np.shape(labels)[-1]} outputs sum to 1 in every row, '
+      f'but the labels of its {terms.shown} mark up to {positives} classes 1 in a row '
+      '(multi-label targets): the outputs can never reach them, and the loss stalls',
+      "a sigmoid on the last layer (activation='sigmoid'): one independent probability a label",
+      "# no binding: the last layer's activation is in the model's code (activation='sigmoid')")
+
+
 def _stuck(found: loss_match.Mismatch, run) -> str:
   """What the model's outputs on the first batch now still say, where the finding makes them
   unable to tell examples apart as its loss reads them ('' otherwise, or where unknown): a
@@ -161,16 +182,21 @@ def _stuck(found: loss_match.Mismatch, run) -> str:
   that class. Keras may train the layers below through such a loss (it reads a softmax's or a
   sigmoid's own logits), so a falling loss does not say that the outputs trained."""
   probe = getattr(run, 'probe', None)
-  if probe is None or found.kind not in (loss_match.ONE_UNIT_SOFTMAX,
-                                         loss_match.PROBABILITIES_TO_LOGITS):
+  if probe is None or found.kind not in (loss_match.ONE_UNIT_SOFTMAX, loss_match.
+                                         PROBABILITIES_TO_LOGITS, loss_match.SOFTMAX_MULTI_LABEL):
     return ''
   try:
     outputs, labels = diagnostics.first_outputs(probe), _labels(probe)
   except Exception:  # pylint: disable=broad-except  (a judgement only, never a failure)
     return ''
-  if not outputs or len(outputs) != 1 or outputs[0].shape[-1] != 1:
+  if not outputs or len(outputs) != 1:
     return ''
   values = np.asarray(outputs[0], np.float64)
+  if found.kind == loss_match.SOFTMAX_MULTI_LABEL:  # Still a softmax: never two labels at once.
+    return ("the model's outputs still pass 0.5 for one label a row at most" if values.ndim == 2
+            and np.all(np.sum(values > 0.5, axis=-1) <= 1) else '')
+  if values.shape[-1] != 1:
+    return ''
   if found.kind == loss_match.ONE_UNIT_SOFTMAX and np.all(values == 1.0):
     return "the model's outputs are still 1 for every example"
   truth = None if labels is None else np.asarray(labels, np.float64).reshape(-1)
