@@ -5,6 +5,7 @@ import errno
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from unittest import mock
@@ -17,6 +18,7 @@ import pytest
 from stable_train.app import cli
 from stable_train.runfiles import checkpointing
 from stable_train.runfiles import events
+from stable_train.runtime import signals
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICKSTART = os.path.join(REPO, 'configs', 'quickstart.gin')
@@ -442,6 +444,36 @@ class CliTest(tf.test.TestCase):
     self.assertEqual(code, 1, err)
     self.assertIn('another model or policy set', err)
     self.assertIn('Trainer.policies', err)
+
+class StartupSignalTest(tf.test.TestCase):
+
+  def test_a_signal_that_an_import_turned_into_another_error_still_exits_cleanly(self):
+    # numpy's C extension, interrupted by SIGTERM mid-import, raises an ImportError of its own:
+    # the start-up signal decides the exit, one line and 143, not a traceback and 1.
+    def interrupted_import(argv):
+      del argv
+      try:
+        os.kill(os.getpid(), signal.SIGTERM)
+      except BaseException as e:  # pylint: disable=broad-except
+        raise ImportError('PyCapsule_Import could not import module "datetime"') from e
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    process = signals.Signals()
+    try:
+      process.install()
+      err = io.StringIO()
+      with mock.patch.object(signals, 'SIGNALS', process), \
+           mock.patch.object(cli, '_main', interrupted_import), \
+           contextlib.redirect_stderr(err):
+        self.assertEqual(cli.main([]), 128 + signal.SIGTERM)
+      self.assertIn('interrupted by signal 15 during start-up', err.getvalue())
+      with mock.patch.object(signals, 'SIGNALS', signals.Signals()), \
+           mock.patch.object(cli, '_main', mock.Mock(side_effect=ImportError('x'))):
+        with self.assertRaises(ImportError):  # No signal: the error is the error.
+          cli.main([])
+    finally:
+      for s, handler in before.items():
+        signal.signal(s, handler)
+
 
 class UserModulesTest(tf.test.TestCase):
   """A user's own factories: `--gin_import=module` or a gin `import` line, from the cwd."""

@@ -32,6 +32,7 @@ class SignalsTest(tf.test.TestCase):
         with process.raising():
           os.kill(os.getpid(), signal.SIGTERM)
       self.assertEqual(ctx.exception.signum, signal.SIGTERM)
+      self.assertEqual(process.at_start_up, signal.SIGTERM)  # Kept for an error it turned into.
       with process.raising():
         os.kill(os.getpid(), signal.SIGINT)  # Not the first: recorded only.
       with process.training() as training:

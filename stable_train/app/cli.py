@@ -79,6 +79,10 @@ def main(argv) -> int:
       return _main(argv)
   except signals.StartupInterrupted as e:
     return _startup_interrupted(e)
+  except Exception:  # A C extension's import that the signal interrupted raises its own error.
+    if signals.SIGNALS.at_start_up is None:
+      raise
+    return _startup_interrupted(signals.StartupInterrupted(signals.SIGNALS.at_start_up))
 
 
 def _startup_interrupted(error: signals.StartupInterrupted) -> int:

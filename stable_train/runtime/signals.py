@@ -39,6 +39,7 @@ class Signals:
     self._installed = False
     self._raising = False
     self._training: Optional[Training] = None
+    self.at_start_up: Optional[int] = None  # The signal that raised `StartupInterrupted`.
 
   def _handle(self, signum, frame) -> None:
     del frame
@@ -47,6 +48,7 @@ class Signals:
       if self._training.received is None:  # The first signal is the cause.
         self._training.received = signum
     elif self._raising and len(self.received) == 1:
+      self.at_start_up = signum  # Kept: an import in C may turn the exception into another.
       raise StartupInterrupted(signum)
 
   def install(self) -> None:
