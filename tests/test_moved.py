@@ -12,8 +12,9 @@ def mlp(kernel='glorot_uniform', units=(16, 4)):
   return keras.Sequential([keras.Input((8,))] + layers)
 
 
-def starts(model):
-  return {id(v): moved.fingerprint([v]) for v in model.trainable_variables if len(v.shape) >= 2}
+def alike(model, start):
+  variables = model.trainable_variables
+  return moved.alike(variables, 100, start, moved.fingerprint(variables))
 
 
 class MovedTest(tf.test.TestCase):
@@ -28,16 +29,16 @@ class MovedTest(tf.test.TestCase):
   def test_most_kernels_moved_and_still_alike(self):
     model = mlp(keras.initializers.Constant(0.05), units=(16, 8, 4))
     variables = model.trainable_variables
-    start = starts(model)
-    self.assertIsNone(moved.alike(variables, 100, start))  # Alike, but nothing moved yet.
+    start = moved.fingerprint(variables)
+    self.assertIsNone(alike(model, start))  # Alike, but nothing moved yet.
     for layer in model.layers[:2]:  # The same step for every unit: still alike.
       layer.kernel.assign_add(tf.fill(layer.kernel.shape, 0.01))
-    rule, reason = moved.alike(variables, 100, start)
+    rule, reason = alike(model, start)
     self.assertEqual(rule, moved.ALIKE)
     self.assertIn('2 of its 3 kernels', reason)
     # Half or fewer (an alike head averaged, a layer's design): no verdict.
     model.layers[1].kernel.assign(tf.random.normal(model.layers[1].kernel.shape))
-    self.assertIsNone(moved.alike(variables, 100, start))
+    self.assertIsNone(alike(model, start))
 
   def test_judged_only_where_the_loss_did_not_halve(self):
     model = mlp(keras.initializers.Constant(0.05), units=(16, 8, 4))
@@ -54,12 +55,12 @@ class MovedTest(tf.test.TestCase):
     # A zero head that no gradient reached (an unused output, a single-key attention's bias):
     # whatever the rest did, never "did not train" for it.
     model = mlp(keras.initializers.Zeros())
-    self.assertIsNone(moved.alike(model.trainable_variables, 100, starts(model)))
+    self.assertIsNone(alike(model, moved.fingerprint(model.trainable_variables)))
     random = mlp()  # Random kernels never have two units alike, moved or not.
-    start = starts(random)
+    start = moved.fingerprint(random.trainable_variables)
     for v in random.trainable_variables:
       v.assign_add(tf.ones_like(v))
-    self.assertIsNone(moved.alike(random.trainable_variables, 100, start))
+    self.assertIsNone(alike(random, start))
 
 
 if __name__ == '__main__':

@@ -17,6 +17,7 @@ import tensorflow as tf
 from stable_train import errors
 from stable_train.keras import fit as keras_fit
 from stable_train.policies import divergence
+from stable_train.policies import moved
 from stable_train.policies import precision
 from stable_train.policies import untrained
 from stable_train.trainer import trainer as trainer_lib
@@ -433,7 +434,7 @@ class EndOfRunTest(tf.test.TestCase):
                                        rise_patience=10)
     self.assertEqual(summary['status'], 'diverged')
     self.assertIn('not one of its weights moved', summary['reason'])
-    self.assertEqual(_triggers(model_dir), [untrained.UNMOVED])
+    self.assertEqual(_triggers(model_dir), [moved.UNMOVED])
     # No numeric cause to name (not a rate too high): the reason says what to check.
     self.assertIsNone(_summary(model_dir)['diagnosis']['cause'])
     self.assertIn("check the optimizer's learning_rate", summary['reason'])
@@ -457,7 +458,7 @@ class EndOfRunTest(tf.test.TestCase):
                             steps_per_loop=10, verbose=False)
     summary = t.fit(_dataset(LEARNABLE), num_steps=200)
     self.assertEqual(summary['status'], 'diverged')
-    self.assertEqual(_triggers(model_dir), [untrained.ALIKE])
+    self.assertEqual(_triggers(model_dir), [moved.ALIKE])
     self.assertRegex(summary['reason'], r'2 of its 3 kernels \(\S*dense\S*/kernel')
     self.assertEqual(_summary(model_dir)['diagnosis']['cause'], 'initialisation')
 

@@ -16,6 +16,7 @@ from stable_train import errors
 from stable_train.forensics import provenance
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
+from stable_train.policies import moved
 from stable_train.policies import trend
 from stable_train.policies import weight_scale
 from stable_train.policies import untrained
@@ -112,8 +113,7 @@ class DivergenceCheck(interfaces.Policy):
     initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
     initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
     self.state = tf.Variable(initial, trainable=False, name='state')
-    # Initial weights (to the start check), of these; whether they moved (`untrained.Moved`).
-    self._initial, self._variables, self._moved = None, [], untrained.Moved()
+    self._initial, self._variables, self._moved = None, [], moved.Moved()  # Set by `build`.
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
@@ -124,7 +124,7 @@ class DivergenceCheck(interfaces.Policy):
   def build(self, variables, variable_paths):
     del variable_paths
     # The start check (after the first loop) judges the initial weights where a copy is cheap.
-    self._variables, self._moved = variables, untrained.Moved(self.judge_end)  # Anew each fit.
+    self._variables, self._moved = variables, moved.Moved(self.judge_end)  # Anew each fit.
     if self.output_ratio is not None and sum(int(np.prod(v.shape)) for v in variables) <= (
         INITIAL_COPY_LIMIT):
       self._initial = [np.array(v.numpy()) for v in variables]
@@ -259,11 +259,11 @@ class DivergenceCheck(interfaces.Policy):
     found = None
     if self.judge_end and fields['count'] >= 2 * self.rise_patience:
       guess = untrained.uniform_guess(run.probe)
+      bad = _bad_start(fields) if fields['init_bad'] else ''
       found = self._moved.verdict(self._variables, 2 * self.rise_patience, fields) or (
-          untrained.verdict(run.probe, fields['smoothed'], int(fields['count']), self._trail.
-                            progress(guess), _bad_start(fields) if fields['init_bad'] else '',
-                            fields['init_bad'] == _CHANCE, self._trail.never_below(guess),
-                            start=fields['start']))
+          untrained.verdict(run.probe, fields['smoothed'], int(fields['count']),
+                            self._trail.progress(guess), bad, fields['init_bad'] == _CHANCE,
+                            self._trail.never_below(guess), start=fields['start']))
     # The collapse probe once more, whatever the loss: a net that died and whose last bias still
     # wobbles (its loss down to the labels' spread, not quite flat) never ends 'completed'.
     if self.collapse_every is not None:

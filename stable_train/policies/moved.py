@@ -18,65 +18,63 @@ UNMOVED, ALIKE = 'no_weight_moved', 'alike_units'
 HALVED = 0.5
 
 
-def fingerprint(variables) -> Optional[bytes]:
-  """A digest of every value of `variables` (their bytes, in order): equal digests, the same
-  values. None where a value cannot be read (an uninitialised variable), or above
-  `FINGERPRINT_LIMIT` weights (a copy and a hash each at the first loop and at the end)."""
-  digest = hashlib.blake2b(digest_size=16)
+def fingerprint(variables) -> Optional[Tuple[bytes, ...]]:
+  """One digest of each variable's values (its bytes), in order: equal fingerprints, the same
+  values, and each variable's own digest says whether it moved. None where a value cannot be
+  read (an uninitialised variable), or above `FINGERPRINT_LIMIT` weights (a copy and a hash each
+  at the first loop and at the end)."""
   try:
     if sum(int(np.prod(v.shape)) for v in variables) > FINGERPRINT_LIMIT:
       return None
-    for v in variables:
-      digest.update(memoryview(np.ascontiguousarray(v.numpy())).cast('B'))
+    return tuple(hashlib.blake2b(memoryview(np.ascontiguousarray(v.numpy())).cast('B'),
+                                 digest_size=16).digest() for v in variables)
   except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
     return None
-  return digest.digest()
 
 
 class Moved:
   """Whether a weight moved after this fit's first loop (host only): a `fingerprint` of the
-  weights then (and of each kernel, `alike`'s), and the applied steps counted since (a restore or
-  a resumed fit comes first)."""
+  weights then, and the applied steps counted since (a restore or a resumed fit comes first)."""
 
   def __init__(self, enabled: bool = True):
     self._start, self._taken, self._steps = None, not enabled, 0  # Disabled: never judged.
-    self._kernels = {}  # id(variable): its fingerprint after the first loop.
 
   def record(self, variables, applied: int) -> None:
-    """After each loop: the fingerprints after the first, then the steps `applied` since."""
+    """After each loop: the fingerprint after the first, then the steps `applied` since."""
     if self._taken:
       self._steps += applied
     else:
       self._start, self._taken = fingerprint(variables), True
-      if self._start is not None:
-        self._kernels = {id(v): fingerprint([v]) for v in variables if _kernel(v)}
 
   def verdict(self, variables, least_steps: int,
               loss=None) -> Optional[Tuple[str, str]]:
     """`unmoved`, else `alike` (where the `loss` fields 'smoothed' and 'start' say it did not
-    halve), after `least_steps` applied steps since the fingerprint or more."""
+    halve), after `least_steps` applied steps since the fingerprint or more; the weights read
+    once for both."""
     if self._steps < least_steps:
       return None
+    now = fingerprint(variables)
     halved = loss is not None and not loss['smoothed'] >= HALVED * loss['start']
-    return unmoved(self._start, variables, self._steps) or (
-        None if halved else alike(variables, self._steps, self._kernels))
+    return unmoved(self._start, variables, self._steps, now) or (
+        None if halved else alike(variables, self._steps, self._start, now))
 
 
 def _kernel(v) -> bool:  # Rank 2 or more, 2 units or more on the last axis.
   return len(v.shape) >= 2 and (v.shape[-1] or 0) >= 2
 
 
-def alike(variables, steps: int, start) -> Optional[Tuple[str, str]]:
-  """(`ALIKE`, reason) when more than half of the kernels of `variables` (`_kernel`) moved since
-  `start` (their fingerprints then, by id) and still have every unit the same, to the bit: units
+def alike(variables, steps: int, start, now) -> Optional[Tuple[str, str]]:
+  """(`ALIKE`, reason) when more than half of the kernels of `variables` (`_kernel`) moved from
+  `start` to `now` (their `fingerprint`s) and still have every unit the same, to the bit: units
   that start alike (a kernel initialised to one constant) get the same gradient and stay alike,
   the net one feature wide (random kernels never have two units alike; an alike layer that did
   not move got no gradient; one alike among random ones, a head averaged, is a design). Else
   None."""
+  if start is None or now is None:
+    return None
   try:
-    kernels = [v for v in variables if _kernel(v)]
-    same = [v for v in kernels if id(v) in start and bool(tf.reduce_all(tf.equal(
-        v, v[..., :1]))) and fingerprint([v]) != start[id(v)]]
+    kernels = [(v, a != b) for v, a, b in zip(variables, start, now) if _kernel(v)]
+    same = [v for v, moved in kernels if moved and bool(tf.reduce_all(tf.equal(v, v[..., :1])))]
     names = ', '.join(getattr(v, 'path', None) or v.name for v in same[:3])
   except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
     return None
@@ -87,11 +85,12 @@ def alike(variables, steps: int, start) -> Optional[Tuple[str, str]]:
       f'gradient and stay alike, the net one feature wide; {diagnostics.INIT_REMEDY}'))
 
 
-def unmoved(start: Optional[bytes], variables, steps: int) -> Optional[Tuple[str, str]]:
+def unmoved(start, variables, steps: int, now=None) -> Optional[Tuple[str, str]]:
   """(`UNMOVED`, reason) when not one trainable weight moved from the values `start`
-  (`fingerprint`) was taken of, `steps` applied steps before, else None: a learning rate of 0,
-  or gradients that are all 0 (a loss that does not depend on the weights)."""
-  if start is None or not variables or fingerprint(variables) != start:
+  (`fingerprint`) was taken of, `steps` applied steps before (`now`: their fingerprint, taken
+  here where not given), else None: a learning rate of 0, or gradients that are all 0 (a loss
+  that does not depend on the weights)."""
+  if start is None or not variables or (now or fingerprint(variables)) != start:
     return None
   return UNMOVED, (
       f'the model did not train: after {steps} steps not one of its weights moved from its '

@@ -20,7 +20,6 @@ import tensorflow as tf
 from stable_train.core import loss_match
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
-from stable_train.policies import moved
 
 # A classifier that did not train: on the first batch, worse than a uniform guess's loss log(K)
 # by more than twice its standard error, or a uniform guess for every example (each example's
@@ -34,7 +33,6 @@ CHANCE_LEVEL, UNIFORM_SPREAD = 0.99, 0.05
 PROGRESS, FAR = 0.05, 2.0
 TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when full.
 CONSTANT, CHANCE = 'constant_outputs', 'chance_level'
-UNMOVED, ALIKE, Moved = moved.UNMOVED, moved.ALIKE, moved.Moved  # `moved`'s verdicts.
 MEAN = 'mean_level'  # A regression no better than predicting its labels' mean (or median).
 # ...judged at MEAN_FAR x that loss or above, on a first batch of MEAN_ROWS rows or more: one
 # batch's label spread is a noisy baseline (at 2x, 32 rows of zero-inflated labels stopped a
