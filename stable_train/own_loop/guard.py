@@ -71,6 +71,8 @@ class StepGuard(driven.DrivenGuard):
     loss_scale: the loss-scaling policy, or None.
   """
 
+  door = 'own_loop'
+
   def __init__(self, models, optimizers, *, policies=None, jit_compile: bool = False,
                report_rows: int = 100, loss_fn: Optional[Callable[[Any], Any]] = None):
     self.models = _listed('models', models)
@@ -188,8 +190,6 @@ class StepGuard(driven.DrivenGuard):
         loss_and_gradients=self.loss_and_gradients, model_checkpoint=self.model_checkpoint,
         first_batch=self.first_batch, jit_compile=self.jit_compile,
         models=self.models)
-
-  door = 'own_loop'
 
   def summary_notes(self):
     return {**super().summary_notes(), 'outputs_checked': self.outputs_checked}

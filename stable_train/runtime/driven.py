@@ -49,6 +49,7 @@ class DrivenGuard:
   first_batch_sample = None
   variable_paths = ()
   input_paths = ()
+  door = 'guard_fit'  # summary.json's `front_door`: the doctor writes its remedies as code.
 
   @property
   def scaled_optimizers(self) -> list:
@@ -73,8 +74,6 @@ class DrivenGuard:
     """Clears the stored reports (after a restore moved the global step back)."""
     if self.rows is not None:
       self.rows.clear()
-
-  door = 'guard_fit'  # summary.json's `front_door`: the doctor writes its remedies as code.
 
   def summary_notes(self):
     """The guard's own fields of summary.json (e.g. `outputs_checked`)."""
