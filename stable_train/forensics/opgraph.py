@@ -16,7 +16,7 @@ import tensorflow as tf
 # Ops a value passes through unchanged in kind (the numerics check's own included).
 _PASS = frozenset({'Identity', 'CheckNumerics', 'CheckNumericsV2', 'Cast', 'ExpandDims', 'Reshape',
                    'Squeeze', 'BroadcastTo', 'StopGradient', 'Tile', 'Transpose', 'ConcatV2'})
-_REDUCTIONS = frozenset({'Sum', 'Mean', 'AddN', 'Cumsum'})  # A sum over exps...
+_REDUCTIONS = frozenset({'Sum', 'Mean', 'Cumsum'})  # A sum over exps (of its first input)...
 _ADDS = frozenset({'AddV2', 'Add'})  # ...plus a constant (an epsilon).
 _DEPTH = 8  # Ops walked back from the operand at most.
 SUM_OF_EXP = 'a sum of exp()'  # The record's `operand` for a softmax or logsumexp by hand.
@@ -49,7 +49,7 @@ def _walk(op, depth, summed, seen) -> bool:
     return False
   if op.type in _PASS:
     return _sum_of_exp(op.inputs[0], depth - 1, summed, seen)
-  if op.type in ('Sum', 'Mean', 'Cumsum'):
+  if op.type in _REDUCTIONS:
     return _sum_of_exp(op.inputs[0], depth - 1, True, seen)
   if op.type == 'AddN':
     return any(_sum_of_exp(t, depth - 1, True, seen) for t in op.inputs)
