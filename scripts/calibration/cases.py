@@ -22,10 +22,11 @@ DOORS = ('trainer', 'fit')
 # sick_blind12.py) and 'blind13' (a thirteenth, the same way: sick_blind13.py) and 'blind14' (a
 # fourteenth, the same way: sick_blind14.py) and 'blind15' (a fifteenth, the same way:
 # sick_blind15.py) and 'blind16' (a sixteenth, the same way: sick_blind16.py) and 'blind17' (a
-# seventeenth, the same way: sick_blind17.py).
+# seventeenth, the same way: sick_blind17.py) and 'blind18' (an eighteenth, the same way:
+# sick_blind18.py).
 SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2', 'blind3', 'blind4', 'blind5', 'blind6',
           'blind7', 'blind8', 'blind9', 'blind10', 'blind11', 'blind12', 'blind13', 'blind14',
-          'blind15', 'blind16', 'blind17')
+          'blind15', 'blind16', 'blind17', 'blind18')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 
