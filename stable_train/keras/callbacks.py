@@ -18,6 +18,11 @@ from stable_train.runtime import driven
 from stable_train.runtime import options as options_lib
 
 
+def _of_host(name: str, doc: str) -> property:
+  """A read-only attribute of the callback's run host (`driven.host.<name>`)."""
+  return property(lambda self: getattr(self.driven.host, name), doc=doc)
+
+
 class GuardCallback(keras.callbacks.Callback):
   """Runs a `keras_fit.KerasGuard`'s policies on the host during `fit` (see the module doc).
 
@@ -57,13 +62,12 @@ class GuardCallback(keras.callbacks.Callback):
 
   model_dir = property(lambda self: self.driven.model_dir, doc='Where the run files go, or None.')
   host = property(lambda self: self.driven.host, doc='The run\'s `host.RunHost`.')
-  run = property(lambda self: self.driven.host.run, doc='The run handle the policies act through.')
-  keeper = property(lambda self: self.driven.host.keeper,
-                    doc='The keeper of the rollback targets.')
-  output_dir = property(lambda self: self.driven.host.output_dir,
-                        doc='Where this process writes the fit\'s run files (None: nowhere).')
-  last_summary = property(lambda self: self.driven.host.last_summary,
-                          doc='The summary of the last fit (as its summary.json), or {}.')
+  run = _of_host('run', 'The run handle the policies act through.')
+  keeper = _of_host('keeper', 'The keeper of the rollback targets.')
+  output_dir = _of_host('output_dir',
+                        'Where this process writes the fit\'s run files (None: nowhere).')
+  last_summary = _of_host('last_summary',
+                          'The summary of the last fit (as its summary.json), or {}.')
 
   # -- fit's hooks -----------------------------------------------------------------------------
   def on_train_begin(self, logs=None):
