@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from stable_train.doctor import doctor
+from stable_train.doctor import remedies
 from stable_train.policies import basic as policies
 from stable_train.runfiles import events as events_lib
 from stable_train.trainer import trainer as trainer_lib
@@ -119,7 +120,7 @@ class DiagnoseTest(tf.test.TestCase):
     self.assertNotIn('@', d['remedy'])
     text = ('Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), @SkipNonFinite()] and '
             'ClipByGlobalNorm.max_norm = 2.5  # the healthy norm')
-    self.assertEqual(doctor._in_door(text, 'guard_fit'),  # pylint: disable=protected-access
+    self.assertEqual(remedies.in_door(text, 'guard_fit'),
                      'stable_train.guard_fit(model, policies=[stable_train.CheckNumerics(), '
                      'stable_train.ClipByGlobalNorm(max_norm=2.5), stable_train.SkipNonFinite()])'
                      '  # the healthy norm')

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from stable_train.doctor import causes as causes_lib
 from stable_train.doctor import plot as plot_lib
+from stable_train.doctor import remedies
 from stable_train.doctor import symptoms as symptoms_lib
 
 CAUSES = causes_lib.CAUSES
@@ -102,106 +103,12 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   # verdict from the history's shape alone is at most medium.
   confidence = ('high' if best >= 4 and best - second >= 2 and top in decisive else
                 'medium' if best >= 3 and best > second else 'low')
-  fix = _in_door(remedy(top, s, names or {}), summary.get('front_door'))
+  fix = remedies.in_door(remedies.remedy(top, s, names or {}), summary.get('front_door'))
   return {'cause': top, 'label': CAUSES[top], 'confidence': confidence,
           'evidence': scores[top][1], 'remedy': fix,
           'applied': applied(top, s, summary), 'trouble_began': s.trouble_began,
           'alternatives': [{'cause': c, 'score': scores[c][0]} for c in ranked[1:4]
                            if scores[c][0] > 0]}
-
-
-def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
-  """The remedy for `cause`, as concrete as the records allow."""
-  lr = symptoms_lib.finite_values((s.history or {}).get('learning_rate', []))
-  rate = (s.rollbacks[-1].get('learning_rate') if s.rollbacks and s.status == 'completed' else
-          (float(lr[-1]) / 10 if lr.size else None))
-  name = names.get('optimizer', 'keras.optimizers.<YourOptimizer>')
-  model = names.get('model')
-  norm = f'{s.healthy_norm:.3g}' if s.healthy_norm else '1.0'
-  op = ((s.forensics or {}).get('op_level') or {})
-  where = f" (op {op.get('op_name')}, created at {op.get('source')})" if op.get('found') else ''
-  return {
-      'learning_rate': (f'{name}.learning_rate = {rate:.3g}' if rate else
-                        f'lower {name}.learning_rate 10x') + (
-                            '  # or warm it up: @WarmupSchedule()' if rate else ''),
-      'exploding_gradients': (f'Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), '
-                              f'@SkipNonFinite(), @DivergenceCheck(), @Forensics()] and '
-                              f'ClipByGlobalNorm.max_norm = {norm}  # the healthy norm'),
-      'initialisation': ((f'{model}.kernel_initializer = @keras.initializers.HeNormal()  # or '
-                          'GlorotUniform' if model else
-                          "kernel_initializer='he_normal' (ReLU) or 'glorot_uniform' on every "
-                          'Dense/Conv layer, normalisation scales at 1') +
-                         ' (the initial outputs should be of the order of the labels)'),
-      'division_or_log': (f'guard the op{where}: tf.math.divide_no_nan(a, b), '
-                          'tf.math.log(tf.maximum(p, 1e-7)) or tf.math.xlogy; for a '
-                          'classification loss: Trainer.loss = '
-                          '@keras.losses.SparseCategoricalCrossentropy(from_logits=True)'),
-      'softmax_overflow': _softmax_remedy(op, where),
-      'precision': ("train.precision = 'mixed_bfloat16'  # float32's range; or 'float32', or "
-                    'rescale the inputs/activations below 65504' + (
-                        f", or keep layer {op['layer']} in float32 (dtype='float32'){where}"
-                        if op.get('found') and op.get('layer') else '')),
-      'bad_input': ('Trainer.policies = [@ValidateInputs(), @CheckNumerics(), @AdaptiveClip(), '
-                    '@SkipNonFinite(), @OutlierSkip(), @DivergenceCheck(), @Forensics()]  '
-                    '# skip and quarantine bad batches; then fix the data at the batches named'),
-      'transient': ('nothing to change in the model: if it recurs, suspect the hardware '
-                    '(memory errors) or non-deterministic ops; Forensics(recheck=True) '
-                    'keeps telling them apart'),
-      'loss_output_mismatch': _mismatch_remedy(s.mismatch or {}),
-  }[cause]
-
-
-def _in_door(text: str, door: Optional[str]) -> str:
-  """A remedy's gin lines as the code a `guard_fit` or own-loop user writes (the Trainer's, and a
-  run from before summary.json named its door, keep the gin lines)."""
-  if door not in ('guard_fit', 'own_loop'):
-    return text
-  if '  # or in code: ' in text:  # The mismatch's fix: given as code already.
-    return text.split('  # or in code: ', 1)[1]
-  clip = re.search(r' and ClipByGlobalNorm\.max_norm = ([\d.e+-]+)', text)
-  if clip:
-    text = text.replace(clip.group(0), '').replace(
-        '@ClipByGlobalNorm()', f'@ClipByGlobalNorm(max_norm={clip.group(1)})')
-  text = re.sub(r'Trainer\.policies = \[([^\]]*)\]', lambda m: (
-      'stable_train.guard_fit(model, policies=[%s])' if door == 'guard_fit' else
-      'stable_train.StepGuard(model, optimizer, policies=[%s])') % m.group(1), text)
-  text = re.sub(r'Trainer\.loss = @([\w.]+)\(([^)]*)\)', r'model.compile(loss=\1(\2))', text)
-  text = re.sub(r"train\.precision = '(\w+)'", r"keras.mixed_precision.set_global_policy('\1')",
-                text)
-  text = re.sub(r'(keras\.optimizers\.[\w<>]+)\.learning_rate = ([\d.e+-]+)',
-                r'\1(learning_rate=\2)', text)
-  return text.replace('@sparse_softmax_cross_entropy',
-                      'stable_train.core.losses.sparse_softmax_cross_entropy'
-                      ).replace('@', 'stable_train.')
-
-
-def _softmax_remedy(op: Dict[str, Any], where: str) -> str:
-  """An overflowed exp: the loss from logits; a division or log over a sum of exps (`operand`):
-  TensorFlow's own ops; a softmax op (it subtracts the maximum), or no op located: a row masked
-  to -inf everywhere first (alone where Forensics stopped at a -inf constant: its line)."""
-  logits = ('Trainer.loss = @keras.losses.SparseCategoricalCrossentropy(from_logits=True)  '
-            '# or @sparse_softmax_cross_entropy: the loss from logits, never '
-            f'exp(x) / sum(exp(x)){where}')
-  fill = op.get('constant') == '-Inf'
-  masked = ('mask scores with a large finite negative (-1e9, -3e4 in float16, as '
-            'keras.layers.Softmax and MultiHeadAttention do), never -inf, so a fully masked row '
-            '(an empty sequence) stays finite' +
-            (f" (the -inf constant at {op.get('source')})" if fill else where))
-  if op.get('operand'):
-    return ('tf.nn.softmax, tf.nn.log_softmax, tf.reduce_logsumexp or tf.math.cumulative_'
-            f'logsumexp for exp() over its sum (they subtract the maximum){where}; for a '
-            f'classification loss: {logits.split(" # ")[0].strip()}')
-  if op.get('found') and op.get('op_type') not in ('Softmax', 'LogSoftmax'):
-    return logits
-  return masked if fill else f'{masked}; for a softmax written by hand: {logits}'
-
-
-def _mismatch_remedy(found: Dict[str, Any]) -> str:
-  """The start check's fix: its gin bindings (one line here) and the fix in code."""
-  gin = '; '.join(line for line in str(found.get('gin') or '').splitlines() if line.strip())
-  fix = found.get('fix') or ('a cross-entropy whose from_logits matches the last layer: logits '
-                             'and from_logits=True, or probabilities and from_logits=False')
-  return f'{gin}  # or in code: {fix}' if gin and not gin.startswith('#') else fix
 
 
 def applied(cause: str, s: symptoms_lib.Symptoms, summary: Dict[str, Any]) -> Optional[str]:
