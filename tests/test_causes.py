@@ -195,6 +195,28 @@ class RulesTest(tf.test.TestCase):
     record['op_level']['dtype'] = 'float32'  # The same op in float32 is the division's.
     self.assertEqual(top(events, {'loss_scale': 1.0}, [record])[0], 'division_or_log')
 
+  def test_a_model_built_in_float16_without_a_loss_scale_is_read_as_float16(self):
+    # Every layer in float16 (the user's floatx), no loss scale: Adam's default epsilon is 0
+    # there, and the first NaN comes out of a float16 MatMul.
+    record = {'op_level': {'found': True, 'op_type': 'MatMul', 'op_name': 'net/dense_1/MatMul',
+                           'layer': 'dense_1', 'dtype': 'float16'}, 'inputs': [],
+              'activations': [{'layer': 'dense_1', 'dtype': 'float16', 'finite': False,
+                               'max_abs': 3.0}]}
+    events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(2, 21)]
+    summary = {'status': 'aborted'}  # No loss scale anywhere.
+    self.assertTrue(symptoms.Symptoms.read(events, summary, [record]).fp16)
+    found = doctor.diagnose(events, summary, [record])
+    self.assertEqual((found['cause'], found['confidence']), ('precision', 'high'))
+    self.assertIn("build the model's layers in float32 or under 'mixed_float16'", found['remedy'])
+    # Under a loss scale, the model is mixed already: the remedy does not say it.
+    scaled = doctor.diagnose(events, dict(summary, loss_scale=1.0), [record])
+    self.assertEqual(scaled['cause'], 'precision')
+    self.assertNotIn("'mixed_float16'", scaled['remedy'])
+    # The same record from a float32 model: no precision evidence.
+    record['op_level']['dtype'] = record['activations'][0]['dtype'] = 'float32'
+    self.assertFalse(symptoms.Symptoms.read(events, summary, [record]).fp16)
+    self.assertEqual(top(events, summary, [record])[1]['precision'][0], 0)
+
   def test_a_loss_output_mismatch_explains_a_finite_trouble_not_an_op_s_nan(self):
     mismatch = {'event': 'warning', 'step': 10, 'cause': 'loss_output_mismatch',
                 'kind': 'logits_to_probability_loss', 'message': 'm', 'fix': 'f',

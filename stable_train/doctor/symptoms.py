@@ -78,7 +78,7 @@ class Symptoms:
   rechecks: List[str] = dataclasses.field(default_factory=list)  # Forensics re-run verdicts.
   forensics: Optional[Dict[str, Any]] = None  # The first forensics record's report.
   history: Optional[Dict[str, List[Any]]] = None  # The first `history` event.
-  fp16: bool = False
+  fp16: str = ''  # 'scaled' (a loss scale), 'unscaled' (float16 in forensics' record), ''.
   output_ratio: Optional[float] = None  # Outputs' RMS over max(labels' RMS, 1) at the start.
   output_rms: Optional[float] = None
   label_rms: Optional[float] = None  # The labels' RMS on the first batch.
@@ -154,8 +154,10 @@ class Symptoms:
     self.inputs_checked = bool(summary.get('inputs_checked'))
     self.optimizer = str(summary.get('optimizer_family') or summary.get('optimizer') or '')
     self.outputs_checked = summary.get('outputs_checked', True) is not False
-    self.fp16 = 'loss_scale' in summary or any(
+    scaled = 'loss_scale' in summary or any(
         v != 1.0 for v in finite_values((self.history or {}).get('loss_scale', [])))
+    self.fp16 = 'scaled' if scaled else 'unscaled' if self.op_in_half() or any(
+        a.get('dtype') == 'float16' for a in self.activations()) else ''
     start = summary.get('divergence') or summary.get('init_check') or {}
     if start.get('output_rms') is not None and start.get('label_rms') is not None:
       self.output_rms, self.label_rms = number(start['output_rms']), number(start['label_rms'])
