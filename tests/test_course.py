@@ -148,9 +148,8 @@ class FirstUpdatesTest(tf.test.TestCase):
 
 
 class QuietCollapseTest(tf.test.TestCase):
-  """A collapse with nothing rising on the way, over a history from the run's first step (a
-  spatial transformer whose theta layer started at Keras's defaults: its loss 2.33 to 2.30, its
-  outputs the same for every row)."""
+  """A collapse with nothing rising on the way (a spatial transformer whose theta layer started
+  at Keras's defaults: its loss 2.33 to 2.30, its outputs the same for every row by the end)."""
 
   FLAT = [2.33, 2.34, 2.32, 2.31, 2.31, 2.30, 2.31, 2.30, 2.30, 2.30, 2.30, 2.30]
   NORMS = [0.5, 0.9, 1.3, 0.6, 0.3, 0.2, 0.25, 0.2, 0.15, 0.2, 0.2, 0.18]
@@ -179,12 +178,6 @@ class QuietCollapseTest(tf.test.TestCase):
       cause, scores = verdict(events, summary)
       self.assertEqual(cause, 'learning_rate')
       self.assertTrue(any('units died' in e for e in scores['learning_rate'][1]))
-    # The same flat history, but of the last steps only (a collapse found at the end of 150
-    # steps): the first updates, where a rate kills units, are not in it.
-    events, summary = run(loss=self.FLAT, lr=3e-3, norms=self.NORMS)
-    events[1]['steps'] = [k + 138 for k in events[1]['steps']]
-    self.assertFalse(course.quiet_collapse(symptoms.Symptoms.read(events, summary, [])))
-    self.assertEqual(verdict(events, summary)[0], 'learning_rate')
     # No collapse: nothing quiet to read (the rule is the collapse's).
     events, summary = run(loss=self.FLAT, lr=3e-3, norms=self.NORMS)
     events[2] = dict(events[2], rule='above_best')

@@ -140,14 +140,11 @@ def collapse_rules(s: Symptoms, out: Scores, blowup: int) -> None:
 
 def quiet_collapse(s: Symptoms) -> bool:
   """A collapse at a usual rate for its optimizer whose loss never rose above 1.1x its first
-  step's, nor its gradient norm to 10x its first, over a history that holds every step from the
-  run's first (all finite): no update knocked the units out (a rate too high shows a rise on the
-  way). A history of the last steps only (the ring before a collapse found at the end) says
-  nothing of the first updates, where a rate kills units."""
+  step's, nor its gradient norm to 10x its first, over the history (all finite): no update
+  knocked the units out (a rate too high shows a rise on the way)."""
   h = s.history or {}
   loss, norm = numbers(h.get('loss')), numbers(h.get('grad_norm'))
-  if not s.collapsed or s.usual_rate() is None or loss.size < 10 or norm.size != loss.size or (
-      s.first_step is None or not h.get('steps') or h['steps'][0] != s.first_step):
+  if not s.collapsed or s.usual_rate() is None or loss.size < 10 or norm.size != loss.size:
     return False
   if not (np.isfinite(loss).all() and np.isfinite(norm).all() and loss[0] > 0 and norm[0] > 0):
     return False
