@@ -147,44 +147,6 @@ class FirstUpdatesTest(tf.test.TestCase):
     self.assertEqual(verdict(events, summary)[0], 'exploding_gradients')
 
 
-class QuietCollapseTest(tf.test.TestCase):
-  """A collapse with nothing rising on the way (a spatial transformer whose theta layer started
-  at Keras's defaults: its loss 2.33 to 2.30, its outputs the same for every row by the end)."""
-
-  FLAT = [2.33, 2.34, 2.32, 2.31, 2.31, 2.30, 2.31, 2.30, 2.30, 2.30, 2.30, 2.30]
-  NORMS = [0.5, 0.9, 1.3, 0.6, 0.3, 0.2, 0.25, 0.2, 0.15, 0.2, 0.2, 0.18]
-
-  def test_at_a_usual_rate_it_is_where_the_weights_started(self):
-    events, summary = run(loss=self.FLAT, lr=3e-3, norms=self.NORMS)
-    self.assertTrue(course.quiet_collapse(symptoms.Symptoms.read(events, summary, [])))
-    cause, scores = verdict(events, summary)
-    self.assertEqual(cause, 'initialisation')
-    # Neither the collapse nor "diverged" speaks for the rate (only where trouble began).
-    self.assertFalse(any('units died' in e or 'diverged while finite' in e
-                         for e in scores['learning_rate'][1]))
-    self.assertLess(scores['learning_rate'][0], scores['initialisation'][0])
-
-  def test_a_rise_on_the_way_or_a_rate_above_the_usual_top_is_the_rate(self):
-    rose = list(self.FLAT)
-    rose[3] = 2.7  # 1.16x the first step's loss.
-    grew = list(self.NORMS)
-    grew[4] = 6.0  # 12x the first norm.
-    for events, summary in (run(loss=rose, lr=3e-3, norms=self.NORMS),
-                            run(loss=self.FLAT, lr=3e-3, norms=grew),
-                            run(loss=self.FLAT, lr=0.05, norms=self.NORMS),  # Above Adam's 5e-3.
-                            run(loss=self.FLAT, lr=3e-3, norms=self.NORMS,
-                                optimizer='MyOptimizer')):  # A rate nobody knows the range of.
-      self.assertFalse(course.quiet_collapse(symptoms.Symptoms.read(events, summary, [])))
-      cause, scores = verdict(events, summary)
-      self.assertEqual(cause, 'learning_rate')
-      self.assertTrue(any('units died' in e for e in scores['learning_rate'][1]))
-    # No collapse: nothing quiet to read (the rule is the collapse's).
-    events, summary = run(loss=self.FLAT, lr=3e-3, norms=self.NORMS)
-    events[2] = dict(events[2], rule='above_best')
-    self.assertFalse(course.quiet_collapse(symptoms.Symptoms.read(events, summary, [])))
-    self.assertEqual(verdict(events, summary)[1]['initialisation'][0], 0.0)
-
-
 def diverged(**kwargs):
   """`run` of CREEP whose divergence check found the model worse on a clean batch (no collapse)."""
   events, summary = run(loss=CREEP, **kwargs)

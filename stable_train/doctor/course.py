@@ -85,8 +85,7 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
   # collapse speaks for the rate only half as much.
   amplified = s.amplified() or _broke_at_modest_rate(s) or _initialiser_off_scale(s)
   blowup = 2 if amplified else 4
-  quiet = quiet_collapse(s)  # The divergence was that collapse; collapse_rules reads it.
-  if diverged and 'data' not in s.checks and not quiet:
+  if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
                                      'worse on a clean batch')
   above = _rate_above_usual(s)
@@ -106,7 +105,10 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
     out.add('learning_rate', 2, 'at the end the loss was no better than a uniform guess: a '
                                 'learning rate too high knocks a network to that level, one too '
                                 'low never leaves it')
-  collapse_rules(s, out, blowup)
+  if s.collapsed:
+    out.add('learning_rate', blowup, "the model's outputs became the same for every example "
+                                     "where an untrained model's were not: its units died, "
+                                     'typically of a learning rate too high')
   if loss_growth >= 10 and norm_growth >= 3 and s.cliff()[0] < CLIFF and not amplified:
     # A cliff, or a blow-up at a usual rate, explains it.
     out.add('learning_rate', 2, f'before the trouble the loss grew {loss_growth:.3g}x and the '
@@ -121,34 +123,6 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
     out.add('learning_rate', 2, f'the learning rate had risen {s.lr_rise():.3g}x just before')
   if 'learning_rate_or_initialisation' in s.warnings:
     out.add('learning_rate', 1, 'InitialisationCheck: the loss stayed far above its start')
-
-
-def collapse_rules(s: Symptoms, out: Scores, blowup: int) -> None:
-  """A collapse (outputs the same for every example) speaks for the rate (`blowup` points),
-  but for where the weights started when nothing rose on the way (`quiet_collapse`)."""
-  if quiet_collapse(s):
-    out.add('initialisation', 3, "the model's outputs became the same for every example at a "
-                                 f'usual rate for {s.optimizer}, its loss never above its start '
-                                 'and its gradient norm never 10x its first: no update knocked '
-                                 'its units out; where its weights started left it unable to '
-                                 'learn')
-  elif s.collapsed:
-    out.add('learning_rate', blowup, "the model's outputs became the same for every example "
-                                     "where an untrained model's were not: its units died, "
-                                     'typically of a learning rate too high')
-
-
-def quiet_collapse(s: Symptoms) -> bool:
-  """A collapse at a usual rate for its optimizer whose loss never rose above 1.1x its first
-  step's, nor its gradient norm to 10x its first, over the history (all finite): no update
-  knocked the units out (a rate too high shows a rise on the way)."""
-  h = s.history or {}
-  loss, norm = numbers(h.get('loss')), numbers(h.get('grad_norm'))
-  if not s.collapsed or s.usual_rate() is None or loss.size < 10 or norm.size != loss.size:
-    return False
-  if not (np.isfinite(loss).all() and np.isfinite(norm).all() and loss[0] > 0 and norm[0] > 0):
-    return False
-  return bool(loss.max() <= 1.1 * loss[0] and norm.max() < 10 * norm[0])
 
 
 def gradient_rules(s: Symptoms, out: Scores) -> None:
