@@ -212,6 +212,11 @@ class RulesTest(tf.test.TestCase):
     scaled = doctor.diagnose(events, dict(summary, loss_scale=1.0), [record])
     self.assertEqual(scaled['cause'], 'precision')
     self.assertNotIn("'mixed_float16'", scaled['remedy'])
+    # NaN in the batch forensics saved (features of a float16 model): the float16 activations
+    # say nothing of float16's range.
+    bad = dict(record, inputs=[{'path': 'features', 'nan': 3, 'inf': 0}])
+    self.assertEqual(top(events, summary, [bad])[1]['precision'][0], 0)
+    self.assertEqual(top(events, dict(summary, loss_scale=1.0), [bad])[1]['precision'][0], 0)
     # The same record from a float32 model: no precision evidence.
     record['op_level']['dtype'] = record['activations'][0]['dtype'] = 'float32'
     self.assertFalse(symptoms.Symptoms.read(events, summary, [record]).fp16)

@@ -175,8 +175,8 @@ def _mask_rules(s: Symptoms, out: Scores) -> None:
 
 
 def _precision_rules(s: Symptoms, out: Scores) -> None:
-  if not s.fp16:
-    return
+  if not s.fp16 or s.input_bad():
+    return  # NaN in the batch forensics saved makes float16 activations non-finite as float32.
   half = [a for a in s.activations()
           if 'float16' in a.get('dtype', '') and 'bfloat16' not in a['dtype']]
   # A division or a log located in float16 is either float16's range (an epsilon below 6e-8 is
