@@ -276,3 +276,32 @@ class ClipNearTheTopOfTheFloatRangeTest(tf.test.TestCase):
       with self.subTest(xla=xla):
         clipped, _, _ = self._clip(grads, 1e38, xla)
         self.assertAllClose(clipped[0], np.full([4], 5e37), rtol=1e-5)
+
+
+class MixedDtypesTest(tf.test.TestCase):
+  """A float32 model with one float16 layer: gradients of two dtypes (plain Keras trains it)."""
+
+  def setUp(self):
+    super().setUp()
+    self.grads = [tf.constant([3.0, 0.0]), tf.constant([[4.0]], tf.float16)]
+
+  def test_the_norm_and_flags_are_those_of_the_gradients_in_float32(self):
+    for xla in (False, True):
+      flags, norm = numerics.finite_flags_and_norm(self.grads, xla=xla)
+      self.assertAllEqual(flags, [True, True])
+      self.assertEqual(norm.dtype, tf.float32)
+      self.assertAllClose(norm, 5.0)
+    self.assertAllClose(numerics.global_norm(self.grads), 5.0)
+    bad = [self.grads[0], tf.constant([[np.nan]], tf.float16)]
+    self.assertAllEqual(numerics.finite_flags_and_norm(bad)[0], [True, False])
+
+  def test_the_clip_hands_each_gradient_back_in_its_own_dtype(self):
+    for xla in (False, True):
+      clipped, before, after = numerics.clip_by_global_norm(self.grads, 1.0, xla=xla)
+      self.assertEqual([g.dtype for g in clipped], [tf.float32, tf.float16])
+      self.assertAllClose(clipped[0], [0.6, 0.0])
+      self.assertAllClose(clipped[1], [[0.8]], atol=1e-3)
+      self.assertAllClose((before, after), (5.0, 1.0))
+    a, b = numerics.clip_factors(self.grads, tf.constant(1.0), tf.constant(5.0),
+                                 tf.constant(True))
+    self.assertAllClose(a * b, 0.2)

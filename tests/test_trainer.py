@@ -745,3 +745,20 @@ class MetricsTest(tf.test.TestCase, parameterized.TestCase):
     gin.parse_config('m = [@keras.metrics.SparseCategoricalAccuracy()]')
     metric = gin.query_parameter('%m')
     self.assertLen(metric, 1)
+
+
+class MixedDtypeModelTest(tf.test.TestCase):
+  """A float32 model with one float16 layer (plain Keras `fit` trains it): the default stack
+  trains it and skips a NaN batch."""
+
+  def test_trains_and_skips(self):
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([
+        keras.Input((FEATURES,)),
+        keras.layers.Dense(8, activation='tanh', name='dense_0'),
+        keras.layers.Dense(8, activation='tanh', dtype='float16', name='half'),
+        keras.layers.Dense(1, name='dense_1')])
+    trainer = make_trainer(model=model)
+    trainer.fit(make_data(num_batches=8, poison=(3,)), num_steps=8)
+    self.assertEqual((int(trainer.applied_steps), int(trainer.skipped_steps)), (7, 1))
+    self.assertTrue(all(np.isfinite(v.numpy()).all() for v in model.variables))

@@ -24,6 +24,17 @@ def first_false(flags: tf.Tensor) -> tf.Tensor:
   return tf.where(tf.reduce_any(bad), index, tf.constant(-1, tf.int32))
 
 
+def one_dtype(grads: Sequence[tf.Tensor]) -> List[tf.Tensor]:
+  """`grads` as tensors of one float dtype: as they are where they share one, else widened to
+  float32 (float64 where one is): a float32 model with one float16 layer has both."""
+  grads = [tf.convert_to_tensor(g) for g in grads]
+  dtypes = {g.dtype for g in grads}
+  if len(dtypes) <= 1:
+    return grads
+  wide = tf.float64 if tf.float64 in dtypes else tf.float32
+  return [tf.cast(g, wide) for g in grads]
+
+
 def _scaled_norm(grads: Sequence[tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:
   """Returns (m, s) with global_norm = m * sqrt(s), computed without overflow."""
   m = tf.reduce_max(tf.stack([tf.reduce_max(tf.abs(g)) for g in grads]))
@@ -35,7 +46,7 @@ def _scaled_norm(grads: Sequence[tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:
 def global_norm(grads: Sequence[tf.Tensor]) -> tf.Tensor:
   """`tf.linalg.global_norm`, except that finite gradients whose squares overflow float32 still
   get their true (finite, if representable) norm instead of inf."""
-  grads = [tf.convert_to_tensor(g) for g in grads]
+  grads = one_dtype(grads)
   plain = tf.linalg.global_norm(grads)
 
   def rescaled():
@@ -99,7 +110,7 @@ def finite_flags_and_norm(grads: Sequence[tf.Tensor],
       flags; the norm equal to `tf.linalg.global_norm`'s within float rounding), which XLA:CPU
       computes ~4x faster than a plain reduction.
   """
-  grads = [tf.convert_to_tensor(g) for g in grads]
+  grads = one_dtype(grads)
   if not grads:
     return tf.zeros([0], tf.bool), tf.constant(0.0)
   if xla:
@@ -136,6 +147,7 @@ def clip_factors(grads: Sequence[tf.Tensor], max_norm: tf.Tensor, norm: tf.Tenso
     norm: their global norm from `global_norm` (or `finite_flags_and_norm`).
     all_finite: scalar bool, whether every gradient is finite.
   """
+  grads = one_dtype(grads)
   max_norm = tf.cast(max_norm, norm.dtype)
   scale = max_norm * tf.minimum(1.0 / norm, 1.0 / max_norm)
   use_ordinary = _use_ordinary_clip(norm, max_norm, all_finite)
@@ -195,6 +207,11 @@ def clip_by_global_norm(grads: Sequence[tf.Tensor],
     (clipped gradients, norm before clipping, norm after clipping).
   """
   grads = [tf.convert_to_tensor(g) for g in grads]
+  dtypes = [g.dtype for g in grads]
+  if len(set(dtypes)) > 1:  # Clipped in one dtype, each handed back in its own.
+    clipped, before, after = clip_by_global_norm(one_dtype(grads), max_norm, norm=norm,
+                                                 all_finite=all_finite, xla=xla)
+    return [tf.cast(g, d) for g, d in zip(clipped, dtypes)], before, after
   max_norm = tf.cast(max_norm, grads[0].dtype)
   if norm is None:
     norm = global_norm(grads)

@@ -123,7 +123,7 @@ class AdaptiveClip(interfaces.Policy):
       a, b = numerics.clip_factors(grads, threshold, norm, all_finite=clip)
       one = tf.ones_like(norm)
       a, b = tf.where(clip, a, one), tf.where(clip, b, one)
-      grads = [(g * a) * b for g in grads]
+      grads = [(g * tf.cast(a, g.dtype)) * tf.cast(b, g.dtype) for g in grads]
     else:
       # The unclipped branch is the identity (a product by 1.0 is a pass over every gradient),
       # and only the branch taken runs: lowered, the clip's ~100 ops would pass the executor,
