@@ -415,6 +415,28 @@ class ClassifierStartTest(tf.test.TestCase):
     self.assertGreater(warnings[0]['kernel_ratio'], 10.0)  # Glorot's x 30: the weights' doing.
     self.assertEqual(summary['diagnosis']['cause'], 'initialisation')
 
+  def test_a_weight_penalty_in_the_loss_is_no_broken_start(self):
+    # A deep net with an L2 penalty on its kernels: its first loss is the cross-entropy plus a
+    # penalty of ~20, over 5x log(4), while its logits are sound and it trains.
+    keras.utils.set_random_seed(0)
+    l2 = keras.regularizers.L2(0.05)
+    model = keras.Sequential([keras.Input((FEATURES,))] + [
+        keras.layers.Dense(64, activation='relu', kernel_regularizer=l2) for _ in range(6)] + [
+        keras.layers.Dense(4, kernel_regularizer=l2)])
+    self.assertGreater(float(sum(model.losses)), 5 * np.log(4))
+    model_dir = os.path.join(self.get_temp_dir(), 'l2')
+    t = trainer_lib.Trainer(
+        model=model, optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        policies=[divergence.DivergenceCheck(rise_patience=20, collapse_every=None)],
+        model_dir=model_dir, steps_per_loop=10, verbose=False)
+    summary = t.fit(data.synthetic_classification(num_features=FEATURES, num_classes=4,
+                                                  num_examples=256, batch_size=32), num_steps=30)
+    self.assertGreater(summary['divergence']['start'], 5 * np.log(4))
+    self.assertEqual(summary['status'], 'completed')
+    records = events.read_events(os.path.join(model_dir, 'events.jsonl'))
+    self.assertEqual([e for e in records if e['event'] == 'warning'], [])
+
   def test_a_loss_far_above_a_guess_from_logits_off_scale_by_design_is_no_broken_start(self):
     # The same logits from Glorot kernels over a temperature of 1/30: the model's own scale.
     model_dir = os.path.join(self.get_temp_dir(), 'temperature')

@@ -12,6 +12,7 @@ import tensorflow as tf
 from stable_train.core import interfaces
 from stable_train.core import loss_match
 from stable_train.core import numerics
+from stable_train.policies import weight_scale
 from stable_train import errors
 
 log = logging.getLogger('stable_train')
@@ -100,11 +101,13 @@ def output_deviation(probe, weights=None, model=None,
 
 
 def chance_excess(probe, start_loss: float) -> Optional[float]:
-  """The untrained model's loss `start_loss` over a uniform guess's (`uniform_guess`): about 1
-  for sound initial weights, far above for logits far off scale (a classifier's analogue of
-  outputs far above the labels). None where there is no guess to compare with."""
+  """The untrained model's loss `start_loss`, less its weight penalties (`weight_scale.penalty`), over a
+  uniform guess's (`uniform_guess`): about 1 for sound initial weights, far above for logits far
+  off scale (a classifier's analogue of outputs far above the labels). None where there is no
+  guess to compare with."""
   guess = uniform_guess(probe) if math.isfinite(start_loss) else None
-  return None if guess is None else start_loss / guess
+  return None if guess is None else (start_loss - weight_scale.penalty(probe.model, start_loss)) / guess
+
 
 
 def uniform_guess(probe) -> Optional[float]:

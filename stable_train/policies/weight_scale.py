@@ -93,3 +93,14 @@ def by_design(fields_: Dict[str, float], input_rms: float) -> bool:
   0.01, a sum over an unnormalised adjacency). False where the kernels were not measured."""
   ratio = fields_.get('kernel_ratio')
   return ratio is not None and ratio < OFF_SCALE and 0 <= input_rms <= INPUTS_LARGE
+
+
+def penalty(model, start_loss: float) -> float:
+  """The model's weight penalties now (`model.losses`: kernel regularisers, `add_loss`), which
+  the reported loss includes: an L2 over a deep net's kernels is no cross-entropy. 0 where they
+  cannot be read, are not finite, or are not below `start_loss`."""
+  try:
+    total = float(sum(float(tf.reduce_sum(l)) for l in getattr(model, 'losses', [])))
+  except Exception:  # pylint: disable=broad-except  # Symbolic activity losses, say.
+    return 0.0
+  return total if math.isfinite(total) and 0.0 < total < start_loss else 0.0
