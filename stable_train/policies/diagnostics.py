@@ -101,12 +101,14 @@ def output_deviation(probe, weights=None, model=None,
 
 
 def chance_excess(probe, start_loss: float) -> Optional[float]:
-  """The untrained model's loss `start_loss`, less its weight penalties (`weight_scale.penalty`), over a
-  uniform guess's (`uniform_guess`): about 1 for sound initial weights, far above for logits far
-  off scale (a classifier's analogue of outputs far above the labels). None where there is no
-  guess to compare with."""
+  """The untrained model's loss `start_loss`, less its weight penalties
+  (`weight_scale.penalty`), over a uniform guess's (`uniform_guess`): about 1 for sound initial
+  weights, far above for logits far off scale (a classifier's analogue of outputs far above the
+  labels). None where there is no guess to compare with."""
   guess = uniform_guess(probe) if math.isfinite(start_loss) else None
-  return None if guess is None else (start_loss - weight_scale.penalty(probe.model, start_loss)) / guess
+  if guess is None:
+    return None
+  return (start_loss - weight_scale.penalty(probe.model, start_loss)) / guess
 
 
 
