@@ -22,6 +22,7 @@ class RulesTest(tf.test.TestCase):
 
   def test_an_op_named_by_forensics_decides_the_arithmetic_causes(self):
     for op, cause in (('Log', 'division_or_log'), ('RealDiv', 'division_or_log'),
+                      ('Acosh', 'division_or_log'),  # A Poincaré distance past the ball.
                       ('Exp', 'softmax_overflow')):
       record = {'op_level': {'found': True, 'op_type': op, 'op_name': 'x'}, 'inputs': []}
       self.assertEqual(top([skip(k) for k in range(1, 12)], {}, [record])[0], cause)

@@ -17,7 +17,8 @@ CAUSES = {
 EXP_OPS = ('Exp', 'Expm1', 'Softmax', 'LogSoftmax', 'Softplus', 'Sinh', 'Cosh')
 DIV_LOG_OPS = ('Log', 'Log1p', 'Xlogy', 'Xlog1py', 'Xdivy', 'RealDiv', 'Div', 'DivNoNan',
                'FloorDiv', 'Reciprocal', 'Inv', 'Rsqrt', 'Sqrt', 'Pow', 'SqrtGrad', 'RsqrtGrad',
-               'ReciprocalGrad', 'InvGrad', 'Digamma', 'Lgamma', 'Atanh', 'Acos', 'Asin')
+               'ReciprocalGrad', 'InvGrad', 'Digamma', 'Lgamma', 'Atanh', 'Acos', 'Asin',
+               'Acosh')  # Domain errors: acosh below 1, as a Poincaré distance past the ball.
 # Products: a first Inf born in one of these, from finite operands, is an overflow.
 PRODUCT_OPS = ('Mul', 'MatMul', 'BatchMatMul', 'BatchMatMulV2', 'BatchMatMulV3', 'Prod', 'Square',
                'Einsum', 'Cumprod')

@@ -6,6 +6,8 @@ from typing import Any, Dict, Optional
 
 from stable_train.doctor import symptoms as symptoms_lib
 
+DOMAIN_OPS = ('Acosh', 'Acos', 'Asin', 'Atanh')  # NaN outside a domain, not at a 0.
+
 
 def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
   """The remedy for `cause`, as concrete as the records allow."""
@@ -31,15 +33,20 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                           "kernel_initializer='he_normal' (ReLU) or 'glorot_uniform' on every "
                           'Dense/Conv layer, normalisation scales at 1') +
                          ' (the initial outputs should be of the order of the labels)'),
-      'division_or_log': (f'guard the op{where}: tf.math.divide_no_nan(a, b), '
+      'division_or_log': (f'guard the op{where}: ' + (
+                              'keep its argument inside its domain (acosh: x >= 1, acos and asin: '
+                              '|x| <= 1, atanh: |x| < 1), e.g. tf.clip_by_value, or project '
+                              'the points that left it back; ' if op.get('op_type') in DOMAIN_OPS
+                              else '') + 'tf.math.divide_no_nan(a, b), '
                           'tf.math.log(tf.maximum(p, 1e-7)) or tf.math.xlogy; for a '
                           'classification loss: Trainer.loss = '
                           '@keras.losses.SparseCategoricalCrossentropy(from_logits=True)'),
       'softmax_overflow': _softmax_remedy(op, where),
       'precision': (('' if scaled else "build the model's layers in float32 or under "
                      "'mixed_float16' (float32 weights, a LossScaleOptimizer; an optimizer "
-                     'epsilon under 6e-8 is 0 in float16); ') + "train.precision = 'mixed_bfloat16'  # float32's "
-                    "range; or 'float32', or rescale the inputs/activations below 65504" + (
+                     'epsilon under 6e-8 is 0 in float16); ') +
+                    "train.precision = 'mixed_bfloat16'  # float32's range; or 'float32', or "
+                    'rescale the inputs/activations below 65504' + (
                         f", or keep layer {op['layer']} in float32 (dtype='float32'){where}"
                         if op.get('found') and op.get('layer') else '')),
       'bad_input': ('Trainer.policies = [@ValidateInputs(), @CheckNumerics(), @AdaptiveClip(), '
