@@ -26,6 +26,10 @@ class RulesTest(tf.test.TestCase):
                       ('Exp', 'softmax_overflow')):
       record = {'op_level': {'found': True, 'op_type': op, 'op_name': 'x'}, 'inputs': []}
       self.assertEqual(top([skip(k) for k in range(1, 12)], {}, [record])[0], cause)
+    # An inverse function's NaN is its argument outside its domain: the remedy says so.
+    record = {'op_level': {'found': True, 'op_type': 'Acosh', 'op_name': 'x'}, 'inputs': []}
+    found = doctor.diagnose([skip(k) for k in range(1, 12)], {'status': 'aborted'}, [record])
+    self.assertIn('inside its domain', found['remedy'])
 
   def test_a_division_or_log_over_a_sum_of_exps_is_a_softmax_by_hand(self):
     for op in ('RealDiv', 'Log'):

@@ -19,6 +19,8 @@ DIV_LOG_OPS = ('Log', 'Log1p', 'Xlogy', 'Xlog1py', 'Xdivy', 'RealDiv', 'Div', 'D
                'FloorDiv', 'Reciprocal', 'Inv', 'Rsqrt', 'Sqrt', 'Pow', 'SqrtGrad', 'RsqrtGrad',
                'ReciprocalGrad', 'InvGrad', 'Digamma', 'Lgamma', 'Atanh', 'Acos', 'Asin',
                'Acosh')  # Domain errors: acosh below 1, as a Poincaré distance past the ball.
+# Of those, the inverse functions: NaN outside a domain, not at a 0 (their remedy differs).
+DOMAIN_OPS = ('Acosh', 'Acos', 'Asin', 'Atanh')
 # Products: a first Inf born in one of these, from finite operands, is an overflow.
 PRODUCT_OPS = ('Mul', 'MatMul', 'BatchMatMul', 'BatchMatMulV2', 'BatchMatMulV3', 'Prod', 'Square',
                'Einsum', 'Cumprod')

@@ -5,8 +5,7 @@ import re
 from typing import Any, Dict, Optional
 
 from stable_train.doctor import symptoms as symptoms_lib
-
-DOMAIN_OPS = ('Acosh', 'Acos', 'Asin', 'Atanh')  # NaN outside a domain, not at a 0.
+from stable_train.doctor.evidence import DOMAIN_OPS
 
 
 def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:

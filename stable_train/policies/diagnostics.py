@@ -111,7 +111,6 @@ def chance_excess(probe, start_loss: float) -> Optional[float]:
   return (start_loss - weight_scale.penalty(probe.model, start_loss)) / guess
 
 
-
 def uniform_guess(probe) -> Optional[float]:
   """A uniform guess's loss, log(K), for a Keras cross-entropy over K classes (K = 2 for a
   binary one) reduced by a mean; None for any other loss (`loss_match.loss_terms`), another

@@ -100,7 +100,7 @@ def penalty(model, start_loss: float) -> float:
   the reported loss includes: an L2 over a deep net's kernels is no cross-entropy. 0 where they
   cannot be read, are not finite, or are not below `start_loss`."""
   try:
-    total = float(sum(float(tf.reduce_sum(l)) for l in getattr(model, 'losses', [])))
+    total = sum(float(tf.reduce_sum(l)) for l in getattr(model, 'losses', []))
   except Exception:  # pylint: disable=broad-except  # Symbolic activity losses, say.
     return 0.0
   return total if math.isfinite(total) and 0.0 < total < start_loss else 0.0
