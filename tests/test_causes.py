@@ -180,6 +180,23 @@ class RulesTest(tf.test.TestCase):
     events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(1, 12)]
     self.assertEqual(top(events, {'loss_scale': 1.0}, [record])[0], 'precision')
 
+  def test_a_float16_activation_after_an_infinity_built_on_purpose_is_not_the_range(self):
+    # A -inf mask fill under mixed_float16 over rows with nothing to attend to: Forensics
+    # stops at the -inf constant; the pooled layer's float16 outputs hold NaN, its finite
+    # values small. The same record as in float32: the mask, not float16's range.
+    record = {'op_level': {'found': False, 'constant': '-Inf', 'source': 'net.py:13 in call'},
+              'inputs': [], 'activations': [{'layer': 'pool', 'dtype': 'float16',
+                                             'finite': False, 'max_abs': 0.09}]}
+    events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(1, 12)]
+    summary = {'loss_scale': 1.0, 'status': 'aborted', 'inputs_checked': True}
+    found = doctor.diagnose(events, summary, [record])
+    self.assertEqual(found['cause'], 'softmax_overflow')
+    self.assertIn('never -inf', found['remedy'])
+    self.assertEqual(top(events, summary, [record])[1]['precision'][0], 0)
+    # Finite values near float16's top in that layer: its range after all.
+    record['activations'][0]['max_abs'] = 6e4
+    self.assertEqual(top(events, summary, [record])[0], 'precision')
+
   def test_a_located_op_that_computed_in_float16_is_first_the_float16_range(self):
     # An RMSNorm's x / sqrt(mean(x^2) + 1e-8) in float16: the epsilon is 0 there.
     record = {'op_level': {'found': True, 'op_type': 'RealDiv', 'op_name': 'rms/truediv',
@@ -226,6 +243,23 @@ class RulesTest(tf.test.TestCase):
     record['op_level']['dtype'] = record['activations'][0]['dtype'] = 'float32'
     self.assertFalse(symptoms.Symptoms.read(events, summary, [record]).fp16)
     self.assertEqual(top(events, summary, [record])[1]['precision'][0], 0)
+
+  def test_weights_in_float16_that_diverge_at_a_usual_rate_are_float16s(self):
+    # set_floatx('float16'): a loss scale, Adam at 1e-3, the loss diverged while finite.
+    history = {'event': 'history', 'step': 26, 'steps': list(range(1, 27)),
+               'loss': [0.8] + [1.5 + 0.1 * k for k in range(25)], 'grad_norm': [1.0] * 26,
+               'learning_rate': [1e-3] * 26, 'loss_scale': [32768.0] * 26, 'applied': [True] * 26}
+    events = [{'event': 'start', 'step': 0, 'num_steps': 384}, history,
+              {'event': 'divergence_check', 'step': 26, 'rule': 'above_best', 'verdict': 'model'},
+              {'event': 'abort', 'step': 26, 'trigger': 'divergence', 'reason': 'diverged'}]
+    summary = {'status': 'diverged', 'optimizer': 'Adam', 'loss_scale': 32768.0}
+    self.assertNotEqual(doctor.diagnose(events, summary)['cause'], 'precision')
+    found = doctor.diagnose(events, dict(summary, variable_dtype='float16'))
+    self.assertEqual(found['cause'], 'precision')
+    self.assertIn("build the model's layers in float32 or under 'mixed_float16'", found['remedy'])
+    history['learning_rate'] = [1.0] * 26  # Far above Adam's usual: the rate's, first.
+    self.assertNotEqual(doctor.diagnose(events, dict(summary, variable_dtype='float16'))['cause'],
+                        'precision')
 
   def test_a_loss_output_mismatch_explains_a_finite_trouble_not_an_op_s_nan(self):
     mismatch = {'event': 'warning', 'step': 10, 'cause': 'loss_output_mismatch',
@@ -396,6 +430,15 @@ class RankingTest(tf.test.TestCase):
     d = doctor.diagnose(events, {'status': 'diverged'})
     self.assertEqual(d['cause'], 'learning_rate')
     self.assertTrue(any('units died' in e for e in d['evidence']))
+
+  def test_an_output_layer_stuck_over_varied_features_is_not_read_as_the_rate(self):
+    events = [{'event': 'divergence_check', 'step': 640, 'rule': 'collapsed', 'verdict': 'model',
+               'output_floor': True},
+              {'event': 'diverged', 'step': 640, 'trigger': 'divergence', 'reason': 'collapsed'}]
+    d = doctor.diagnose(events, {'status': 'diverged'})
+    self.assertFalse(any('units died' in e or 'diverged while finite' in e
+                         for e in d['evidence']))
+    self.assertNotEqual(d['confidence'], 'high')
 
   def test_input_check_failures_are_decisive(self):
     events = [skip(k, 'input', 'features') for k in (5, 17, 40)]

@@ -36,6 +36,15 @@ def dense(kernel='glorot_uniform', bias='zeros', hidden=8):
                            keras.layers.Dense(1)])
 
 
+def relu_head(inputs=4):
+  """A ReLU output pushed below 0 for every row, its hidden units alive."""
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((inputs,)), keras.layers.Dense(8, 'relu'),
+                            keras.layers.Dense(1, 'relu')])
+  model.layers[1].bias.assign([-100.0])
+  return model
+
+
 def kill(model):
   """Every ReLU of the first layer dead on every input: one output for all."""
   kernel, bias = model.layers[0].weights
@@ -123,6 +132,55 @@ class CollapseProbeTest(tf.test.TestCase):
     model.layers[1].weights[1].assign([1e3])  # Varied outputs far from zero: alive.
     self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))
 
+  def test_a_relu_output_at_0_over_varied_features_is_judged_at_the_end_only(self):
+    # A ReLU head below 0 on every row of the first batch (a regression head on targets mostly 0,
+    # early in training): the outputs are the same, the features it reads vary.
+    model = relu_head()
+    emitted = []
+    run = types.SimpleNamespace(probe=probe_of(model), emit=lambda *a, **k: emitted.append(k))
+    probe = collapse.CollapseProbe()
+    self.assertIsNotNone(probe.collapsed(run.probe))  # Its outputs alone read as a collapse.
+    self.assertTrue(probe.at_floor(run.probe))
+    self.assertEqual(probe.report(run, 50, {'smoothed': 1.0, 'best': 1.0}), '')
+    self.assertEqual(emitted, [])  # Mid-run: nothing said, the run goes on.
+    self.assertEqual(probe.report(run, 60, {'smoothed': 1.0, 'best': 1.0}, final=True), 'floor')
+    self.assertTrue(emitted[-1]['output_floor'])
+    kill(model)  # Its hidden units dead too: the features the same, a collapse at once.
+    probe = collapse.CollapseProbe()
+    self.assertFalse(probe.at_floor(run.probe))
+    self.assertEqual(probe.report(run, 70, {'smoothed': 1.0, 'best': 1.0}), 'units')
+    self.assertFalse(emitted[-1]['output_floor'])
+
+  def test_outputs_saturated_or_shrunk_over_varied_features_are_a_collapse_at_once(self):
+    # A sigmoid saturated by huge logits (a rate that blew the head up), a linear head whose
+    # kernel shrank to 0: the same answer for every row, with no row that can lift it.
+    for activation, kernel, bias in (('sigmoid', 1e4, 1e4), ('linear', 0.0, 1.0)):
+      keras.utils.set_random_seed(0)
+      model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, 'relu'),
+                                keras.layers.Dense(1, activation)])
+      model.layers[1].kernel.assign(tf.fill([8, 1], kernel))
+      model.layers[1].bias.assign([bias])
+      run = types.SimpleNamespace(probe=probe_of(model), emit=lambda *a, **k: None)
+      self.assertEqual(collapse.CollapseProbe().report(run, 50, {'smoothed': 1.0, 'best': 1.0}),
+                       'units', activation)
+
+  def test_features_are_read_only_where_the_last_layer_makes_the_one_output(self):
+    self.assertIsNotNone(collapse.feature_model(dense()))
+    x = keras.Input((4,))
+    two = keras.Model(x, [keras.layers.Dense(1)(x), keras.layers.Dense(2)(x)])
+    self.assertIsNone(collapse.feature_model(two))
+
+    class Net(keras.Model):
+      def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.out = keras.layers.Dense(1)
+
+      def call(self, x):
+        return self.out(x)
+    net = Net()
+    net(X)
+    self.assertIsNone(collapse.feature_model(net))  # Subclassed: unknown, the verdict as before.
+
   def test_a_model_that_cannot_be_copied_is_judged_by_its_initial_weights_or_not_at_all(self):
     class Plain(tf.Module):
       def __init__(self):
@@ -207,6 +265,18 @@ class EndOfRunTest(tf.test.TestCase):
     decision = check.check_at_end(run)
     self.assertEqual((decision.status, decision.details['rule']), ('diverged', 'collapsed'))
     self.assertFalse(check.is_healthy())
+
+  def test_a_relu_output_at_0_at_the_end_is_named_as_such(self):
+    model = relu_head(inputs=8)
+    x = np.random.RandomState(0).normal(size=(16, 8)).astype(np.float32)
+    run = types.SimpleNamespace(probe=probe_of(model, x), step=7,
+                                emit=lambda *args, **kwargs: None)
+    check = divergence.DivergenceCheck(output_ratio=None, warmup=2)
+    check.fold(_clean_loop(4))
+    decision = check.check_at_end(run)
+    self.assertEqual((decision.status, decision.details['rule']), ('diverged', 'collapsed'))
+    self.assertIn('its ReLU output is 0 for every example', decision.reason)
+    self.assertNotIn('units died', decision.reason)
 
   def test_a_dead_net_whose_loss_came_far_down_is_probed_too(self):
     # Shifted labels: a dead net that answers their mean has a loss far below its start (and

@@ -68,5 +68,20 @@ class RunSummaryTest(tf.test.TestCase):
     self.assertEqual(summary_lib.optimizer_family(MyOwn(0.1)), 'MyOwn')
 
 
+  def test_weights_built_in_float16_are_recorded_for_the_doctor(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    view = run_view()
+    summary = summary_lib.RunSummary(view, view.policies, start_step=0)
+    done = outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
+    for dtype, wrap, expected in (('float16', False, 'float16'), ('float16', True, 'float16'),
+                                  ('float32', False, None)):
+      weights = [keras.Variable(np.zeros(3, dtype), dtype=dtype)]
+      optimizer = keras.optimizers.Adam()
+      optimizer = keras.optimizers.LossScaleOptimizer(optimizer) if wrap else optimizer
+      optimizer.build(weights)
+      values = summary.build(done, optimizer=optimizer)
+      self.assertEqual(values.get('variable_dtype'), expected, (dtype, wrap))
+
+
 if __name__ == '__main__':
   tf.test.main()

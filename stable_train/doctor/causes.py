@@ -120,7 +120,9 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
     out.add('softmax_overflow', located, f'forensics: the first NaN/Inf came out of a {op} op '
                                          f'({s.op_name()})', decisive=settles)
   outputs = s.outputs_non_finite()
-  if s.inputs_checked and not op and outputs >= max(1, 0.5 * len(s.faults)) and not s.fp16:
+  if (s.inputs_checked and not op and outputs >= max(1, 0.5 * len(s.faults))
+      and (not s.fp16 or s.inf_fill())):  # In float16, an overflow looks the same, unless an
+    # infinity built on purpose came first.
     out.add('softmax_overflow', 2, f'{outputs} step(s) whose model outputs were non-finite from '
                                    'inputs that passed the finiteness check: the forward pass '
                                    '(a softmax over a fully masked row, -inf everywhere; an exp '
@@ -182,7 +184,9 @@ def _precision_rules(s: Symptoms, out: Scores) -> None:
   # A division or a log located in float16 is either float16's range (an epsilon below 6e-8 is
   # 0 there) or a real 0 that float32 would not survive either: the non-finite activations
   # after it tell neither, and the op's dtype alone decides nothing.
-  ambiguous = s.op_type() in DIV_LOG_OPS
+  # Nor does a non-finite activation where forensics stopped at an infinity built on purpose (a
+  # -inf mask fill is -inf in float32 too); finite values near 65504 still tell.
+  ambiguous = s.op_type() in DIV_LOG_OPS or s.inf_fill()
   hot = [a['layer'] for a in half if number(a.get('max_abs')) > 0.5 * FLOAT16_MAX or (
       not a['finite'] and not ambiguous)]
   if hot:
@@ -193,11 +197,16 @@ def _precision_rules(s: Symptoms, out: Scores) -> None:
                             f"({s.op_name()}): float16's range (largest 65504; an epsilon below "
                             '6e-8 is 0) -- compute that layer in float32', decisive=not ambiguous)
   if s.faults and not s.input_bad() and not s.fault_kinds().get('input') and (
-      s.persistent() or len(s.faults) > 3) and not s.op_type() in EXP_OPS + DIV_LOG_OPS:
+      s.persistent() or len(s.faults) > 3) and not s.op_type() in EXP_OPS + DIV_LOG_OPS and (
+          not s.inf_fill()):
     out.add('precision', 3, f'{len(s.faults)} non-finite steps under float16 compute from finite '
                             'inputs, with no op that would overflow in float32')
   if s.overflow_skips > 20:
     out.add('precision', 1, f'{s.overflow_skips} float16 loss-scale overflows')
+  if s.half_variables and (s.faults or s.triggers):  # At a usual rate, more than the rate.
+    out.add('precision', 6 if s.usual_rate() else 3, "the model's weights are float16 (not "
+            "mixed precision's float32): an update under 1/2048 of a weight is lost and an "
+            'optimizer epsilon under 6e-8 is 0')
 
 
 def _mismatch_rules(s: Symptoms, out: Scores) -> None:

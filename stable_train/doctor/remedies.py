@@ -18,8 +18,8 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
   norm = f'{s.healthy_norm:.3g}' if s.healthy_norm else '1.0'
   op = ((s.forensics or {}).get('op_level') or {})
   where = f" (op {op.get('op_name')}, created at {op.get('source')})" if op.get('found') else ''
-  # Computing in float16 with no loss scale: layers built in float16, weights and all.
-  scaled = s.fp16 != 'unscaled'
+  # Layers built in float16, weights and all (a loss scale or not): not mixed precision.
+  scaled = s.fp16 != 'unscaled' and not s.half_variables
   return {
       'learning_rate': (f'{name}.learning_rate = {rate:.3g}' if rate else
                         f'lower {name}.learning_rate 10x') + (

@@ -54,8 +54,43 @@ def _first_history(events) -> Optional[Dict[str, List[Any]]]:
       'steps', 'loss', 'grad_norm', 'learning_rate', 'loss_scale', 'applied')}
 
 
+class ForensicsReadings:
+  """What a Forensics record (`forensics`, its report.json, or None) shows."""
+  forensics: Optional[Dict[str, Any]]
+
+  def input_bad(self) -> bool:
+    """The forensics batch held NaN/Inf (the run's inputs, not its arithmetic)."""
+    inputs = (self.forensics or {}).get('inputs') or []
+    return any(number(e.get('nan')) + number(e.get('inf')) > 0 for e in inputs)
+
+  def inf_fill(self) -> bool:
+    """Whether forensics stopped at a constant holding an infinity (a -inf mask fill, built on
+    purpose): non-finite as much in float32; what came after it was not checked."""
+    op = (self.forensics or {}).get('op_level') or {}
+    return not op.get('found') and 'Inf' in str(op.get('constant') or '')
+
+  def activations(self) -> List[Dict[str, Any]]:
+    return (self.forensics or {}).get('activations') or []
+
+  def op_type(self) -> Optional[str]:
+    op = (self.forensics or {}).get('op_level') or {}
+    return op.get('op_type') if op.get('found') else None
+
+  def op_name(self) -> str:
+    """The full name of the op forensics located ('?' where none)."""
+    return ((self.forensics or {}).get('op_level') or {}).get('op_name') or '?'
+
+  def op_in_half(self) -> bool:
+    """Whether the op forensics located computed in float16 (its output's dtype)."""
+    return self.op_type() is not None and self.forensics['op_level'].get('dtype') == 'float16'
+
+  def op_in_loss(self) -> bool:
+    """Whether forensics located the op outside every layer: the loss's own arithmetic."""
+    return self.op_type() is not None and not (self.forensics['op_level'].get('layer'))
+
+
 @dataclasses.dataclass
-class Symptoms:
+class Symptoms(ForensicsReadings):
   """What the records show, in the doctor's terms (see `read`)."""
   status: str = ''
   reason: str = ''
@@ -67,7 +102,8 @@ class Symptoms:
   triggers: List[str] = dataclasses.field(default_factory=list)  # Rollback and stop triggers.
   rollbacks: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
   checks: List[str] = dataclasses.field(default_factory=list)  # divergence_check verdicts.
-  collapsed: bool = False  # A divergence_check found the outputs the same for every example.
+  collapsed: bool = False  # A divergence_check found the outputs the same for every example...
+  head_stuck: bool = False  # ...or a ReLU output at 0, the features it reads varying.
   inputs_checked: bool = False  # The stack checked every input tensor's finiteness.
   outputs_checked: bool = True  # The step saw the outputs (StepGuard may be handed none).
   first_step: Optional[int] = None  # The run's first step (its start event's step + 1).
@@ -79,6 +115,7 @@ class Symptoms:
   forensics: Optional[Dict[str, Any]] = None  # The first forensics record's report.
   history: Optional[Dict[str, List[Any]]] = None  # The first `history` event.
   fp16: str = ''  # 'scaled' (a loss scale), 'unscaled' (float16 in forensics' record), ''.
+  half_variables: bool = False  # The optimizer's variables (its weights') in float16.
   output_ratio: Optional[float] = None  # Outputs' RMS over max(labels' RMS, 1) at the start.
   output_rms: Optional[float] = None
   label_rms: Optional[float] = None  # The labels' RMS on the first batch.
@@ -135,7 +172,9 @@ class Symptoms:
         s.reason = e.get('reason', s.reason)
       elif kind == 'divergence_check':
         s.checks.append(e.get('verdict', ''))
-        s.collapsed = s.collapsed or e.get('rule') == 'collapsed'
+        stuck = e.get('rule') == 'collapsed' and bool(e.get('output_floor'))
+        s.head_stuck, s.collapsed = s.head_stuck or stuck, s.collapsed or (
+            e.get('rule') == 'collapsed' and not stuck)
       elif kind == 'outliers':
         s.outlier_batches += list(e.get('batches') or [])
       elif kind == 'warning':
@@ -156,8 +195,10 @@ class Symptoms:
     self.outputs_checked = summary.get('outputs_checked', True) is not False
     scaled = 'loss_scale' in summary or any(
         v != 1.0 for v in finite_values((self.history or {}).get('loss_scale', [])))
-    self.fp16 = 'scaled' if scaled else 'unscaled' if self.op_in_half() or any(
-        a.get('dtype') == 'float16' for a in self.activations()) else ''
+    self.half_variables = summary.get('variable_dtype') == 'float16'
+    self.fp16 = 'scaled' if scaled else 'unscaled' if (
+        self.half_variables or self.op_in_half()
+        or any(a.get('dtype') == 'float16' for a in self.activations())) else ''
     start = summary.get('divergence') or summary.get('init_check') or {}
     if start.get('output_rms') is not None and start.get('label_rms') is not None:
       self.output_rms, self.label_rms = number(start['output_rms']), number(start['label_rms'])
@@ -222,12 +263,13 @@ class Symptoms:
   def cliff(self) -> Tuple[float, Optional[int]]:
     """(the largest finite gradient norm of the history's applied steps over their median one,
     the step of that norm): a cliff is a norm orders of magnitude above the run's own in one
-    step. (1.0, None) with fewer than 4 such norms."""
+    step. (1.0, None) with fewer than 4 such norms above 0."""
     h = self.history or {}
     norm = numbers(h.get('grad_norm'))
     applied = np.asarray(h.get('applied') or [True] * norm.size, bool)
-    # A step skipped on finite values (an outlier veto) was the batch's, not the model's.
-    finite = np.isfinite(norm) & (applied if applied.size == norm.size else True)
+    # A step skipped on finite values (an outlier veto) was the batch's, not the model's; a norm
+    # of 0 (no gradient reached a weight: a dead ReLU output) sets no scale to rise above.
+    finite = np.isfinite(norm) & (norm > 0) & (applied if applied.size == norm.size else True)
     if finite.sum() < 4:
       return 1.0, None
     top = int(np.argmax(np.where(finite, norm, -np.inf)))
@@ -281,30 +323,6 @@ class Symptoms:
     """The learning rate at trouble over its median before (> 1: it went up, e.g. a warm-up)."""
     lr = finite_values((self.history or {}).get('learning_rate', []))
     return float(lr[-1] / max(np.median(lr), 1e-30)) if lr.size > 2 else 1.0
-
-  def input_bad(self) -> bool:
-    """The forensics batch held NaN/Inf (the run's inputs, not its arithmetic)."""
-    inputs = (self.forensics or {}).get('inputs') or []
-    return any(number(e.get('nan')) + number(e.get('inf')) > 0 for e in inputs)
-
-  def activations(self) -> List[Dict[str, Any]]:
-    return (self.forensics or {}).get('activations') or []
-
-  def op_type(self) -> Optional[str]:
-    op = (self.forensics or {}).get('op_level') or {}
-    return op.get('op_type') if op.get('found') else None
-
-  def op_name(self) -> str:
-    """The full name of the op forensics located ('?' where none)."""
-    return ((self.forensics or {}).get('op_level') or {}).get('op_name') or '?'
-
-  def op_in_half(self) -> bool:
-    """Whether the op forensics located computed in float16 (its output's dtype)."""
-    return self.op_type() is not None and self.forensics['op_level'].get('dtype') == 'float16'
-
-  def op_in_loss(self) -> bool:
-    """Whether forensics located the op outside every layer: the loss's own arithmetic."""
-    return self.op_type() is not None and not (self.forensics['op_level'].get('layer'))
 
 
 def largest_jump(norms: np.ndarray) -> float:

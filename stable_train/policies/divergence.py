@@ -267,12 +267,14 @@ class DivergenceCheck(interfaces.Policy):
     # The collapse probe once more, whatever the loss: a net that died and whose last bias still
     # wobbles (its loss down to the labels' spread, not quite flat) never ends 'completed'.
     if self.collapse_every is not None:
+      kind = 'units'
       if fields['verdict'] != _COLLAPSED:
-        _probe_collapse(self._collapse, state, run.step, {
-            'smoothed': fields['smoothed'], 'best': _shown('best', fields['best'])}, run)
+        kind = _probe_collapse(self._collapse, state, run.step, {
+            'smoothed': fields['smoothed'], 'best': _shown('best', fields['best'])}, run,
+                               final=True)
         self.state.assign(state)
       if state[_I['verdict']] == _COLLAPSED:
-        return _collapsed(run.step, dict(zip(_FIELDS, state.tolist())))
+        return _collapsed(run.step, dict(zip(_FIELDS, state.tolist())), kind)
     if found is None:
       return None
     return interfaces.Decision(action=interfaces.ABORT, trigger=found[0], step=run.step,
@@ -296,18 +298,16 @@ def _bad_start(state) -> str:  # What was wrong at a broken start.
                                state['output_rms'] / max(state['label_rms'], 1.0))
 
 
-def _collapsed(step, state) -> interfaces.Decision:
-  return _diverged(step, _reported(state), 'collapsed', (
-      f"the model collapsed by step {step}: its outputs on the first batch are the same for "
-      f"every example (an untrained one's were not), its smoothed loss {state['smoothed']:.4g} "
-      f"against the untrained model's {state['start']:.4g}; its units died, typically of a "
-      'learning rate too high'))
+def _collapsed(step, state, found='units') -> interfaces.Decision:
+  return _diverged(step, _reported(state), 'collapsed',
+                   collapse.reason(step, state['smoothed'], state['start'], found))
 
 
-def _probe_collapse(prober, state, step, details, run) -> None:
-  """Marks the model collapsed (`verdict`) when a `collapse.CollapseProbe` finds (and reports) it."""
-  if prober.report(run, step, details):
-    state[_I['verdict']] = _COLLAPSED
+def _probe_collapse(prober, state, step, details, run, *, final=False) -> str:
+  """Marks the model collapsed (`verdict`) where `CollapseProbe.report` finds it; returns that."""
+  found = prober.report(run, step, details, final=final)
+  state[_I['verdict']] = _COLLAPSED if found else state[_I['verdict']]
+  return found
 
 
 def _reference_check(state, decision, run, warmup) -> None:

@@ -22,6 +22,14 @@ def optimizer_family(optimizer) -> str:
                and c.__name__ not in ('Optimizer', 'LossScaleOptimizer')), cls.__name__)
 
 
+def half_variables(optimizer) -> bool:
+  """Whether the optimizer's variables (its slots, whose dtype is their weights') include float16
+  ones: a model built in float16 (`set_floatx('float16')`), not `mixed_float16`'s float32
+  weights."""
+  inner = getattr(optimizer, 'inner_optimizer', optimizer)
+  return any(str(getattr(v, 'dtype', '')) == 'float16' for v in getattr(inner, 'variables', ()))
+
+
 class RunSummary:
   """Keeps the figures of one fit as it goes (the last applied loss) and builds the summary."""
 
@@ -73,6 +81,8 @@ class RunSummary:
       family = optimizer_family(optimizer)
       if family != summary['optimizer']:  # A subclass: the doctor judges its rate as Keras's.
         summary['optimizer_family'] = family
+      if half_variables(optimizer):  # For the doctor: float16 weights, not mixed precision.
+        summary['variable_dtype'] = 'float16'
     for p in self._policies:
       summary.update(p.summary())
     summary.update(notes or {})
