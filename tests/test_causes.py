@@ -431,15 +431,6 @@ class RankingTest(tf.test.TestCase):
     self.assertEqual(d['cause'], 'learning_rate')
     self.assertTrue(any('units died' in e for e in d['evidence']))
 
-  def test_an_output_layer_stuck_over_varied_features_is_not_read_as_the_rate(self):
-    events = [{'event': 'divergence_check', 'step': 640, 'rule': 'collapsed', 'verdict': 'model',
-               'output_floor': True},
-              {'event': 'diverged', 'step': 640, 'trigger': 'divergence', 'reason': 'collapsed'}]
-    d = doctor.diagnose(events, {'status': 'diverged'})
-    self.assertFalse(any('units died' in e or 'diverged while finite' in e
-                         for e in d['evidence']))
-    self.assertNotEqual(d['confidence'], 'high')
-
   def test_input_check_failures_are_decisive(self):
     events = [skip(k, 'input', 'features') for k in (5, 17, 40)]
     d = doctor.diagnose(events, {'status': 'completed', 'skipped_steps': 3})

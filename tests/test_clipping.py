@@ -46,7 +46,7 @@ class ReferenceAdaptiveClip:
     return min(t, self.ceiling)
 
   def update(self, norm, applied):
-    if not applied or not math.isfinite(norm):
+    if not applied or not math.isfinite(norm) or norm == 0.0:  # A zero norm sets no scale.
       return
     if norm >= self.threshold():
       self.clipped += 1  # A clipped spike never enters the statistics.
@@ -160,6 +160,36 @@ class AdaptiveClipTest(parameterized.TestCase, tf.test.TestCase):
     q = clipping.AdaptiveClip(max_norm=None)
     out = q.transform_gradients(grads, stats_for(grads))
     self.assertAllEqual(out[0], grads[0])
+
+  def test_norms_of_zero_set_no_scale(self):
+    # Steps where no gradient reached a weight (a ReLU output below 0 on every row of the
+    # batch): accepted, a first norm of 0 made the threshold 0 and every later step clipped to 0.
+    p = clipping.AdaptiveClip()
+    ceiling = float(p.threshold().numpy())
+    for _ in range(3):
+      p.update_state({'grad_norm': tf.constant(0.0)}, tf.constant(True))
+    self.assertEqual((int(p.count.numpy()), int(p.clipped_steps.numpy())), (0, 0))
+    self.assertEqual(float(p.threshold().numpy()), ceiling)
+    grads = [tf.constant([0.3, 0.4])]
+    self.assertAllEqual(p.transform_gradients(grads, stats_for(grads))[0], grads[0])
+
+  def test_a_relu_head_with_no_gradient_on_its_first_batch_still_trains(self):
+    # The first batch's features are 0 and the head's bias below 0: its first step has a
+    # gradient norm of exactly 0; the rows after it lift the head, as in plain fit.
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(512, 4)).astype('float32')
+    x[:32] = 0.0
+    y = np.maximum(0.0, x @ np.array([1.0, -1.0, 0.5, 0.0], 'float32'))[:, None]
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, 'relu'),
+                              keras.layers.Dense(1, 'relu', bias_initializer=keras.initializers.Constant(-0.5))])
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss='mse')
+    from stable_train.keras import fit as keras_fit  # pylint: disable=g-import-not-at-top
+    guard = keras_fit.guard_fit(model, policies=[clipping.AdaptiveClip()])
+    before = float(model.evaluate(x[32:], y[32:], verbose=0))
+    model.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
+    self.assertLess(float(model.evaluate(x[32:], y[32:], verbose=0)), 0.5 * before)
+    self.assertEqual(int(guard.policies[0].clipped_steps.numpy()), 0)
 
   def test_state_survives_checkpoint_bit_identically(self):
     p = self._warmed_up()

@@ -202,45 +202,6 @@ class LossTermsTest(tf.test.TestCase):
     gin.clear_config()
 
 
-class LastActivationTest(tf.test.TestCase):
-
-  def test_the_activation_of_the_layer_that_makes_the_output(self):
-    dense = lambda act=None: keras.layers.Dense(3, activation=act)
-    seq = lambda *layers: keras.Sequential([keras.Input((4,)), *layers])
-    self.assertEqual(loss_match.last_activation(seq(dense('softmax'))), 'softmax')
-    self.assertEqual(loss_match.last_activation(seq(dense())), 'linear')
-    self.assertEqual(loss_match.last_activation(seq(dense(), keras.layers.Softmax())), 'softmax')
-    self.assertEqual(loss_match.last_activation(
-        seq(dense(), keras.layers.Activation('sigmoid'))), 'sigmoid')
-    inputs = keras.Input((4,))
-    hidden = keras.layers.Dense(5, activation='relu')(inputs)
-    functional = keras.Model(inputs, dense('softmax')(hidden))
-    self.assertEqual(loss_match.last_activation(functional), 'softmax')
-    self.assertEqual(loss_match.last_activation(seq(functional)), 'softmax')  # Nested.
-    self.assertIsNone(loss_match.last_activation(seq(dense(), keras.layers.Dropout(0.1))))
-    # A Lambda of a named activation reads as it; any other Lambda cannot be told.
-    self.assertEqual(loss_match.last_activation(seq(dense(), keras.layers.Lambda(tf.sigmoid))),
-                     'sigmoid')
-    self.assertEqual(loss_match.last_activation(seq(dense(), keras.layers.Lambda(
-        tf.nn.softmax))), 'softmax')
-    self.assertIsNone(loss_match.last_activation(seq(dense(), keras.layers.Lambda(
-        lambda t: 2.0 * t))))
-    two = keras.Model(inputs, [dense('softmax')(hidden), dense()(hidden)])
-    self.assertIsNone(loss_match.last_activation(two))
-
-    class Subclassed(keras.Model):
-
-      def __init__(self):
-        super().__init__()
-        self.out = keras.layers.Dense(3, activation='softmax')
-
-      def call(self, x):
-        return self.out(x)
-
-    self.assertIsNone(loss_match.last_activation(Subclassed()))
-    self.assertIsNone(loss_match.last_activation(tf.Module()))
-
-
 class UnreachableLabelsTest(tf.test.TestCase):
   """A bounded last activation under a regression loss whose labels lie outside its range."""
 

@@ -36,22 +36,15 @@ class ReadTest(tf.test.TestCase):
     s = symptoms.Symptoms.read([history(21), history(100)], {}, [])
     self.assertEqual(s.history['steps'][-1], 21)  # No batches blamed: the first, as before.
 
-  def test_a_collapse_of_the_output_layer_alone_is_no_dead_net(self):
-    event = {'event': 'divergence_check', 'step': 50, 'rule': 'collapsed', 'verdict': 'model'}
-    s = symptoms.Symptoms.read([dict(event, output_floor=True)], {}, [])
-    self.assertEqual((s.collapsed, s.head_stuck), (False, True))
-    s = symptoms.Symptoms.read([dict(event, output_floor=False)], {}, [])
-    self.assertEqual((s.collapsed, s.head_stuck), (True, False))
-    s = symptoms.Symptoms.read([event], {}, [])  # Older records: as before.
-    self.assertTrue(s.collapsed)
-
-  def test_norms_of_zero_set_no_scale_for_a_cliff(self):
+  def test_norms_of_zero_set_no_scale_for_a_cliff_growth_or_jump(self):
     # A dead ReLU output: most steps no gradient at all; the few that had one are no cliff.
     norms = [0.0] * 40 + [0.5, 0.7, 0.6, 0.4, 0.8]
     history = {'event': 'history', 'step': 45, 'steps': list(range(1, 46)), 'loss': [1.0] * 45,
                'grad_norm': norms, 'applied': [True] * 45}
     s = symptoms.Symptoms.read([history], {}, [])
     self.assertLess(s.cliff()[0], 2.0)
+    _, growth, jump = s.growth()
+    self.assertLess((growth, jump), (100.0, 100.0))  # Nor for growth or a jump.
     history['grad_norm'] = [0.0] * 41 + [0.5, 0.7, 0.6]
     self.assertEqual(symptoms.Symptoms.read([history], {}, []).cliff(), (1.0, None))
 

@@ -32,7 +32,6 @@ _FAMILIES = {
 }
 _OWN_LOGIT_LOSSES = (losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy)
 _PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid')
-_LAMBDA_NAMES = dict(sigmoid='sigmoid', softmax='softmax', softmax_v2='softmax', tanh='tanh')
 # Margins far above any rounding: a value this far outside [0, 1] is no probability; a row sum
 # this far from 1 is no softmax. Between "sums to 1" and "clearly not" the verdict is unsure.
 _OUTSIDE, _NOT_ONE = 0.01, 0.1
@@ -90,43 +89,6 @@ def loss_terms(loss) -> Optional[LossTerms]:
                    f'{shown}(from_logits={bool(from_logits)})')
 
 
-def last_activation(model) -> Optional[str]:
-  """The name of the activation that makes a Keras model's only output ('softmax', 'sigmoid',
-  'linear', ...): that of the layer that produces it (a Sequential's last, a Functional model's
-  output's, a nested model's own; a Softmax layer; a Lambda of a named activation). None where
-  it cannot be told (a subclassed model, several outputs, another layer)."""
-  if not isinstance(model, keras.Model):
-    return None
-  layer = _output_layer(model)
-  if isinstance(layer, keras.Model):
-    return last_activation(layer)
-  if isinstance(layer, keras.layers.Softmax):
-    return 'softmax'
-  if isinstance(layer, keras.layers.Lambda):  # Lambda(tf.sigmoid): its function's own name.
-    return _LAMBDA_NAMES.get(getattr(layer.function, '__name__', None))
-  activation = getattr(layer, 'activation', None)
-  if activation is None:
-    return None
-  name = getattr(activation, '__name__', None)
-  return name if isinstance(name, str) else None
-
-
-def _output_layer(model):
-  """The layer whose output is the model's only output, or None."""
-  if isinstance(model, keras.Sequential):
-    return model.layers[-1] if model.layers else None
-  try:
-    outputs = model.outputs
-    if not outputs or len(outputs) != 1:
-      return None
-    for layer in reversed(model.layers):
-      if layer.output is outputs[0]:
-        return layer
-  except (AttributeError, ValueError, RuntimeError):  # Subclassed, or a layer used twice.
-    return None
-  return None
-
-
 def _eps(dtype) -> Optional[float]:
   """A float dtype's machine epsilon (bfloat16's too, which numpy does not count as floating)."""
   if getattr(dtype, 'name', '') == 'bfloat16':
@@ -157,7 +119,7 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
                   read_ones: bool = True) -> Optional[Mismatch]:
   """The loss/output mismatch of `loss` on a model's `outputs` (one float array, e.g. on the
   first batch in inference mode), with the model's last `activation` where known
-  (`last_activation`); None when they agree or the verdict is unsure.
+  (`heads.last_activation`); None when they agree or the verdict is unsure.
 
   The numbers must show it, and a known activation must not contradict them: probabilities
   (rows in [0, 1] summing to 1, or a softmax/sigmoid in [0, 1]) into a from_logits=True

@@ -203,8 +203,10 @@ def _precision_rules(s: Symptoms, out: Scores) -> None:
                             'inputs, with no op that would overflow in float32')
   if s.overflow_skips > 20:
     out.add('precision', 1, f'{s.overflow_skips} float16 loss-scale overflows')
-  if s.half_variables and (s.faults or s.triggers):  # At a usual rate, more than the rate.
-    out.add('precision', 6 if s.usual_rate() else 3, "the model's weights are float16 (not "
+  if s.half_variables and (s.faults or s.triggers):  # At a usual rate, more than the rate;
+    # beside a division or log located (a real 0 leaves the same record), less than it.
+    strong = s.usual_rate() and s.op_type() not in DIV_LOG_OPS
+    out.add('precision', 6 if strong else 3, "the model's weights are float16 (not "
             "mixed precision's float32): an update under 1/2048 of a weight is lost and an "
             'optimizer epsilon under 6e-8 is 0')
 

@@ -85,7 +85,7 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
   # collapse speaks for the rate only half as much.
   amplified = s.amplified() or _broke_at_modest_rate(s) or _initialiser_off_scale(s)
   blowup = 2 if amplified else 4
-  if diverged and 'data' not in s.checks and not s.head_stuck:  # A stuck head: not the rate.
+  if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
                                      'worse on a clean batch')
   above = _rate_above_usual(s)

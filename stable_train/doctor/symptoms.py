@@ -102,8 +102,7 @@ class Symptoms(ForensicsReadings):
   triggers: List[str] = dataclasses.field(default_factory=list)  # Rollback and stop triggers.
   rollbacks: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
   checks: List[str] = dataclasses.field(default_factory=list)  # divergence_check verdicts.
-  collapsed: bool = False  # A divergence_check found the outputs the same for every example...
-  head_stuck: bool = False  # ...or a ReLU output at 0, the features it reads varying.
+  collapsed: bool = False  # A divergence_check found the outputs the same for every example.
   inputs_checked: bool = False  # The stack checked every input tensor's finiteness.
   outputs_checked: bool = True  # The step saw the outputs (StepGuard may be handed none).
   first_step: Optional[int] = None  # The run's first step (its start event's step + 1).
@@ -172,9 +171,7 @@ class Symptoms(ForensicsReadings):
         s.reason = e.get('reason', s.reason)
       elif kind == 'divergence_check':
         s.checks.append(e.get('verdict', ''))
-        stuck = e.get('rule') == 'collapsed' and bool(e.get('output_floor'))
-        s.head_stuck, s.collapsed = s.head_stuck or stuck, s.collapsed or (
-            e.get('rule') == 'collapsed' and not stuck)
+        s.collapsed = s.collapsed or e.get('rule') == 'collapsed'
       elif kind == 'outliers':
         s.outlier_batches += list(e.get('batches') or [])
       elif kind == 'warning':
@@ -247,18 +244,21 @@ class Symptoms(ForensicsReadings):
   def growth(self) -> Tuple[float, float, float]:
     """(loss growth, grad-norm growth, largest one-step grad-norm jump) over the history before
     trouble: the trouble step's values (or the last finite ones) over the window's first half;
-    the jump as `largest_jump` reads it."""
+    the jump as `largest_jump` reads it. Gradient norms of 0 (no gradient reached a weight: a
+    dead ReLU output) are left out of the norms' scale and jumps."""
     h = self.history or {}
     loss, norm = numbers(h.get('loss')), numbers(h.get('grad_norm'))
     if loss.size < 4:
       return 1.0, 1.0, 1.0
     half = max(loss.size // 2, 2)
     out = []
-    for series in (loss, norm):
+    for series, floor in ((loss, -math.inf), (norm, 0.0)):  # A norm of 0 sets no scale.
       base, tail = finite_values(series[:half]), finite_values(series[-3:])
+      base = base[base > floor]
       out.append(float(tail.max() / max(np.median(base), 1e-30)) if base.size and tail.size
                  else (math.inf if base.size else 1.0))
-    return out[0], out[1], largest_jump(finite_values(norm))
+    norms = finite_values(norm)
+    return out[0], out[1], largest_jump(norms[norms > 0])
 
   def cliff(self) -> Tuple[float, Optional[int]]:
     """(the largest finite gradient norm of the history's applied steps over their median one,

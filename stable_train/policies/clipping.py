@@ -153,7 +153,9 @@ class AdaptiveClip(interfaces.Policy):
       carried = list(statistics) + [self._threshold(*statistics)]
     mean, var, count, threshold = carried
     norm = tf.cast(report['grad_norm'], tf.float32)
-    finite = tf.logical_and(applied, tf.math.is_finite(norm))
+    # A norm of 0 (no gradient reached a weight: a ReLU output below 0 on every row) sets no
+    # scale: accepted, it would make the threshold 0 and clip every later step to nothing.
+    finite = tf.logical_and(applied, tf.logical_and(tf.math.is_finite(norm), norm > 0.0))
     accept = tf.logical_and(finite, norm < threshold * (1.0 - 1e-6))
     self.clipped_steps.assign_add(tf.cast(tf.logical_and(finite, tf.logical_not(accept)), tf.int64))
     # Plain running mean/variance during warm-up (weight 1/n), then an EMA (weight 1 - alpha).

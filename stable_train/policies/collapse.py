@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from stable_train.core import loss_match
+from stable_train.core import heads
 from stable_train.policies import diagnostics
 
 log = logging.getLogger('stable_train')
@@ -36,6 +36,7 @@ class CollapseProbe:
     self._initial = None  # The initial weights' (deviation, scale), when the start check had them.
     self._fresh = _UNKNOWN  # A fresh copy's (deviation, scale) (None: it cannot be copied).
     self._features = _UNKNOWN  # The model up to its last layer's inputs (None: none to cut).
+    self._lifted = False  # A gradient reached a weight since the last probe (`saw`).
 
   def measure_initial(self, probe, weights) -> None:
     """Keeps the deviation of the model's outputs with its initial `weights`."""
@@ -72,13 +73,17 @@ class CollapseProbe:
     return (deviation / scale if scale > 0 else 0.0), reference
 
 
+  def saw(self, reports) -> None:
+    """Notes whether a gradient reached a weight (a norm above 0) in the loop's applied steps."""
+    norms = np.asarray(reports.grad_norm, np.float64)[np.asarray(reports.applied, bool)]
+    self._lifted = self._lifted or bool(np.any(norms > 0.0))
+
   def at_floor(self, probe) -> bool:
     """Whether the model's outputs on the first batch are all 0 from a ReLU output over features
     that vary from row to row (inference mode, more than `COLLAPSE_SPREAD` of their scale): a
-    regression head below 0 on these rows (early on, on targets mostly 0), which rows elsewhere
-    can still lift. False where unknown (a subclassed model, several outputs)."""
+    head below 0 on these rows. False where unknown (a subclassed model, several outputs)."""
     outputs = diagnostics.output_deviation(probe)
-    if outputs is None or outputs[1] != 0.0 or loss_match.last_activation(probe.model) != 'relu':
+    if outputs is None or outputs[1] != 0.0 or heads.last_activation(probe.model) != 'relu':
       return False
     if self._features is _UNKNOWN:
       self._features = feature_model(probe.model)
@@ -86,25 +91,27 @@ class CollapseProbe:
         probe, model=self._features)
     return found is not None and bool(found[0] > COLLAPSE_SPREAD * found[1])
 
-  def report(self, run, step: int, details, *, final: bool = False) -> str:
-    """Probes the run's model (`collapsed`); a ReLU output at 0 over features that vary
-    (`at_floor`) is a collapse at the run's end (`final`) only: before it, it can come back. A
-    collapse is a `divergence_check` event (rule 'collapsed', the spreads, `output_floor`, the
-    smoothed and best loss of `details`) and a log line. Returns '' (none), 'floor' (at the
-    floor) or 'units' (any other: units dead, outputs saturated)."""
+  def report(self, run, step: int, details) -> bool:
+    """Probes the run's model (`collapsed`); a collapse is a `divergence_check` event (rule
+    'collapsed', the spreads, the smoothed and best loss of `details`) and a log line. Whether
+    it collapsed. A ReLU output at 0 on the first batch over features that vary (`at_floor`)
+    while gradients still reached the weights since the last probe (`saw`) is none: other rows
+    lift that head (a regression on targets mostly 0, early on or where the first batch's are
+    all 0); with no gradient at all, nothing can, and it is."""
+    lifted, self._lifted = self._lifted, False
     spreads = self.collapsed(run.probe)
     if spreads is None:
-      return ''
-    floor = self.at_floor(run.probe)
-    if floor and not final:
-      log.debug('step %d: a ReLU output at 0 for every example, its features varied', step)
-      return ''
+      return False
+    if lifted and self.at_floor(run.probe):
+      log.debug('step %d: a ReLU output at 0 on the first batch, gradients flowing: no collapse',
+                step)
+      return False
     run.emit('divergence_check', step, rule='collapsed', verdict='model',
-             output_spread=spreads[0], untrained_spread=spreads[1], output_floor=floor,
+             output_spread=spreads[0], untrained_spread=spreads[1],
              smoothed_loss=details['smoothed'], best=details['best'])
     log.warning("step %d: the model's outputs on the first batch are the same for every example "
                 "(spread %.3g, an untrained model's %.3g): the network collapsed", step, *spreads)
-    return 'floor' if floor else 'units'
+    return True
 
 
 def _own_class(model) -> bool:
@@ -153,25 +160,21 @@ def moved(probe, initial) -> bool:
              for w, v in zip(initial, probe.model.trainable_variables))
 
 
-def reason(step: int, smoothed: float, start: float, found: str) -> str:
-  """The stop reason of a collapse `found` ('units' or 'floor', `CollapseProbe.report`)."""
-  why = ('its units died, typically of a learning rate too high' if found == 'units' else
-         'its ReLU output is 0 for every example though the features it reads vary: a head '
-         'below 0 on every row (for targets mostly 0, a linear or softplus output learns them)')
+def reason(step: int, smoothed: float, start: float) -> str:
+  """The stop reason of a collapse."""
   return (f"the model collapsed by step {step}: its outputs on the first batch are the same for "
           f"every example (an untrained one's were not), its smoothed loss {smoothed:.4g} "
-          f"against the untrained model's {start:.4g}; {why}")
+          f"against the untrained model's {start:.4g}; its units died, typically of a learning "
+          'rate too high')
 
 
 def feature_model(model) -> Optional[keras.Model]:
-  """A Keras model from `model`'s inputs to the inputs of the layer that makes its one output
-  (sharing its weights), or None where there is no such layer to read (a subclassed model,
-  several outputs, a layer called more than once)."""
+  """A Keras model from `model`'s inputs to the inputs of the layer (or operation) that makes
+  its one output (`heads.output_layer`; sharing its weights), or None where there is none
+  to read (a subclassed model, several outputs, a layer called more than once)."""
   try:  # A diagnostic never ends a run: a model it cannot cut gives None.
-    if _own_class(model) or len(model.outputs) != 1:
-      return None
-    last = model.layers[-1]
-    if last.output is not model.outputs[0]:
+    last = None if _own_class(model) else heads.output_layer(model)
+    if last is None or isinstance(last, keras.Model):
       return None
     return keras.Model(model.inputs, last.input)
   except Exception:  # pylint: disable=broad-except

@@ -160,6 +160,7 @@ class DivergenceCheck(interfaces.Policy):
         flags[i] |= unprobed  # Until the host has probed the outputs (a skipped first step too).
     if any(a != b for a, b in zip(s, old)):
       state_lib.host_assign(self.state, np.array(s, np.float32))
+    self._collapse.saw(reports)
     self._trail.record(float(s[_I['count']]), float(s[_I['smoothed']]))
     self._moved.record(self._variables, int(np.sum(reports.applied)))
     return flags
@@ -267,14 +268,12 @@ class DivergenceCheck(interfaces.Policy):
     # The collapse probe once more, whatever the loss: a net that died and whose last bias still
     # wobbles (its loss down to the labels' spread, not quite flat) never ends 'completed'.
     if self.collapse_every is not None:
-      kind = 'units'
       if fields['verdict'] != _COLLAPSED:
-        kind = _probe_collapse(self._collapse, state, run.step, {
-            'smoothed': fields['smoothed'], 'best': _shown('best', fields['best'])}, run,
-                               final=True)
+        _probe_collapse(self._collapse, state, run.step, {
+            'smoothed': fields['smoothed'], 'best': _shown('best', fields['best'])}, run)
         self.state.assign(state)
       if state[_I['verdict']] == _COLLAPSED:
-        return _collapsed(run.step, dict(zip(_FIELDS, state.tolist())), kind)
+        return _collapsed(run.step, dict(zip(_FIELDS, state.tolist())))
     if found is None:
       return None
     return interfaces.Decision(action=interfaces.ABORT, trigger=found[0], step=run.step,
@@ -298,16 +297,15 @@ def _bad_start(state) -> str:  # What was wrong at a broken start.
                                state['output_rms'] / max(state['label_rms'], 1.0))
 
 
-def _collapsed(step, state, found='units') -> interfaces.Decision:
+def _collapsed(step, state) -> interfaces.Decision:
   return _diverged(step, _reported(state), 'collapsed',
-                   collapse.reason(step, state['smoothed'], state['start'], found))
+                   collapse.reason(step, state['smoothed'], state['start']))
 
 
-def _probe_collapse(prober, state, step, details, run, *, final=False) -> str:
-  """Marks the model collapsed (`verdict`) where `CollapseProbe.report` finds it; returns that."""
-  found = prober.report(run, step, details, final=final)
-  state[_I['verdict']] = _COLLAPSED if found else state[_I['verdict']]
-  return found
+def _probe_collapse(prober, state, step, details, run) -> None:
+  """Marks the model collapsed (`verdict`) when a `collapse.CollapseProbe` finds (and reports) it."""
+  if prober.report(run, step, details):
+    state[_I['verdict']] = _COLLAPSED
 
 
 def _reference_check(state, decision, run, warmup) -> None:

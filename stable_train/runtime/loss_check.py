@@ -8,6 +8,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from stable_train.core import heads
 from stable_train.core import loss_match
 from stable_train.core import rate_match
 from stable_train.doctor import symptoms
@@ -116,7 +117,7 @@ class LossOutputCheck:
       return None
     try:  # A warning's check never ends a run: a model or loss it cannot read says nothing.
       outputs = diagnostics.first_outputs(probe)
-      activation = loss_match.last_activation(probe.model)
+      activation = heads.last_activation(probe.model)
       found = None if not outputs or len(outputs) != 1 else (
           loss_match.find_mismatch(probe.loss, outputs[0], activation,
                                    read_ones=_inputs_normalised(probe))

@@ -1,0 +1,53 @@
+"""The layer (or Functional operation) that makes a Keras model's one output, and its activation:
+what the loss/output checks and the collapse probe read of a model's head."""
+
+from typing import Optional
+
+import keras
+
+_LAMBDA_NAMES = dict(sigmoid='sigmoid', softmax='softmax', softmax_v2='softmax', tanh='tanh')
+# The activations of keras.ops that a Functional model can end with, by their operation's class.
+_OP_NAMES = dict(Relu='relu', Sigmoid='sigmoid', Softmax='softmax', Tanh='tanh')
+
+
+def last_activation(model) -> Optional[str]:
+  """The name of the activation that makes a Keras model's only output ('softmax', 'sigmoid',
+  'linear', ...): that of the layer that produces it (a Sequential's last, a Functional model's
+  output's, a nested model's own; a Softmax layer; a Lambda of a named activation). None where
+  it cannot be told (a subclassed model, several outputs, another layer)."""
+  if not isinstance(model, keras.Model):
+    return None
+  layer = output_layer(model)
+  if isinstance(layer, keras.Model):
+    return last_activation(layer)
+  if isinstance(layer, keras.layers.Softmax):
+    return 'softmax'
+  if isinstance(layer, keras.layers.ReLU):  # A plain ReLU(); a leaky or capped one is another.
+    plain = not layer.max_value and not layer.negative_slope and not layer.threshold
+    return 'relu' if plain else None
+  if not isinstance(layer, keras.layers.Layer) and type(layer).__module__.startswith('keras.'):
+    return _OP_NAMES.get(type(layer).__name__)  # keras.ops.relu(x) in a Functional model.
+  if isinstance(layer, keras.layers.Lambda):  # Lambda(tf.sigmoid): its function's own name.
+    return _LAMBDA_NAMES.get(getattr(layer.function, '__name__', None))
+  activation = getattr(layer, 'activation', None)
+  if activation is None:
+    return None
+  name = getattr(activation, '__name__', None)
+  return name if isinstance(name, str) else None
+
+
+def output_layer(model):
+  """The layer whose output is a Keras model's only output (or, in a Functional model, the
+  operation: `keras.ops.relu(x)`), or None (subclassed, several outputs)."""
+  if isinstance(model, keras.Sequential):
+    return model.layers[-1] if model.layers else None
+  try:
+    outputs = model.outputs
+    if not outputs or len(outputs) != 1:
+      return None
+    for layer in reversed(getattr(model, 'operations', None) or model.layers):
+      if layer.output is outputs[0]:
+        return layer
+  except (AttributeError, ValueError, RuntimeError):  # Subclassed, or a layer used twice.
+    return None
+  return None

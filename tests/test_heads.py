@@ -1,0 +1,63 @@
+"""Tests for stable_train.core.heads: the layer or operation that makes a model's one output, and
+its activation."""
+
+import keras
+import tensorflow as tf
+
+from stable_train.core import heads
+
+
+class LastActivationTest(tf.test.TestCase):
+
+  def test_the_activation_of_the_layer_that_makes_the_output(self):
+    dense = lambda act=None: keras.layers.Dense(3, activation=act)
+    seq = lambda *layers: keras.Sequential([keras.Input((4,)), *layers])
+    self.assertEqual(heads.last_activation(seq(dense('softmax'))), 'softmax')
+    self.assertEqual(heads.last_activation(seq(dense())), 'linear')
+    self.assertEqual(heads.last_activation(seq(dense(), keras.layers.Softmax())), 'softmax')
+    self.assertEqual(heads.last_activation(
+        seq(dense(), keras.layers.Activation('sigmoid'))), 'sigmoid')
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(5, activation='relu')(inputs)
+    functional = keras.Model(inputs, dense('softmax')(hidden))
+    self.assertEqual(heads.last_activation(functional), 'softmax')
+    self.assertEqual(heads.last_activation(seq(functional)), 'softmax')  # Nested.
+    self.assertIsNone(heads.last_activation(seq(dense(), keras.layers.Dropout(0.1))))
+    # A Lambda of a named activation reads as it; any other Lambda cannot be told.
+    self.assertEqual(heads.last_activation(seq(dense(), keras.layers.Lambda(tf.sigmoid))),
+                     'sigmoid')
+    self.assertEqual(heads.last_activation(seq(dense(), keras.layers.Lambda(
+        tf.nn.softmax))), 'softmax')
+    self.assertIsNone(heads.last_activation(seq(dense(), keras.layers.Lambda(
+        lambda t: 2.0 * t))))
+    two = keras.Model(inputs, [dense('softmax')(hidden), dense()(hidden)])
+    self.assertIsNone(heads.last_activation(two))
+
+    class Subclassed(keras.Model):
+
+      def __init__(self):
+        super().__init__()
+        self.out = keras.layers.Dense(3, activation='softmax')
+
+      def call(self, x):
+        return self.out(x)
+
+    self.assertIsNone(heads.last_activation(Subclassed()))
+    self.assertIsNone(heads.last_activation(tf.Module()))
+
+  def test_a_relu_layer_or_op_as_the_output_reads_as_relu(self):
+    seq = lambda *layers: keras.Sequential([keras.Input((4,)), keras.layers.Dense(1), *layers])
+    self.assertEqual(heads.last_activation(seq(keras.layers.ReLU())), 'relu')
+    self.assertIsNone(heads.last_activation(seq(keras.layers.ReLU(max_value=6.0))))
+    self.assertIsNone(heads.last_activation(seq(keras.layers.ReLU(negative_slope=0.1))))
+    inputs = keras.Input((4,))
+    dense = keras.layers.Dense(1)(inputs)
+    for op, name in ((keras.ops.relu, 'relu'), (keras.ops.sigmoid, 'sigmoid')):
+      model = keras.Model(inputs, op(dense))
+      self.assertEqual(heads.last_activation(model), name)
+      self.assertIs(heads.output_layer(model).output, model.outputs[0])
+    self.assertIsNone(heads.last_activation(keras.Model(inputs, dense * 2.0)))
+
+
+if __name__ == '__main__':
+  tf.test.main()
