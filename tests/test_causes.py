@@ -77,12 +77,12 @@ class RulesTest(tf.test.TestCase):
     # A ReLU RNN's norm: noisy around 100, one step at 1e10, the loss rising with it.
     norms = [100.0 * (1 + 0.5 * (k % 3)) for k in range(40)]
     loss = [2.0 * 1.1**k for k in range(40)]
-    def run(peak, vetoed=False):
+    def run(peak, vetoed=False, lr=1e-2):
       history = {'event': 'history', 'step': 40, 'steps': list(range(1, 41)), 'loss': loss,
-                 'grad_norm': norms[:30] + [peak] + norms[31:], 'learning_rate': [1e-2] * 40,
+                 'grad_norm': norms[:30] + [peak] + norms[31:], 'learning_rate': [lr] * 40,
                  'loss_scale': [1.0] * 40, 'applied': [True] * 30 + [not vetoed] + [True] * 9}
       return top([history, {'event': 'diverged', 'step': 40, 'trigger': 'divergence',
-                            'reason': 'r'}], {'status': 'diverged'})
+                            'reason': 'r'}], {'status': 'diverged', 'optimizer': 'SGD'})
     cause, scores = run(1e10)
     self.assertEqual(cause, 'exploding_gradients')
     self.assertTrue(any('step 31' in e for e in scores['exploding_gradients'][1]))
@@ -90,6 +90,11 @@ class RulesTest(tf.test.TestCase):
     self.assertEqual(run(3e4)[0], 'learning_rate')
     # A spike the run skipped on finite values (an outlier veto) was the batch's: no cliff.
     self.assertNotEqual(run(1e10, vetoed=True)[0], 'exploding_gradients')
+    # At SGD 1.0 (10x the usual top, an FNO with momentum): the rate throws the norm off any
+    # cliff; the rate first.
+    cause, scores = run(1e10, lr=1.0)
+    self.assertEqual(cause, 'learning_rate')
+    self.assertTrue(any('above the usual top for SGD' in e for e in scores['learning_rate'][1]))
 
   def test_a_finite_divergence_on_a_damaged_model_is_the_learning_rate(self):
     events = [{'event': 'divergence_check', 'step': 20, 'verdict': 'model'},

@@ -86,11 +86,16 @@ class FirstUpdatesTest(tf.test.TestCase):
                    'verdict': 'data'}]
     summary['status'] = 'completed'
     self.assertEqual(verdict(events, summary)[0], 'learning_rate')
-    # No blow-up, or an optimizer whose usual range nobody knows: no such evidence.
+    # No blow-up, or an optimizer whose usual range nobody knows: no such evidence (with no
+    # blow-up, a divergence above the usual top says only that, at 2 points).
     for events, summary in (run(loss=CREEP, lr=1.0, optimizer='Adam'),
                             run(lr=1.0, optimizer='MyOptimizer')):
-      self.assertFalse(any('above the usual top' in e
+      self.assertFalse(any('multiplied the loss' in e
                            for e in verdict(events, summary)[1]['learning_rate'][1]))
+    said = verdict(*run(loss=CREEP, lr=1.0, optimizer='Adam'))[1]['learning_rate'][1]
+    self.assertIn('the rate, 1, is above the usual top for Adam (0.005)', said)
+    self.assertFalse(any('above the usual top' in e for e in verdict(
+        *run(lr=1.0, optimizer='MyOptimizer'))[1]['learning_rate'][1]))
     # A rate that rose to 1.0 within the first updates (a warm-up of two steps): not usual.
     events, summary = run(lr=1e-4)
     events[1]['learning_rate'][1:3] = [0.3, 1.0]
@@ -152,6 +157,28 @@ def diverged(**kwargs):
   events, summary = run(loss=CREEP, **kwargs)
   events[2] = dict(events[2], rule='above_best')
   return events, summary
+
+
+class ClassifierStartTest(tf.test.TestCase):
+
+  def test_a_first_loss_far_above_chance_from_kernels_off_scale_is_the_initialiser(self):
+    # Dense kernels from U[0, 1) (a PNN's 'uniform'): logits up to 650, a first cross-entropy 66x
+    # a uniform guess's; Adam at 1e-3 then knocks the net onto one answer (a collapse).
+    def events(kernel_ratio):
+      return [{'event': 'start', 'step': 0, 'num_steps': 150},
+              {'event': 'warning', 'step': 1, 'cause': 'initialisation', 'chance_excess': 65.7,
+               'kernel_ratio': kernel_ratio, 'message': 'm'},
+              {'event': 'divergence_check', 'step': 150, 'rule': 'collapsed', 'verdict': 'model'},
+              {'event': 'diverged', 'step': 150, 'trigger': 'divergence', 'reason': 'r'}]
+    summary = {'status': 'diverged', 'optimizer': 'Adam',
+               'divergence': {'input_rms': 1.0, 'output_rms': 0.95, 'label_rms': 0.61}}
+    cause, scores = verdict(events(6.5), summary)
+    self.assertEqual(cause, 'initialisation')
+    self.assertTrue(any('66x a uniform guess' in e or '65.7x' in e
+                        for e in scores['initialisation'][1]))
+    # From kernels at the standard scale the warning alone does not say whose it was.
+    self.assertFalse(any('from kernels at' in e for e in verdict(
+        events(1.0), summary)[1]['initialisation'][1]))
 
 
 class ModestRateTest(tf.test.TestCase):

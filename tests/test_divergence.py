@@ -412,6 +412,7 @@ class ClassifierStartTest(tf.test.TestCase):
                 if e['event'] == 'warning']
     self.assertEqual([w['cause'] for w in warnings], ['initialisation'])
     self.assertIn("far above a uniform guess's", warnings[0]['message'])
+    self.assertGreater(warnings[0]['chance_excess'], divergence.CHANCE_EXCESS)  # The doctor's.
     self.assertGreater(warnings[0]['kernel_ratio'], 10.0)  # Glorot's x 30: the weights' doing.
     self.assertEqual(summary['diagnosis']['cause'], 'initialisation')
 

@@ -44,20 +44,7 @@ def start_rules(s: Symptoms, out: Scores) -> None:
                                  'gradient was exactly 0, as from weights that start where none '
                                  'flows (factors all initialised to zero, two embedding tables '
                                  'say), unless a stop_gradient cuts the loss from them')
-  if off_scale:
-    if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
-      out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '
-                              f"outputs start at {s.output_ratio:.3g}x the labels' scale")
-    elif sound:  # The architecture amplifies (depth without normalisation, a sum over many
-      # inputs): its gradients are amplified alike; another initialiser would not change it.
-      out.add('exploding_gradients', 2, f"the model's outputs at the start were "
-                                        f"{s.output_ratio:.3g}x the labels' scale from kernels "
-                                        f"at {s.kernel_ratio:.3g}x LeCun's scale: the forward "
-                                        'pass amplifies the signal, and its gradients with it')
-      out.add('initialisation', 1, 'outputs far off scale at the start (from sound kernels)')
-    else:
-      out.add('initialisation', 4, f"the model's outputs at the start were "
-                                   f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
+  _scale_rules(s, out, inputs_large, explained, off_scale, sound)
   if 'mean_level' in s.triggers and not inputs_large and not explained and not off_scale:
     # Far worse than the labels' mean from normalised inputs, the untrained outputs on the
     # labels' scale (not far under labels left unstandardised), at a usual rate (not one far too
@@ -77,6 +64,32 @@ def start_rules(s: Symptoms, out: Scores) -> None:
                                  '(DivergenceCheck, InitialisationCheck)')
 
 
+def _scale_rules(s: Symptoms, out: Scores, inputs_large: bool, explained: bool, off_scale: bool,
+                 sound: bool) -> None:
+  """Outputs (or a classifier's first loss) far off scale at the start: whose? (`start_rules`)"""
+  if off_scale:
+    if inputs_large:  # Unscaled inputs make huge outputs from sound weights.
+      out.add('bad_input', 1, f'the inputs are not normalised (RMS {s.input_rms:.3g}), so the '
+                              f"outputs start at {s.output_ratio:.3g}x the labels' scale")
+    elif sound:  # The architecture amplifies (depth without normalisation, a sum over many
+      # inputs): its gradients are amplified alike; another initialiser would not change it.
+      out.add('exploding_gradients', 2, f"the model's outputs at the start were "
+                                        f"{s.output_ratio:.3g}x the labels' scale from kernels "
+                                        f"at {s.kernel_ratio:.3g}x LeCun's scale: the forward "
+                                        'pass amplifies the signal, and its gradients with it')
+      out.add('initialisation', 1, 'outputs far off scale at the start (from sound kernels)')
+    else:
+      out.add('initialisation', 4, f"the model's outputs at the start were "
+                                   f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
+  # A classifier's analogue (its outputs bounded): a first loss the start check warned was far
+  # above a uniform guess's, from kernels off the standard scale.
+  if (s.chance_excess > 1 and not off_scale and not explained and not inputs_large
+      and s.kernel_ratio is not None and s.kernel_ratio >= KERNEL_OFF_SCALE):
+    out.add('initialisation', 4, f"the first loss was {s.chance_excess:.3g}x a uniform guess's "
+                                 f"from kernels at {s.kernel_ratio:.3g}x LeCun's scale: logits "
+                                 'off scale from the initialiser')
+
+
 def rate_rules(s: Symptoms, out: Scores) -> None:
   loss_growth, norm_growth, _ = s.growth()
   diverged = [t for t in s.triggers if t in ('divergence', 'stalled')]
@@ -93,6 +106,9 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
     out.add('learning_rate', 5, f'the first updates, at {above:.3g} (above the usual top for '
                                 f'{s.optimizer}, {USUAL_RATE[s.optimizer]:.3g}), multiplied the '
                                 f'loss {s.first_blowup():.3g}x: the rate')
+  elif above is not None and diverged:
+    out.add('learning_rate', 2, f'the rate, {above:.3g}, is above the usual top for '
+                                f'{s.optimizer} ({USUAL_RATE[s.optimizer]:.3g})')
   if 'stalled' in s.triggers:
     out.add('learning_rate', 2, 'after a rollback to the start the loss did not come down at the '
                                 'backed-off rate')
@@ -153,7 +169,10 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
     out.add('exploding_gradients', 2, f'the gradient norm jumped {jump:.3g}x in one step while '
                                       'the loss did not')
   cliff, at = s.cliff()
-  if cliff >= CLIFF and s.op_type() is None and 'data' not in s.checks:
+  # Above the usual top for the optimizer, a rate can throw the norm off any cliff (SGD at 1.0
+  # with momentum: 1e7x in one step); below it, a rate too high raises it by thousands at most.
+  if (cliff >= CLIFF and s.op_type() is None and 'data' not in s.checks
+      and _rate_above_usual(s) is None):
     out.add('exploding_gradients', 6, f'the gradient norm reached {cliff:.3g}x its median in one '
                                       f'step (step {at}): a cliff, where the backward pass '
                                       'multiplies through a recurrence or a deep path')
@@ -205,9 +224,11 @@ def loss_sums(s: Symptoms) -> bool:
 
 
 def _initialiser_off_scale(s: Symptoms) -> bool:
-  """Outputs far off the labels' scale at the start from kernels off the standard scale and
-  inputs not unscaled, no mismatch named: the start was broken by the initialiser."""
-  return (s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO and s.mismatch is None
+  """Outputs far off the labels' scale at the start (or, for a classifier whose outputs are
+  bounded, a first loss the start check warned was far above a uniform guess's) from kernels off
+  the standard scale and inputs not unscaled, no mismatch named: the initialiser broke it."""
+  off = (s.output_ratio is not None and s.output_ratio > OUTPUT_RATIO) or s.chance_excess > 1
+  return (off and s.mismatch is None
           and s.kernel_ratio is not None and s.kernel_ratio >= KERNEL_OFF_SCALE
           and not (s.input_rms is not None and s.input_rms > INPUTS_LARGE))
 

@@ -121,6 +121,7 @@ class Symptoms(ForensicsReadings):
   input_rms: Optional[float] = None  # The float features' RMS on the first batch.
   output_max: Optional[float] = None  # The outputs' largest magnitude there.
   kernel_ratio: Optional[float] = None  # The initial kernels' RMS over LeCun's (weight_scale).
+  chance_excess: float = math.nan  # A classifier's first loss over a uniform guess's, if warned.
   clipped_steps: int = 0
   healthy_norm: Optional[float] = None
   optimizer: str = ''  # The optimizer's class (inside a LossScaleOptimizer); '' unknown.
@@ -152,6 +153,7 @@ class Symptoms(ForensicsReadings):
       kind = e.get('event')
       if e.get('kernel_ratio') is not None:  # The start check's, warned of or not: off scale?
         s.kernel_ratio = number(e['kernel_ratio'])
+      s.chance_excess = number(e.get('chance_excess', s.chance_excess))
       if kind in ('start', 'resume'):
         s.num_steps = int(e.get('num_steps') or s.num_steps)
         s.first_step = int(e.get('step') or 0) + 1 if s.first_step is None else s.first_step

@@ -236,7 +236,8 @@ class DivergenceCheck(interfaces.Policy):
       state[[_I[k] for k in _SCALES + ('init_bad',)]] = [*scales, bad]
       if bad:
         diagnostics.warn_bad_start(run, decision.step, _bad_start(dict(zip(
-            _FIELDS, state.tolist()))), self.rise_patience, self.name, **kernels)
+            _FIELDS, state.tolist()))), self.rise_patience, self.name, **kernels,
+                                   **({'chance_excess': excess} if bad == _CHANCE else {}))
       elif ratio > self.output_ratio:  # Off scale by design: said (the doctor reads kernels).
         run.emit('start_check', decision.step, policy=self.name, output_ratio=ratio, **kernels)
       # Probed too once the loop trained: a first loop (or a fit's resumed weights) may kill it.
