@@ -153,6 +153,17 @@ class CollapseProbeTest(tf.test.TestCase):
     probe.saw(_clean_loop(10))
     self.assertFalse(probe.at_floor(run.probe))
     self.assertTrue(probe.report(run, 150, {'smoothed': 1.0, 'best': 1.0}))
+    # Weight penalties keep every gradient norm above 0: there the flow tells nothing.
+    keras.utils.set_random_seed(0)
+    penalised = keras.Sequential([
+        keras.Input((4,)), keras.layers.Dense(8, 'relu'),
+        keras.layers.Dense(1, 'relu', kernel_regularizer=keras.regularizers.L2(1e-4))])
+    penalised.layers[1].bias.assign([-100.0])
+    run = types.SimpleNamespace(probe=probe_of(penalised), emit=lambda *a, **k: None)
+    probe = collapse.CollapseProbe()
+    probe.saw(_clean_loop(10))
+    self.assertTrue(probe.at_floor(run.probe))
+    self.assertTrue(probe.report(run, 200, {'smoothed': 1.0, 'best': 1.0}))
 
   def test_outputs_saturated_or_shrunk_over_varied_features_are_a_collapse(self):
     # A sigmoid saturated by huge logits (a rate that blew the head up), a linear head whose

@@ -179,6 +179,17 @@ class ClassifierStartTest(tf.test.TestCase):
     # From kernels at the standard scale the warning alone does not say whose it was.
     self.assertFalse(any('from kernels at' in e for e in verdict(
         events(1.0), summary)[1]['initialisation'][1]))
+    # A run with no trouble past the warning, or one at a rate above the usual top (Adam 0.1,
+    # which breaks a run from any start): no such points.
+    quiet = events(6.5)[:2]
+    self.assertFalse(any('from kernels at' in e for e in verdict(
+        quiet, dict(summary, status='completed'))[1]['initialisation'][1]))
+    fast = events(6.5)
+    fast.insert(1, {'event': 'history', 'step': 150, 'steps': list(range(1, 151)),
+                    'loss': [30.0] + [2.0] * 149, 'grad_norm': [1.0] * 150,
+                    'learning_rate': [0.1] * 150, 'applied': [True] * 150})
+    self.assertFalse(any('from kernels at' in e for e in verdict(
+        fast, summary)[1]['initialisation'][1]))
 
 
 class ModestRateTest(tf.test.TestCase):

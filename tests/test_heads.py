@@ -58,6 +58,18 @@ class LastActivationTest(tf.test.TestCase):
       self.assertIs(heads.output_layer(model).output, model.outputs[0])
     self.assertIsNone(heads.last_activation(keras.Model(inputs, dense * 2.0)))
 
+  def test_layers_that_only_move_values_are_looked_through(self):
+    # A count-regression head: Dense(1, 'relu') then Flatten (or a Reshape).
+    for after in (keras.layers.Flatten(), keras.layers.Reshape((1, 1))):
+      model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, 'relu'), after])
+      self.assertEqual(heads.last_activation(model), 'relu')
+      self.assertIs(heads.output_layer(model), model.layers[0])
+    inputs = keras.Input((4,))
+    head = keras.layers.Dense(3, activation='softmax')
+    model = keras.Model(inputs, keras.layers.Reshape((3, 1))(head(inputs)))
+    self.assertIs(heads.output_layer(model), head)
+    self.assertEqual(heads.last_activation(model), 'softmax')
+
 
 if __name__ == '__main__':
   tf.test.main()

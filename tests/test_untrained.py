@@ -489,7 +489,11 @@ class EndOfRunTest(tf.test.TestCase):
       checks = [e.get('rule') for e in map(json.loads, f) if e['event'] == 'divergence_check']
     self.assertEqual(checks, ['collapsed'])
     self.assertEqual(_history_ends(model_dir), [200])
-    self.assertNotEqual(_summary(model_dir)['diagnosis']['cause'], 'initialisation')
+    # Not read as a constant start (its start's logits, 30x off scale from its last kernel,
+    # are the initialiser's all the same: the start check's warning says so).
+    diagnosis = _summary(model_dir)['diagnosis']
+    self.assertFalse(any('nothing of the input reached them' in e
+                         for e in diagnosis['evidence']), diagnosis)
 
   @pytest.mark.slow
   def test_guard_fit(self):

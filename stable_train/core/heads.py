@@ -8,6 +8,7 @@ import keras
 _LAMBDA_NAMES = dict(sigmoid='sigmoid', softmax='softmax', softmax_v2='softmax', tanh='tanh')
 # The activations of keras.ops that a Functional model can end with, by their operation's class.
 _OP_NAMES = dict(Relu='relu', Sigmoid='sigmoid', Softmax='softmax', Tanh='tanh')
+_SHAPE_ONLY = (keras.layers.Flatten, keras.layers.Reshape, keras.layers.Permute)
 
 
 def last_activation(model) -> Optional[str]:
@@ -38,16 +39,28 @@ def last_activation(model) -> Optional[str]:
 
 def output_layer(model):
   """The layer whose output is a Keras model's only output (or, in a Functional model, the
-  operation: `keras.ops.relu(x)`), or None (subclassed, several outputs)."""
+  operation: `keras.ops.relu(x)`), past layers that only move values (`Flatten`, `Reshape`,
+  `Permute`: a ReLU head then a Flatten is a ReLU head), or None (subclassed, several outputs)."""
   if isinstance(model, keras.Sequential):
-    return model.layers[-1] if model.layers else None
+    layers = list(model.layers)
+    while len(layers) > 1 and isinstance(layers[-1], _SHAPE_ONLY):
+      layers.pop()
+    return layers[-1] if layers else None
   try:
     outputs = model.outputs
     if not outputs or len(outputs) != 1:
       return None
-    for layer in reversed(getattr(model, 'operations', None) or model.layers):
-      if layer.output is outputs[0]:
-        return layer
+    layer = _producer(model, outputs[0])
+    while isinstance(layer, _SHAPE_ONLY):
+      layer = _producer(model, layer.input)
+    return layer
   except (AttributeError, ValueError, RuntimeError):  # Subclassed, or a layer used twice.
     return None
+
+
+def _producer(model, tensor):
+  """The layer or operation of a Functional `model` whose output is `tensor`, or None."""
+  for layer in reversed(getattr(model, 'operations', None) or model.layers):
+    if layer.output is tensor:
+      return layer
   return None

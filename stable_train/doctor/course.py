@@ -83,8 +83,11 @@ def _scale_rules(s: Symptoms, out: Scores, inputs_large: bool, explained: bool, 
                                    f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
   # A classifier's analogue (its outputs bounded): a first loss the start check warned was far
   # above a uniform guess's, from kernels off the standard scale.
+  # Only for a run in trouble (a warning alone is none), at a rate not above the usual top (one
+  # above it can break the run from any start).
   if (s.chance_excess > 1 and not off_scale and not explained and not inputs_large
-      and s.kernel_ratio is not None and s.kernel_ratio >= KERNEL_OFF_SCALE):
+      and s.kernel_ratio is not None and s.kernel_ratio >= KERNEL_OFF_SCALE
+      and (s.triggers or s.faults) and _rate_above_usual(s) is None):
     out.add('initialisation', 4, f"the first loss was {s.chance_excess:.3g}x a uniform guess's "
                                  f"from kernels at {s.kernel_ratio:.3g}x LeCun's scale: logits "
                                  'off scale from the initialiser')

@@ -97,12 +97,13 @@ class CollapseProbe:
     it collapsed. A ReLU output at 0 on the first batch over features that vary (`at_floor`)
     while gradients still reached the weights since the last probe (`saw`) is none: other rows
     lift that head (a regression on targets mostly 0, early on or where the first batch's are
-    all 0); with no gradient at all, nothing can, and it is."""
+    all 0); with no gradient at all, nothing can, and it is. A model with weight penalties
+    (`model.losses`) always has a gradient, so there the flow tells nothing: a collapse."""
     lifted, self._lifted = self._lifted, False
     spreads = self.collapsed(run.probe)
     if spreads is None:
       return False
-    if lifted and self.at_floor(run.probe):
+    if lifted and not _penalised(run.probe.model) and self.at_floor(run.probe):
       log.debug('step %d: a ReLU output at 0 on the first batch, gradients flowing: no collapse',
                 step)
       return False
@@ -111,6 +112,14 @@ class CollapseProbe:
              smoothed_loss=details['smoothed'], best=details['best'])
     log.warning("step %d: the model's outputs on the first batch are the same for every example "
                 "(spread %.3g, an untrained model's %.3g): the network collapsed", step, *spreads)
+    return True
+
+
+def _penalised(model) -> bool:
+  """Whether the model adds losses of its own (weight penalties: their gradient is never 0)."""
+  try:
+    return bool(getattr(model, 'losses', None))
+  except Exception:  # pylint: disable=broad-except
     return True
 
 
