@@ -189,7 +189,8 @@ class RulesTest(tf.test.TestCase):
     # A -inf mask fill under mixed_float16 over rows with nothing to attend to: Forensics
     # stops at the -inf constant; the pooled layer's float16 outputs hold NaN, its finite
     # values small. The same record as in float32: the mask, not float16's range.
-    record = {'op_level': {'found': False, 'constant': '-Inf', 'source': 'net.py:13 in call'},
+    record = {'op_level': {'found': False, 'constant': '-Inf', 'source': 'net.py:13 in call',
+                           'dtype': 'float32'},
               'inputs': [], 'activations': [{'layer': 'pool', 'dtype': 'float16',
                                              'finite': False, 'max_abs': 0.09}]}
     events = [skip(k, tensor='loss (model outputs already non-finite)') for k in range(1, 12)]
@@ -198,7 +199,13 @@ class RulesTest(tf.test.TestCase):
     self.assertEqual(found['cause'], 'softmax_overflow')
     self.assertIn('never -inf', found['remedy'])
     self.assertEqual(top(events, summary, [record])[1]['precision'][0], 0)
+    # A -1e30 penalty written into the float16 computation holds -inf in float16: the range's.
+    # (A record from before the constant's dtype was kept reads the same.)
+    for dtype in ('float16', None):
+      record['op_level']['dtype'] = dtype
+      self.assertEqual(top(events, summary, [record])[0], 'precision')
     # Finite values near float16's top in that layer: its range after all.
+    record['op_level']['dtype'] = 'float32'
     record['activations'][0]['max_abs'] = 6e4
     self.assertEqual(top(events, summary, [record])[0], 'precision')
 

@@ -110,8 +110,13 @@ class ProvenanceTest(tf.test.TestCase):
     masked = lambda x, w: tf.nn.softmax(tf.where(w > 0, x * w, tf.cast(-np.inf, tf.float32)))
     found = provenance.locate_op(self._trainer(masked), (tf.ones([2]), tf.zeros([2])))
     self.assertFalse(found['found'])
-    self.assertEqual(found['constant'], '-Inf')
+    self.assertEqual((found['constant'], found['dtype']), ('-Inf', 'float32'))
     self.assertIn('test_provenance.py', found['source'])
+    # A -1e30 penalty written into a float16 computation: the constant is -inf in float16.
+    penalty = lambda x, w: tf.nn.softmax(
+        tf.cast(x * w, tf.float16) + tf.constant(-1e30, tf.float16))
+    found = provenance.locate_op(self._trainer(penalty), (tf.ones([2]), tf.zeros([2])))
+    self.assertEqual((found['constant'], found['dtype']), ('-Inf', 'float16'))
     nan = lambda x, w: x * w + tf.constant(np.nan)  # A fault injected on purpose.
     self.assertEqual(provenance.locate_op(self._trainer(nan), (tf.ones([2]), tf.zeros([2])))[
         'constant'], 'NaN')

@@ -64,10 +64,12 @@ class ForensicsReadings:
     return any(number(e.get('nan')) + number(e.get('inf')) > 0 for e in inputs)
 
   def inf_fill(self) -> bool:
-    """Whether forensics stopped at a constant holding an infinity (a -inf mask fill, built on
-    purpose): non-finite as much in float32; what came after it was not checked."""
+    """Whether forensics stopped at a constant holding an infinity outside float16 (a -inf mask
+    fill, built on purpose: non-finite as much in float32; what came after it was not checked).
+    A float16 one may be a -1e30 that float16 cannot hold: float16's range, not a fill."""
     op = (self.forensics or {}).get('op_level') or {}
-    return not op.get('found') and 'Inf' in str(op.get('constant') or '')
+    return (not op.get('found') and 'Inf' in str(op.get('constant') or '')
+            and op.get('dtype') in ('float32', 'float64', 'bfloat16'))
 
   def activations(self) -> List[Dict[str, Any]]:
     return (self.forensics or {}).get('activations') or []

@@ -275,7 +275,9 @@ def locate_op(trainer, batch) -> Dict[str, Any]:
       # op determinism): no op's arithmetic; what it holds ('-Inf', 'NaN', ...) and where.
       held = re.search(r'Tensor had (.+?) values', str(e))
       held = held.group(1) if held else 'NaN or Inf'
+      dtype = re.search(r"dtype: <dtype: '(\w+)'>", str(e))  # A float16 -inf may be a -1e30.
       return {'found': False, 'constant': held, 'source': found.source,
+              **({'dtype': dtype.group(1)} if dtype else {}),
               'note': f'a constant holding {held} in {found.op_name}: {found.source}'}
     fed = opgraph.operand(fn, batch, found.op_name, found.op_type, str(e))
     return {'found': True, **found.as_dict(), **({'operand': fed} if fed else {})}
