@@ -153,6 +153,18 @@ class CollapseProbeTest(tf.test.TestCase):
     probe.saw(_clean_loop(10))
     self.assertFalse(probe.at_floor(run.probe))
     self.assertTrue(probe.report(run, 150, {'smoothed': 1.0, 'best': 1.0}))
+    # The same head behind BatchNorm and Dropout (state the MLP lacks): the features are read
+    # in inference mode, and vary.
+    keras.utils.set_random_seed(0)
+    normed = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, 'relu'),
+                               keras.layers.BatchNormalization(), keras.layers.Dropout(0.5),
+                               keras.layers.Dense(1, 'relu')])
+    normed.layers[-1].bias.assign([-100.0])
+    run = types.SimpleNamespace(probe=probe_of(normed), emit=lambda *a, **k: None)
+    probe = collapse.CollapseProbe()
+    probe.saw(_clean_loop(10))
+    self.assertTrue(probe.at_floor(run.probe))
+    self.assertFalse(probe.report(run, 250, {'smoothed': 1.0, 'best': 1.0}))
     # Weight penalties keep every gradient norm above 0: there the flow tells nothing.
     keras.utils.set_random_seed(0)
     penalised = keras.Sequential([

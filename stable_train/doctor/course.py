@@ -44,7 +44,7 @@ def start_rules(s: Symptoms, out: Scores) -> None:
                                  'gradient was exactly 0, as from weights that start where none '
                                  'flows (factors all initialised to zero, two embedding tables '
                                  'say), unless a stop_gradient cuts the loss from them')
-  _scale_rules(s, out, inputs_large, explained, off_scale, sound)
+  _scale_rules(s, out, inputs_large, off_scale, sound)
   if 'mean_level' in s.triggers and not inputs_large and not explained and not off_scale:
     # Far worse than the labels' mean from normalised inputs, the untrained outputs on the
     # labels' scale (not far under labels left unstandardised), at a usual rate (not one far too
@@ -64,7 +64,7 @@ def start_rules(s: Symptoms, out: Scores) -> None:
                                  '(DivergenceCheck, InitialisationCheck)')
 
 
-def _scale_rules(s: Symptoms, out: Scores, inputs_large: bool, explained: bool, off_scale: bool,
+def _scale_rules(s: Symptoms, out: Scores, inputs_large: bool, off_scale: bool,
                  sound: bool) -> None:
   """Outputs (or a classifier's first loss) far off scale at the start: whose? (`start_rules`)"""
   if off_scale:
@@ -82,12 +82,11 @@ def _scale_rules(s: Symptoms, out: Scores, inputs_large: bool, explained: bool, 
       out.add('initialisation', 4, f"the model's outputs at the start were "
                                    f"{s.output_ratio:.3g}x the labels' scale", decisive=True)
   # A classifier's analogue (its outputs bounded): a first loss the start check warned was far
-  # above a uniform guess's, from kernels off the standard scale.
-  # Only for a run in trouble (a warning alone is none), at a rate not above the usual top (one
-  # above it can break the run from any start).
-  if (s.chance_excess > 1 and not off_scale and not explained and not inputs_large
-      and s.kernel_ratio is not None and s.kernel_ratio >= KERNEL_OFF_SCALE
-      and (s.triggers or s.faults) and _rate_above_usual(s) is None):
+  # above a uniform guess's, from kernels off the standard scale (`_initialiser_off_scale`); in
+  # a run in trouble (a warning alone is none), at a rate not above the usual top (one above it
+  # can break the run from any start).
+  if (not off_scale and _initialiser_off_scale(s) and (s.triggers or s.faults)
+      and _rate_above_usual(s) is None):
     out.add('initialisation', 4, f"the first loss was {s.chance_excess:.3g}x a uniform guess's "
                                  f"from kernels at {s.kernel_ratio:.3g}x LeCun's scale: logits "
                                  'off scale from the initialiser')

@@ -155,7 +155,6 @@ class Symptoms(ForensicsReadings):
       kind = e.get('event')
       if e.get('kernel_ratio') is not None:  # The start check's, warned of or not: off scale?
         s.kernel_ratio = number(e['kernel_ratio'])
-      s.chance_excess = number(e.get('chance_excess', s.chance_excess))
       if kind in ('start', 'resume'):
         s.num_steps = int(e.get('num_steps') or s.num_steps)
         s.first_step = int(e.get('step') or 0) + 1 if s.first_step is None else s.first_step
@@ -180,6 +179,7 @@ class Symptoms(ForensicsReadings):
         s.outlier_batches += list(e.get('batches') or [])
       elif kind == 'warning':
         s.warnings.append(e.get('cause', ''))
+        s.chance_excess = number(e.get('chance_excess', s.chance_excess))  # A broken start's.
         if e.get('cause') == MISMATCH and s.mismatch is None:
           s.mismatch = e
       elif kind == 'forensics' and e.get('recheck'):
