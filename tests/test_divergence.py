@@ -1,8 +1,6 @@
 """Tests for stable_train.policies.divergence: a finite divergence and a broken start are stopped ('diverged',
 the last good checkpoint named) or handed to a Rollback; healthy runs and bad batches are not."""
 
-import dataclasses
-import json
 import os
 import types
 from unittest import mock
@@ -16,8 +14,8 @@ from stable_train.core import interfaces
 from stable_train import errors
 from stable_train.policies import divergence
 from stable_train.policies import recovery
+from stable_train.policies import reference
 from stable_train.policies import trend
-from stable_train.runfiles import checkpointing
 from stable_train.runfiles import events
 from stable_train.trainer import trainer as trainer_lib
 from stable_train.zoo import data
@@ -114,11 +112,27 @@ class StatisticsTest(tf.test.TestCase):
       self.assertTrue(check.observe(reports_of(losses)))
       decision = check.decide(None, None)
       self.assertEqual(decision.details['check'], 'reference')
-      with mock.patch.object(divergence.provenance, 'rerun',
+      with mock.patch.object(reference.provenance, 'rerun',
                              return_value=types.SimpleNamespace(loss=0.1)):
         check.execute(decision, run)
       self.assertEqual([e['verdict'] for e in emitted], [verdict])
       self.assertIsNone(check.decide(None, None))  # Either way the run goes on.
+
+  def test_the_batches_are_blamed_in_one_warning_per_fit_the_rest_at_info(self):
+    # An unshuffled series whose wet seasons come back: each season's streak clears the model.
+    check = divergence.DivergenceCheck(output_ratio=None, collapse_every=None, patience=5,
+                                       warmup=3)
+    run = types.SimpleNamespace(probe=types.SimpleNamespace(first_batch=lambda: 'batch'),
+                                emit=lambda event, step, **kw: None)
+    season = [2.0, 1.0, 0.5, 0.3, 0.2] * 8 + [50.0] * 20
+    with self.assertLogs('stable_train', level='INFO') as logs, mock.patch.object(
+        reference.provenance, 'rerun', return_value=types.SimpleNamespace(loss=0.1)):
+      for _ in range(3):
+        self.assertTrue(check.observe(reports_of(season)))
+        check.execute(check.decide(None, None), run)
+    levels = [r.levelname for r in logs.records if 'as well as before' in r.getMessage()]
+    self.assertEqual(levels, ['WARNING', 'INFO', 'INFO'])
+    self.assertIn('unshuffled data', logs.records[0].getMessage())
 
   def test_skipped_and_non_finite_steps_are_not_counted(self):
     check = divergence.DivergenceCheck(output_ratio=None, patience=3, warmup=2)

@@ -233,10 +233,37 @@ class RegressionVerdictTest(tf.test.TestCase):
     level, first = untrained.mean_level(probe)
     self.assertAllClose(level, np.var(TARGET[:64]), rtol=1e-5)  # The mean's MSE: the variance.
     self.assertGreater(first, untrained.MEAN_FAR * level)
-    rule, reason = untrained.verdict(probe, smoothed=12 * level, steps=150, progress=0.5)
+    rule, reason = untrained.verdict(probe, smoothed=1.5 * first, steps=150, progress=0.5)
     self.assertEqual(rule, untrained.MEAN)  # Judged even while it comes down.
     self.assertIn("labels' mean", reason)
-    self.assertIsNone(untrained.verdict(probe, smoothed=8 * level, steps=150, progress=0.0))
+    # A first batch far easier than the run's (smoothed 4x its loss) is no baseline, even far.
+    self.assertIsNone(untrained.verdict(probe, smoothed=4 * first, steps=150, progress=0.5))
+    near = self._probe(regressor(last_scale=10.0))  # 8x on its first batch: under MEAN_FAR.
+    level, first = untrained.mean_level(near)
+    self.assertBetween(first / level, 6, untrained.MEAN_FAR)
+    self.assertIsNone(untrained.verdict(near, smoothed=first, steps=150, progress=0.5))
+
+  def test_an_unshuffled_series_that_starts_dry_trains_and_completes(self):
+    # Rain from a season flag: the first 64 days dry but one drizzle, then wet seasons. Its
+    # first batch's median is 0 and its mean near it, far below any later batch's loss: a
+    # trained model read 14x (MAE) and 139x (MSE) "that of predicting the labels' centre".
+    rng = np.random.RandomState(0)
+    wet = (np.sin((np.arange(2048) - 64) / 40.0) > 0).astype(np.float32)
+    x = np.stack([wet + 0.3 * rng.normal(size=2048), rng.normal(size=2048)], 1)
+    y = np.where(rng.uniform(size=2048) < 0.9 * wet, rng.exponential(5.0, 2048), 0.0)
+    y[5] = 0.5
+    for loss in ('mae', 'mse'):
+      keras.utils.set_random_seed(0)
+      model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(16, 'relu'),
+                                keras.layers.Dense(1)])
+      model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=loss)
+      constant = np.mean(np.abs(y - np.median(y)) if loss == 'mae' else np.square(y - y.mean()))
+      guard = keras_fit.guard_fit(model)
+      model.fit(x.astype(np.float32), y.astype(np.float32)[:, None], batch_size=64, epochs=5,
+                shuffle=False, verbose=0, callbacks=[guard.callback()])  # 160 steps.
+      own = model.evaluate(x, y[:, None], verbose=0)
+      self.assertLess(own, 0.9 * constant, loss)  # It trained: below a constant's loss.
+      self.assertEqual(guard.state.global_step.numpy(), 160, loss)  # And was not stopped.
 
   def test_nearer_the_mean_a_loss_too_slow_to_get_there_from_near_its_start_did_not_train(self):
     probe = self._probe(regressor(last_scale=8.0))  # 6x the mean's loss on the first batch.

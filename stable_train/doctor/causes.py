@@ -46,7 +46,8 @@ def _input_rules(s: Symptoms, out: Scores) -> None:
             decisive=True)
   if 'data' in s.checks and not s.collapsed:  # A dead net's first batch proves nothing.
     out.add('bad_input', 4, 'the loss went far above its best, but the model did as well as '
-                            'before on a clean batch: the batches were bad, not the model')
+                            'before on a clean batch: the batches changed, not the model (bad '
+                            'rows, or unshuffled data that differs from its start)')
   if s.outlier_batches or s.vetoes:
     out.add('bad_input', 4, f'{len(s.outlier_batches) or s.vetoes} batches skipped as outliers '
                             "(loss or gradient norm far above the run's own)")

@@ -13,10 +13,10 @@ import tensorflow as tf
 from stable_train.core import interfaces
 from stable_train.core import state as state_lib
 from stable_train import errors
-from stable_train.forensics import provenance
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
 from stable_train.policies import moved
+from stable_train.policies import reference
 from stable_train.policies import trend
 from stable_train.policies import weight_scale
 from stable_train.policies import untrained
@@ -24,7 +24,6 @@ from stable_train.policies import untrained
 log = logging.getLogger('stable_train')
 
 _FIELDS, _I, _COLLAPSED, _UNSET = trend.FIELDS, trend.INDEX, trend.COLLAPSED, trend.UNSET
-_DAMAGED, _DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or only the batches.
 # Every value in the state is finite, as everything else a checkpoint holds (a reader can audit
 # a checkpoint by finiteness): the scales (never negative) are _UNSET until the start check and
 # _NOTHING where it had nothing to compare; 'best' is _HUGE until there is one, as is a
@@ -117,6 +116,7 @@ class DivergenceCheck(interfaces.Policy):
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
+    self._told = False  # Whether this fit logged a reference check that cleared the model.
     self._fold = trend.Fold(smoothing=self.smoothing, factor=self.factor, warmup=self.warmup,
                             patience=self.patience, rise_patience=self.rise_patience,
                             collapse_every=self.collapse_every)
@@ -125,6 +125,7 @@ class DivergenceCheck(interfaces.Policy):
     del variable_paths
     # The start check (after the first loop) judges the initial weights where a copy is cheap.
     self._variables, self._moved = variables, moved.Moved(self.judge_end)  # Anew each fit.
+    self._told = False
     if self.output_ratio is not None and sum(int(np.prod(v.shape)) for v in variables) <= (
         INITIAL_COPY_LIMIT):
       self._initial = [np.array(v.numpy()) for v in variables]
@@ -208,7 +209,7 @@ class DivergenceCheck(interfaces.Policy):
       return act('collapse') if due else None
     if state['verdict'] == 0:  # Is it the model, or only the batches? Checked once per streak.
       return act('reference', rule=rule, threshold=threshold)
-    if state['verdict'] == _DATA:
+    if state['verdict'] == reference.DATA:
       return None  # The model is fine on a clean batch: the batches are bad, not the run.
     return _diverged(step, fields, rule, (
         f"the training loss diverged at step {step}: smoothed {state['smoothed']:.4g} {what}; "
@@ -248,7 +249,7 @@ class DivergenceCheck(interfaces.Policy):
     elif decision.details['check'] == 'collapse':
       _probe_collapse(self._collapse, state, decision.step, decision.details, run)
     else:
-      _reference_check(state, decision, run, self.warmup)
+      self._told = reference.check(state, decision, run, self.warmup, self._told) or self._told
     self.state.assign(state)
     return None
 
@@ -307,26 +308,6 @@ def _probe_collapse(prober, state, step, details, run) -> None:
   """Marks the model collapsed (`verdict`) when a `collapse.CollapseProbe` finds (and reports) it."""
   if prober.report(run, step, details):
     state[_I['verdict']] = _COLLAPSED
-
-
-def _reference_check(state, decision, run, warmup) -> None:
-  """The loss on the first batch when a rule fires; good there (_DATA): bad batches where the run
-  was below the threshold after its warm-up; where never, a blow-up it came back ('recovered')."""
-  first = run.probe.first_batch()
-  loss = math.inf if first is None else provenance.rerun(run.probe, first).loss
-  damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
-  trained = state[_I['above']] < state[_I['count']] - warmup  # Below it once since the warm-up.
-  state[[_I['verdict'], _I['reference']]] = [_DAMAGED if damaged else _DATA,
-                                             loss if math.isfinite(loss) else _HUGE]
-  run.emit('divergence_check', decision.step, rule=decision.details['rule'],
-           verdict='model' if damaged else 'data' if trained else 'recovered',
-           reference_loss=loss, smoothed_loss=decision.details['smoothed'],
-           best=decision.details['best'])
-  if not damaged:
-    log.warning('step %d: the training loss is far above its %s, but the model does as well as '
-                'before on the first batch (loss %.4g): %s', decision.step, *(
-                    ('best', loss, 'bad batches, not a divergence') if trained else
-                    ('start', loss, 'the loss blew up in its first steps and came back')))
 
 
 def _diverged(step, fields, rule, reason) -> interfaces.Decision:
