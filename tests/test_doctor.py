@@ -55,6 +55,21 @@ class DiagnoseTest(tf.test.TestCase):
                         {'status': 'completed', 'skipped_steps': 1, 'overflow_skips': 1})
     self.assertIsNone(d['cause'])
 
+  def test_a_completed_untouched_run_whose_checks_cleared_the_model_has_no_cause(self):
+    # An unshuffled series whose wet seasons lift the loss 10x above the dry start's best: each
+    # season's check clears the model on the first batch; nothing was skipped or clipped.
+    checks = [{'event': 'divergence_check', 'step': k, 'rule': 'above_best', 'verdict': v,
+               'reference_loss': 0.2, 'smoothed_loss': 4.0, 'best': 0.3}
+              for k, v in ((22, 'recovered'), (61, 'data'), (101, 'data'))]
+    untouched = {'status': 'completed', 'skipped_steps': 0,
+                 'adaptive_clip': {'clipped_steps': 0}}
+    self.assertIsNone(doctor.diagnose(checks, untouched)['cause'])
+    # The same checks on a run that clipped steps, or that did not complete, are read.
+    for summary in (dict(untouched, adaptive_clip={'clipped_steps': 7}),
+                    dict(untouched, status='diverged')):
+      self.assertTrue(doctor.troubled(summary, checks))
+      self.assertEqual(doctor.diagnose(checks, summary)['cause'], 'bad_input')
+
   def test_the_remedy_names_the_run_s_optimizer_and_the_rate_the_ladder_found(self):
     records = [{'event': 'divergence_check', 'step': 20, 'verdict': 'model'},
                {'event': 'rollback', 'step': 30, 'trigger': 'divergence', 'to_step': 0,
