@@ -24,10 +24,11 @@ DOORS = ('trainer', 'fit')
 # sick_blind15.py) and 'blind16' (a sixteenth, the same way: sick_blind16.py) and 'blind17' (a
 # seventeenth, the same way: sick_blind17.py) and 'blind18' (an eighteenth, the same way:
 # sick_blind18.py) and 'blind19' (a nineteenth, the same way: sick_blind19.py) and 'blind20' (a
-# twentieth, the same way: sick_blind20.py).
+# twentieth, the same way: sick_blind20.py) and 'blind21' (a twenty-first, the same way:
+# sick_blind21.py).
 SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2', 'blind3', 'blind4', 'blind5', 'blind6',
           'blind7', 'blind8', 'blind9', 'blind10', 'blind11', 'blind12', 'blind13', 'blind14',
-          'blind15', 'blind16', 'blind17', 'blind18', 'blind19', 'blind20')
+          'blind15', 'blind16', 'blind17', 'blind18', 'blind19', 'blind20', 'blind21')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 
