@@ -116,7 +116,8 @@ class DivergenceCheck(interfaces.Policy):
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
-    self._told = False  # Whether this fit logged a reference check that cleared the model.
+    self._told, self._warm = False, None  # Host-only: this fit warned of a cleared model; the
+    # mean loss of this run's first `warmup` steps (`untrained.verdict`'s `warm`).
     self._fold = trend.Fold(smoothing=self.smoothing, factor=self.factor, warmup=self.warmup,
                             patience=self.patience, rise_patience=self.rise_patience,
                             collapse_every=self.collapse_every)
@@ -124,15 +125,13 @@ class DivergenceCheck(interfaces.Policy):
   def build(self, variables, variable_paths):
     del variable_paths
     # The start check (after the first loop) judges the initial weights where a copy is cheap.
-    self._variables, self._moved = variables, moved.Moved(self.judge_end)  # Anew each fit.
-    self._told = False
+    self._variables, self._moved, self._told = variables, moved.Moved(self.judge_end), False
     if self.output_ratio is not None and sum(int(np.prod(v.shape)) for v in variables) <= (
         INITIAL_COPY_LIMIT):
       self._initial = [np.array(v.numpy()) for v in variables]
 
   def threshold(self, start, best):
-    """The smoothed loss above which a step counts towards 'above_best' (`trend.Fold`'s, in
-    floats): above the start and `factor` x the best, or `START_MARGIN` x the start."""
+    """The smoothed loss over which a step counts towards 'above_best' (`trend.Fold`'s)."""
     return max(start, min(self.factor * best, trend.START_MARGIN * start))
 
   # -- host, every loop -------------------------------------------------------------------------
@@ -146,9 +145,8 @@ class DivergenceCheck(interfaces.Policy):
     return self._flagged_step is not None
 
   def fold(self, reports) -> np.ndarray:
-    """Folds one loop's steps into the state, step by step in float32 (applied steps with a
-    finite loss only); returns one flag per step: a rule fired, the start check or a collapse
-    probe is due, or a collapse awaits the host."""
+    """Folds one loop's steps into the state in float32 (applied steps with a finite loss);
+    returns one flag per step: a rule fired, a check or probe is due, a collapse awaits."""
     old = state_lib.host_value(self.state, reports)
     s = list(old)
     flags = np.zeros(reports.num_steps, bool)
@@ -158,6 +156,8 @@ class DivergenceCheck(interfaces.Policy):
                                               reports.applied.tolist())):
         if applied and math.isfinite(loss):  # A subnormal loss is 0 (TF's CPU kernels flush it).
           flags[i] = self._fold.step(s, np.float32(loss if abs(loss) >= _TINY else 0.0))
+          if s[_I['count']] == self.warmup and old[_I['count']] < self.warmup:
+            self._warm = float(s[_I['smoothed']])
         flags[i] |= unprobed  # Until the host has probed the outputs (a skipped first step too).
     if any(a != b for a, b in zip(s, old)):
       state_lib.host_assign(self.state, np.array(s, np.float32))
@@ -167,8 +167,7 @@ class DivergenceCheck(interfaces.Policy):
     return flags
 
   def decide_after_act(self, reports, context):
-    """A `Rechecker`: what a check's ACT found (a collapse, a damaged model) escalates in the
-    same loop: `decide` again (it reads the folded state, changes nothing)."""
+    """A `Rechecker`: what a check's ACT found escalates in the same loop (`decide` again)."""
     return self.decide(reports, context)
 
   def decide(self, reports, context):
@@ -266,7 +265,8 @@ class DivergenceCheck(interfaces.Policy):
       found = self._moved.verdict(self._variables, 2 * self.rise_patience, fields) or (
           untrained.verdict(run.probe, fields['smoothed'], int(fields['count']),
                             self._trail.progress(guess), bad, fields['init_bad'] == _CHANCE,
-                            self._trail.never_below(guess), start=fields['start']))
+                            self._trail.never_below(guess), start=fields['start'],
+                            warm=self._warm))
     # The collapse probe once more, whatever the loss: a net that died and whose last bias still
     # wobbles (its loss down to the labels' spread, not quite flat) never ends 'completed'.
     if self.collapse_every is not None:

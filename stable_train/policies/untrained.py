@@ -44,9 +44,10 @@ MEAN_FAR, MEAN_ROWS = 10.0, 32
 # a loss falling 5 % a half-run from 7x needs 19 runs) and its smoothed loss is still MEAN_START
 # x the run's first loss or more (a model that came far down from its start has trained, whatever
 # one batch's spread says). Both only where its loss on the first batch is within MEAN_AGREE x
-# its smoothed loss: a first batch far easier than the run's (zero-inflated labels with one
-# non-zero row in it, an unshuffled series that starts in a dry season: 14x and 139x a trained
-# model's loss under MAE and MSE) is no baseline.
+# its smoothed loss, and the untrained model's loss on it within MEAN_AGREE x the mean of the
+# run's first losses: a first batch far easier than the run's (zero-inflated labels with one
+# non-zero row in it, an unshuffled series that starts in a dry season: 14x to 139x a trained
+# model's loss there, under MAE and MSE) is no baseline.
 MEAN_NEAR, MEAN_HORIZON, MEAN_START, MEAN_AGREE = 3.0, 10.0, 0.5, 3.0
 
 
@@ -108,24 +109,25 @@ class Trail:
 
 def verdict(probe, smoothed: float, steps: int, progress: Optional[float],
             broken_start: str = '', chance_start: bool = False,
-            never_below: bool = False,
-            start: Optional[float] = None) -> Optional[Tuple[str, str]]:
+            never_below: bool = False, start: Optional[float] = None,
+            warm: Optional[float] = None) -> Optional[Tuple[str, str]]:
   """(rule, reason) when the run's model did not train after `steps` applied steps (its
   smoothed training loss `smoothed`, down by `progress` over the second half, see `Trail`),
   else None; never raises (a diagnostic never ends a run). Rules: `CONSTANT`, `CHANCE`, `MEAN`.
   `broken_start`: what the start check found wrong, if anything (`diagnostics.bad_start`);
   `chance_start`: that was a loss far above a uniform guess's (then `at_chance` is lenient);
   `never_below`: the smoothed loss never went below the guess (`Trail.never_below`): however it
-  moved above it, no progress, and `at_chance` is lenient. `start`: the run's first loss."""
+  moved above it, no progress, and `at_chance` is lenient. `start`: the run's first loss (its
+  first batch's, untrained); `warm`: the mean of its first losses (DivergenceCheck's warm-up)."""
   try:
     return _verdict(probe, smoothed, steps, progress, broken_start, chance_start or never_below,
-                    never_below, start)
+                    never_below, start, warm)
   except Exception:  # pylint: disable=broad-except  (a model or batch it cannot judge)
     return None
 
 
 def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never_below=False,
-             start=None):
+             start=None, warm=None):
   stalled = progress is not None and (progress < PROGRESS or never_below)
   if stalled and collapse.constant(probe) is not None:
     return CONSTANT, (
@@ -135,7 +137,7 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
         f'keep every unit alike); {diagnostics.INIT_REMEDY}')
   guess = uniform_guess(probe)
   if guess is None:
-    return _mean_verdict(probe, smoothed, steps, progress, start)
+    return _mean_verdict(probe, smoothed, steps, progress, start, warm)
   # At the guess itself (within 1 - CHANCE_LEVEL of it), a loss that came down only to it.
   at_guess = abs(smoothed / guess - 1.0) <= 1.0 - CHANCE_LEVEL
   if not smoothed >= CHANCE_LEVEL * guess or not (
@@ -159,13 +161,16 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
       + why)
 
 
-def _mean_verdict(probe, smoothed, steps, progress=None, start=None):
+def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
   """`MEAN` for a regression whose loss is at MEAN_FAR x that of predicting the first batch's
   label means (medians under MAE) for every example or more, on its training loss and on the
   first batch (`mean_level`), judged even while it comes down; at MEAN_NEAR x where the pace of
   its `progress` (down over the run's second half) is far too slow to get there and it is still
-  MEAN_START x its `start` or more. Either only where the first batch's loss agrees with the
-  smoothed one (a first batch far easier than the run's is no baseline)."""
+  MEAN_START x its `start` or more. Either only where the first batch is like the run's: its
+  loss agrees with the smoothed one, and the untrained model's (`start`) with the mean of the
+  run's first losses (`warm`, where known)."""
+  if warm is not None and start is not None and warm > MEAN_AGREE * start:
+    return None  # A first batch far easier than the run's next ones: no baseline.
   found = mean_level(probe)
   if found is None or not found[0] > 0:
     return None
