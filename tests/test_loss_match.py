@@ -86,6 +86,21 @@ class FindMismatchTest(tf.test.TestCase):
     self.assertIsNone(loss_match.find_mismatch(bce, ones, read_ones=False))  # Raw inputs.
     self.assertIsNone(_kind(bce, _sigmoid(_logits()[:, :1])))
 
+  def test_towers_side_by_side_each_at_one_on_every_row_read_as_one_unit_softmaxes(self):
+    # An MMoE's two towers, each Dense(1, softmax), concatenated: the head's activation is
+    # unknown (a Concatenate); both columns are 1 on every row of the untrained model.
+    bce = keras.losses.BinaryCrossentropy()
+    ones = np.ones((32, 2), np.float32)
+    found = loss_match.find_mismatch(bce, ones)
+    self.assertEqual(found.kind, loss_match.ONE_UNIT_SOFTMAX)
+    self.assertIn('2 outputs', found.message)
+    near = ones.copy()
+    near[3, 1] = 0.999  # One tower's sigmoid spread: no finding.
+    self.assertIsNone(_kind(bce, near))
+    self.assertIsNone(_kind(bce, ones, 'sigmoid'))  # A known saturated sigmoid.
+    self.assertIsNone(loss_match.find_mismatch(bce, ones, read_ones=False))  # Raw inputs.
+    self.assertNotEqual(_kind(SCCE(), ones), loss_match.ONE_UNIT_SOFTMAX)  # Not one unit each.
+
   def test_an_activation_that_makes_no_probabilities_under_a_probability_loss(self):
     # A relu head's outputs may start inside [0, 1]; what it is, not where it starts, decides.
     relu = np.abs(_logits(scale=0.1))

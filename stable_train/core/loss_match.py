@@ -144,6 +144,9 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
   if columns == 1 and (activation == 'softmax' or (
       activation is None and read_ones and _all_ones(outputs, eps))):
     return _one_unit_softmax(terms, activation)
+  if (columns > 1 and terms.family == 'binary' and activation is None and read_ones
+      and _all_ones(outputs, eps)):  # Towers side by side, each a softmax over its one unit.
+    return _one_unit_softmax(terms, activation, columns)
   if terms.family == 'categorical' and columns == 1:
     return _one_column(terms, activation)
   if shape is None or (categorical and columns < 2):
@@ -243,14 +246,18 @@ def _all_ones(outputs: np.ndarray, eps: float) -> bool:
           and bool(np.all(rows == 1.0)))
 
 
-def _one_unit_softmax(terms: LossTerms, activation: Optional[str]) -> Mismatch:
-  """A softmax over one unit: 1 for every input, so the loss cannot move it (its gradient is 0)."""
+def _one_unit_softmax(terms: LossTerms, activation: Optional[str], columns: int = 1) -> Mismatch:
+  """A softmax over one unit: 1 for every input, so the loss cannot move it (its gradient is 0);
+  with `columns` > 1, every one of a binary loss's outputs so (one such head per task)."""
   what = ('a softmax over one unit' if activation == 'softmax' else
+          f'{columns} outputs that each look like a softmax over one unit (the untrained '
+          "model's all exactly 1.0)" if columns > 1 else
           'one unit that is 1.0 for every input before training (a softmax over one unit, perhaps '
           'inside a Lambda)')
   return Mismatch(
       ONE_UNIT_SOFTMAX,
-      f'the model ends in {what}, which is 1 for every input, under the loss '
+      f"the model ends in {what}, which {'are' if columns > 1 else 'is'} 1 for every input, "
+      f'under the loss '
       f'{terms.shown}: the output never moves, and nothing trains',
       "a sigmoid on the one unit with keras.losses.BinaryCrossentropy() for a 0/1 label "
       "(activation='sigmoid'), or one unit per class with the softmax",
