@@ -125,14 +125,19 @@ class StatisticsTest(tf.test.TestCase):
     run = types.SimpleNamespace(probe=types.SimpleNamespace(first_batch=lambda: 'batch'),
                                 emit=lambda event, step, **kw: None)
     season = [2.0, 1.0, 0.5, 0.3, 0.2] * 8 + [50.0] * 20
+    next_run = types.SimpleNamespace(probe=run.probe, emit=run.emit)  # A second fit.
     with self.assertLogs('stable_train', level='INFO') as logs, mock.patch.object(
         reference.provenance, 'rerun', return_value=types.SimpleNamespace(loss=0.1)):
-      for _ in range(3):
+      for each in (run, run, run, next_run):
         self.assertTrue(check.observe(reports_of(season)))
-        check.execute(check.decide(None, None), run)
+        check.execute(check.decide(None, None), each)
     levels = [r.levelname for r in logs.records if 'as well as before' in r.getMessage()]
-    self.assertEqual(levels, ['WARNING', 'INFO', 'INFO'])
+    self.assertEqual(levels, ['WARNING', 'INFO', 'INFO', 'WARNING'])
     self.assertIn('unshuffled data', logs.records[0].getMessage())
+    # Each kind once: a blow-up it came back from does not silence bad batches later.
+    told = reference.Told()
+    self.assertEqual([told.first(run, k) for k in ('recovered', 'data', 'data', 'recovered')],
+                     [True, True, False, False])
 
   def test_skipped_and_non_finite_steps_are_not_counted(self):
     check = divergence.DivergenceCheck(output_ratio=None, patience=3, warmup=2)

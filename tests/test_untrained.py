@@ -236,8 +236,10 @@ class RegressionVerdictTest(tf.test.TestCase):
     rule, reason = untrained.verdict(probe, smoothed=1.5 * first, steps=150, progress=0.5)
     self.assertEqual(rule, untrained.MEAN)  # Judged even while it comes down.
     self.assertIn("labels' mean", reason)
-    # A first batch far easier than the run's (smoothed 4x its loss) is no baseline, even far.
-    self.assertIsNone(untrained.verdict(probe, smoothed=4 * first, steps=150, progress=0.5))
+    # A loss falling fast from far off scale (raw Unix timestamps): its smoothed average lags
+    # far above its loss on the first batch now; judged all the same.
+    self.assertEqual(untrained.verdict(probe, smoothed=50 * first, steps=150, progress=0.99)[0],
+                     untrained.MEAN)
     near = self._probe(regressor(last_scale=10.0))  # 8x on its first batch: under MEAN_FAR.
     level, first = untrained.mean_level(near)
     self.assertBetween(first / level, 6, untrained.MEAN_FAR)
@@ -266,6 +268,18 @@ class RegressionVerdictTest(tf.test.TestCase):
       self.assertLess(np.mean(np.square(model.predict(x, verbose=0) - y)),
                       0.5 * np.var(y), loss)  # It trained: half a constant's error or less.
       self.assertEqual(guard.state.global_step.numpy(), 640, loss)  # And was not stopped.
+    # Sales of a growing shop in dollars, never standardised, in order: the first batch no
+    # easier for the untrained model than the next ones, so still a baseline: stopped.
+    t = np.arange(2048) / 2048
+    x = np.stack([np.sin(2 * np.pi * np.arange(2048) / 7), (t - 0.5) * 3.46], 1)
+    y = 1e4 * (1 + 3 * t) * np.exp(0.1 * rng.normal(size=2048))
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(16, 'relu'),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss='mse')
+    guard = keras_fit.guard_fit(model)
+    with self.assertRaisesRegex(errors.RunAborted, "x that of predicting the labels' mean"):
+      model.fit(x.astype(np.float32), y.astype(np.float32)[:, None], batch_size=64, epochs=5,
+                shuffle=False, verbose=0, callbacks=[guard.callback()])
     # The same batch's loss at the end, beside the run's first losses: the untrained model's
     # first loss far below their mean says the first batch is no baseline.
     probe = self._probe(regressor(last_scale=30.0))

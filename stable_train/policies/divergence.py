@@ -116,8 +116,8 @@ class DivergenceCheck(interfaces.Policy):
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
-    self._told, self._warm = False, None  # Host-only: this fit warned of a cleared model; the
-    # mean loss of this run's first `warmup` steps (`untrained.verdict`'s `warm`).
+    self._told, self._warm = reference.Told(), None  # Host-only: the warnings given; the mean
+    # loss of the run's first `warmup` steps (`untrained.verdict`'s `warm`).
     self._fold = trend.Fold(smoothing=self.smoothing, factor=self.factor, warmup=self.warmup,
                             patience=self.patience, rise_patience=self.rise_patience,
                             collapse_every=self.collapse_every)
@@ -125,7 +125,7 @@ class DivergenceCheck(interfaces.Policy):
   def build(self, variables, variable_paths):
     del variable_paths
     # The start check (after the first loop) judges the initial weights where a copy is cheap.
-    self._variables, self._moved, self._told = variables, moved.Moved(self.judge_end), False
+    self._variables, self._moved = variables, moved.Moved(self.judge_end)  # Anew each fit.
     if self.output_ratio is not None and sum(int(np.prod(v.shape)) for v in variables) <= (
         INITIAL_COPY_LIMIT):
       self._initial = [np.array(v.numpy()) for v in variables]
@@ -248,7 +248,7 @@ class DivergenceCheck(interfaces.Policy):
     elif decision.details['check'] == 'collapse':
       _probe_collapse(self._collapse, state, decision.step, decision.details, run)
     else:
-      self._told = reference.check(state, decision, run, self.warmup, self._told) or self._told
+      reference.check(state, decision, run, self.warmup, self._told)
     self.state.assign(state)
     return None
 

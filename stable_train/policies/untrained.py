@@ -43,11 +43,12 @@ MEAN_FAR, MEAN_ROWS = 10.0, 32
 # MEAN_HORIZON x the run's steps again to come down to it (at 3x about the classifier's PROGRESS;
 # a loss falling 5 % a half-run from 7x needs 19 runs) and its smoothed loss is still MEAN_START
 # x the run's first loss or more (a model that came far down from its start has trained, whatever
-# one batch's spread says). Both only where its loss on the first batch is within MEAN_AGREE x
-# its smoothed loss, and the untrained model's loss on it within MEAN_AGREE x the mean of the
-# run's first losses: a first batch far easier than the run's (zero-inflated labels with one
-# non-zero row in it, an unshuffled series that starts in a dry season: 14x to 139x a trained
-# model's loss there, under MAE and MSE) is no baseline.
+# one batch's spread says), and its loss on the first batch is within MEAN_AGREE x its smoothed
+# loss (not at MEAN_FAR: a loss falling fast from far off scale is far from its lagging average).
+# Either only where the untrained model's loss on the first batch is within MEAN_AGREE x the
+# mean of the run's first losses: a first batch far easier than the run's (an unshuffled series
+# that starts in a dry spell: a trained model's loss there 14x to 139x the batch's centre's,
+# under MAE and MSE) is no baseline.
 MEAN_NEAR, MEAN_HORIZON, MEAN_START, MEAN_AGREE = 3.0, 10.0, 0.5, 3.0
 
 
@@ -166,9 +167,10 @@ def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
   label means (medians under MAE) for every example or more, on its training loss and on the
   first batch (`mean_level`), judged even while it comes down; at MEAN_NEAR x where the pace of
   its `progress` (down over the run's second half) is far too slow to get there and it is still
-  MEAN_START x its `start` or more. Either only where the first batch is like the run's: its
-  loss agrees with the smoothed one, and the untrained model's (`start`) with the mean of the
-  run's first losses (`warm`, where known)."""
+  MEAN_START x its `start` or more and its first-batch loss agrees with the smoothed one. Either
+  only where the untrained model's loss on the first batch (`start`) agrees with the mean of the
+  run's first losses (`warm`, where known): a first batch far easier than the run's is no
+  baseline."""
   if warm is not None and start is not None and warm > MEAN_AGREE * start:
     return None  # A first batch far easier than the run's next ones: no baseline.
   found = mean_level(probe)
@@ -177,9 +179,9 @@ def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
   level, first = found
   ratio = min(smoothed, first) / level
   near = (start is not None and smoothed >= MEAN_START * start
-          and _runs_to_reach(ratio, progress) > MEAN_HORIZON)
-  if not (max(smoothed, first) <= MEAN_AGREE * min(smoothed, first)
-          and (ratio >= MEAN_FAR or (ratio >= MEAN_NEAR and near))):
+          and _runs_to_reach(ratio, progress) > MEAN_HORIZON
+          and max(smoothed, first) <= MEAN_AGREE * min(smoothed, first))
+  if not (ratio >= MEAN_FAR or (ratio >= MEAN_NEAR and near)):
     return None
   centre = 'median' if _CENTRES[loss_match.loss_function(probe.loss)] is np.median else 'mean'
   pace = ('' if ratio >= MEAN_FAR else ', and at the pace of the run\'s second half it would '
