@@ -99,8 +99,7 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
   # A blow-up in the first updates at a usual rate is the model's (gradient_rules), one from
   # outputs off scale from off-scale kernels the initialiser's (start_rules): its divergence or
   # collapse speaks for the rate only half as much.
-  amplified = (s.amplified() or _broke_at_modest_rate(s) or _initialiser_off_scale(s)
-               or _cliff_read(s))
+  amplified = s.amplified() or _broke_at_modest_rate(s) or _initialiser_off_scale(s)
   blowup = 2 if amplified else 4
   if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
@@ -173,7 +172,10 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
     out.add('exploding_gradients', 2, f'the gradient norm jumped {jump:.3g}x in one step while '
                                       'the loss did not')
   cliff, at = s.cliff()
-  if _cliff_read(s):
+  # Above the usual top for the optimizer, a rate can throw the norm off any cliff (SGD at 1.0
+  # with momentum: 1e7x in one step); below it, a rate too high raises it by thousands at most.
+  if (cliff >= CLIFF and s.op_type() is None and 'data' not in s.checks
+      and _rate_above_usual(s) is None):
     out.add('exploding_gradients', 6, f'the gradient norm reached {cliff:.3g}x its median in one '
                                       f'step (step {at}): a cliff, where the backward pass '
                                       'multiplies through a recurrence or a deep path')
@@ -235,16 +237,6 @@ def _initialiser_off_scale(s: Symptoms) -> bool:
   return (off and s.mismatch is None
           and s.kernel_ratio is not None and s.kernel_ratio >= KERNEL_OFF_SCALE
           and not (s.input_rms is not None and s.input_rms > INPUTS_LARGE))
-
-
-def _cliff_read(s: Symptoms) -> bool:
-  """A cliff of the gradient norm (CLIFF x its median in one step) read as the model's: no op
-  located, no check that blamed the batches, at a rate not above the usual top (above it, a
-  rate can throw the norm off any cliff: SGD at 1.0 with momentum, 1e7x in one step; below
-  it, a rate too high raises it by thousands at most). A divergence or collapse after it is its
-  effect, and speaks for the rate half as much."""
-  return (s.cliff()[0] >= CLIFF and s.op_type() is None and 'data' not in s.checks
-          and _rate_above_usual(s) is None)
 
 
 def _rate_above_usual(s: Symptoms) -> Optional[float]:
