@@ -73,22 +73,6 @@ class FirstUpdatesTest(tf.test.TestCase):
     self.assertGreater(scores['exploding_gradients'][0], unknown)  # The rate rule counts again.
     self.assertTrue(any('at a rate usual for Adam' in e for e in scores[cause][1]))
 
-  def test_near_the_usual_top_the_blow_up_is_still_the_models(self):
-    # SGD at 0.2 with momentum (2x the usual top) on a DA-RNN with targets in the hundreds: the
-    # loss 36x in three steps, which no rate scenario at 2x the top or under showed; clipping at
-    # that rate trains it. Named the model's, beside the rate above the top (a close call).
-    def diverged(lr):  # Above its best on a clean batch too (no collapse).
-      events, summary = run(lr=lr, optimizer='SGD')
-      events[2] = dict(events[2], rule='above_best')
-      return events, summary
-    cause, scores = verdict(*diverged(0.2))
-    self.assertEqual(cause, 'exploding_gradients')
-    self.assertTrue(any('at 0.2, near the usual top for SGD (0.1), multiplied the loss' in e
-                        for e in scores['exploding_gradients'][1]))
-    self.assertFalse(any('multiplied the loss' in e for e in scores['learning_rate'][1]))
-    self.assertGreater(scores['learning_rate'][0], 0)  # The rate is above the top: said.
-    self.assertEqual(verdict(*diverged(0.21))[0], 'learning_rate')  # Past 2x.
-
   def test_the_same_blow_up_at_a_rate_above_the_usual_one_is_the_rate(self):
     for lr, optimizer in ((1.0, 'Adam'), (0.5, 'SGD')):
       cause, scores = verdict(*run(lr=lr, optimizer=optimizer))

@@ -10,8 +10,7 @@ import numpy as np
 
 from stable_train.doctor.evidence import (CLIFF, KERNEL_OFF_SCALE, OUTPUT_RATIO, PRODUCT_OPS,
                                           Scores, name_the_op)
-from stable_train.doctor.symptoms import (BLOWUP, INPUTS_LARGE, NEAR_TOP, USUAL_RATE, Symptoms,
-                                          numbers)
+from stable_train.doctor.symptoms import BLOWUP, INPUTS_LARGE, USUAL_RATE, Symptoms, numbers
 
 # A rate at most this share of the usual top for its optimizer is modest (SGD 0.025, Adam 1.25e-3).
 MODEST = 0.25
@@ -105,7 +104,7 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
                                      'worse on a clean batch')
   above = _rate_above_usual(s)
-  if above is not None and s.first_blowup() >= BLOWUP and not s.amplified():
+  if above is not None and s.first_blowup() >= BLOWUP:
     out.add('learning_rate', 5, f'the first updates, at {above:.3g} (above the usual top for '
                                 f'{s.optimizer}, {USUAL_RATE[s.optimizer]:.3g}), multiplied the '
                                 f'loss {s.first_blowup():.3g}x: the rate')
@@ -181,14 +180,11 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
                                       'multiplies through a recurrence or a deep path')
   amplified = s.amplified()
   if amplified:
-    rate, tail = ((f'a rate usual for {s.optimizer} ({s.usual_rate():.3g})',
-                   'a lower rate only delays it') if s.usual_rate() else
-                  (f'{s.usual_rate(NEAR_TOP):.3g}, near the usual top for {s.optimizer} '
-                   f'({USUAL_RATE[s.optimizer]:.3g})', 'more than a rate this near the top does'))
-    out.add('exploding_gradients', 5, f'the first updates, at {rate}, multiplied the loss '
+    out.add('exploding_gradients', 5, f'the first updates, at a rate usual for {s.optimizer} '
+                                      f'({s.usual_rate():.3g}), multiplied the loss '
                                       f'{amplified:.3g}x: the model amplifies its gradients (depth '
                                       'or a recurrence without normalisation, a sum over many '
-                                      f'inputs); {tail}')
+                                      'inputs); a lower rate only delays it')
   if _broke_at_modest_rate(s) and not amplified:
     out.add('exploding_gradients', 4, f'the run broke down at a modest rate for {s.optimizer} '
                                       f'({modest_rate(s):.3g} at most, a quarter of the usual top '

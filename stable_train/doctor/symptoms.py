@@ -20,9 +20,6 @@ MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` ev
 USUAL_RATE = {'SGD': 0.1, 'Adam': 5e-3, 'AdamW': 5e-3, 'Adamax': 5e-3, 'Nadam': 5e-3,
               'RMSprop': 5e-3, 'Lion': 1e-3}
 BLOWUP = 30.0  # The loss this many times its first step's within the first updates: a blow-up.
-# A blow-up at up to this many times the usual top is the model's too (`amplified`): no rate in
-# the calibration's rate scenarios at 2x or under blew up the first updates (at 5x: 220x).
-NEAR_TOP = 2.0
 INPUTS_LARGE = 10.0  # Float features of a larger RMS are not normalised (weight_scale's too).
 
 
@@ -297,24 +294,23 @@ class Symptoms(ForensicsReadings):
     after = finite_values(loss[1:4])
     return float(np.median(after) / max(loss[0], 1.0)) if after.size >= 2 else math.nan
 
-  def usual_rate(self, slack: float = 1.0) -> Optional[float]:
-    """The largest learning rate of the first three updates where it is at most `slack` x the
-    usual top for the run's optimizer (USUAL_RATE), else None (above it, or the optimizer or the
-    rate unknown)."""
+  def usual_rate(self) -> Optional[float]:
+    """The largest learning rate of the first three updates where it is at most the usual one
+    for the run's optimizer (USUAL_RATE), else None (above it, or the optimizer or the rate
+    unknown)."""
     lr = numbers((self.history or {}).get('learning_rate', [])[:3])
     usual = USUAL_RATE.get(self.optimizer)
     top = float(lr.max()) if lr.size else math.nan
     # A float32 rate (0.1 is 0.10000000149) read against the table's decimal bound.
-    return top if usual and lr.size and (lr > 0).all() and top <= (
-        slack * usual * (1 + 1e-6)) else None
+    return top if usual and lr.size and (lr > 0).all() and top <= usual * (1 + 1e-6) else None
 
   def amplified(self) -> float:
     """The first updates' blow-up (`first_blowup`) where it is one (BLOWUP or more) at a usual
-    rate or one near the top (NEAR_TOP), from a clean start (`clean_start`): the model amplifies
-    its updates (its gradients), not the rate; else 0. A divergence check that blamed the batches
-    later does not unmake a blow-up of the first updates (the median of three batches)."""
+    rate, from a clean start (`clean_start`): the model amplifies its updates (its gradients),
+    not the rate; else 0. A divergence check that blamed the batches later does not unmake a
+    blow-up of the first updates (the median of three batches)."""
     blowup = self.first_blowup()
-    if self.usual_rate(NEAR_TOP) is None or not blowup >= BLOWUP or not self.clean_start():
+    if self.usual_rate() is None or not blowup >= BLOWUP or not self.clean_start():
       return 0.0
     return blowup
 
