@@ -190,6 +190,27 @@ class LossOutputCheckTest(tf.test.TestCase):
     self.assertIn("activation='sigmoid'", found['softmax'].fix)
     self.assertIsNone(found['sigmoid'])
 
+  def test_outputs_at_one_on_labels_all_one_are_no_softmax_over_one_unit(self):
+    # Three sigmoid towers side by side (the head's activation unreadable), trained and resumed
+    # on a first batch whose labels are all 1: its outputs round to exactly 1 on every row. A
+    # fresh model's ones over labels that are not all 1 are the softmax's.
+    inputs = keras.Input((FEATURES,))
+    towers = [keras.layers.Dense(1, 'sigmoid', bias_initializer=keras.initializers.Constant(
+        40.0))(inputs) for _ in range(3)]
+    model = keras.Model(inputs, keras.layers.Concatenate()(towers))
+    x, _ = _data()
+    def found(labels):
+      probe = handle.Probe(
+          model=model, policies=[divergence.DivergenceCheck()],
+          split_batch=lambda b: (b[0], b[1]), loss_and_gradients=None, model_checkpoint=None,
+          first_batch=lambda: (tf.constant(x[:BATCH]), tf.constant(labels)),
+          loss=keras.losses.BinaryCrossentropy())
+      return loss_check.LossOutputCheck().after_loop(_Run(probe), 1)
+    self.assertIsNone(found(np.ones((BATCH, 3), np.float32)))
+    mixed = np.ones((BATCH, 3), np.float32)
+    mixed[::2] = 0.0
+    self.assertEqual(found(mixed).kind, 'softmax_over_one_unit')
+
   def test_a_softmax_over_multi_label_targets_is_named_and_stays_stuck(self):
     # Multi-label targets (several 1s a row) under a binary cross-entropy, given a softmax.
     keras.utils.set_random_seed(0)

@@ -120,7 +120,7 @@ class LossOutputCheck:
       activation = heads.last_activation(probe.model)
       found = None if not outputs or len(outputs) != 1 else (
           loss_match.find_mismatch(probe.loss, outputs[0], activation,
-                                   read_ones=_inputs_normalised(probe))
+                                   read_ones=_ones_unexplained(probe))
           or loss_match.find_unreachable_labels(probe.loss, _labels(probe), activation,
                                                 outputs[0].shape[-1])
           or rate_match.find_signed_rates(
@@ -243,6 +243,15 @@ def _labels(probe):
   """The first batch's one label tensor (numpy), or None."""
   labels = tf.nest.flatten(probe.split_batch(probe.first_batch())[1])
   return np.asarray(labels[0]) if len(labels) == 1 else None
+
+
+def _ones_unexplained(probe) -> bool:
+  """Whether outputs of exactly 1 on every row would need a softmax over one unit to explain
+  them: from normalised inputs (`_inputs_normalised`), on a first batch whose labels are not all
+  1 (a trained sigmoid resumed on such a batch rounds to 1 there)."""
+  labels = _labels(probe)
+  return _inputs_normalised(probe) and not (labels is not None and labels.size
+                                           and bool(np.all(labels == 1)))
 
 
 def _inputs_normalised(probe) -> bool:
