@@ -20,6 +20,10 @@ MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` ev
 USUAL_RATE = {'SGD': 0.1, 'Adam': 5e-3, 'AdamW': 5e-3, 'Adamax': 5e-3, 'Nadam': 5e-3,
               'RMSprop': 5e-3, 'Lion': 1e-3}
 BLOWUP = 30.0  # The loss this many times its first step's within the first updates: a blow-up.
+# ...the model's (`amplified`) at under this fraction of the usual top: the calibration's
+# exploding-gradient blow-ups came at 0.02-0.3x it, its rate ones at 0.5x (a deep cross network)
+# and above, as did a reviewer's MLP regression at 1x that a lower rate trains.
+AMPLIFYING_RATE = 0.5
 INPUTS_LARGE = 10.0  # Float features of a larger RMS are not normalised (weight_scale's too).
 
 
@@ -305,12 +309,13 @@ class Symptoms(ForensicsReadings):
     return top if usual and lr.size and (lr > 0).all() and top <= usual * (1 + 1e-6) else None
 
   def amplified(self) -> float:
-    """The first updates' blow-up (`first_blowup`) where it is one (BLOWUP or more) at a usual
-    rate, from a clean start (`clean_start`): the model amplifies its updates (its gradients),
-    not the rate; else 0. A divergence check that blamed the batches later does not unmake a
-    blow-up of the first updates (the median of three batches)."""
-    blowup = self.first_blowup()
-    if self.usual_rate() is None or not blowup >= BLOWUP or not self.clean_start():
+    """The first updates' blow-up (`first_blowup`) where it is one (BLOWUP or more) at a rate
+    under AMPLIFYING_RATE x the usual top, from a clean start (`clean_start`): the model
+    amplifies its updates (its gradients), not the rate; else 0. A divergence check that blamed
+    the batches later does not unmake a blow-up of the first updates (the median of three)."""
+    blowup, rate = self.first_blowup(), self.usual_rate()
+    if (rate is None or not rate < AMPLIFYING_RATE * USUAL_RATE[self.optimizer]
+        or not blowup >= BLOWUP or not self.clean_start()):
       return 0.0
     return blowup
 
