@@ -178,6 +178,21 @@ class RulesTest(tf.test.TestCase):
                           loss=1.0) for k in (40, 150)]
     self.assertEqual(top(gradient_only, summary)[1]['transient'][0], 3)
 
+  def test_outputs_whose_squares_sum_past_float32_grew_without_bound(self):
+    # An MSE regression's outputs at 1.66e19 (under 1.8e19: each square finite): the batch's Sum
+    # in the loss overflowed first. No exp anywhere: the model's growth, not an overflowing exp.
+    record = {'op_level': {'found': True, 'op_type': 'Sum', 'op_name': 'compile_loss/mse/Sum',
+                           'layer': None, 'dtype': 'float32'}, 'inputs': [],
+              'activations': [{'layer': 'dense_9', 'finite': True, 'max_abs': 1.66e19}]}
+    events = [skip(k, tensor='loss') for k in range(2, 13)]
+    summary = {'status': 'aborted', 'inputs_checked': True}
+    cause, scores = top(events, summary, [record])
+    self.assertEqual(cause, 'exploding_gradients')
+    self.assertEqual(scores['softmax_overflow'][0], 0)
+    record['activations'][0]['max_abs'] = 1e17  # Its squares' sum finite: nothing said of it.
+    self.assertFalse(any('grew without bound' in e
+                         for e in top(events, summary, [record])[1]['exploding_gradients'][1]))
+
   def test_float16_activations_beyond_65504(self):
     record = {'op_level': {'found': False}, 'inputs': [],
               'activations': [{'layer': 'dense_0', 'dtype': 'float16', 'finite': False,

@@ -6,7 +6,8 @@ from typing import Dict, List, Tuple
 
 from stable_train.doctor import course
 from stable_train.doctor.evidence import (CAUSES, DIV_LOG_OPS, EXP_OPS, EXP_OVERFLOW, FLOAT16_MAX,
-                                          PRODUCT_OPS, SQUARE_OVERFLOW, Scores, name_the_op)
+                                          PRODUCT_OPS, REDUCTION_OPS, SQUARE_OVERFLOW,
+                                          SUM_OVERFLOW, Scores, name_the_op)
 from stable_train.doctor.symptoms import MISMATCH, Symptoms, number
 
 __all__ = ['CAUSES', 'score', 'scores_and_decisive']
@@ -138,7 +139,8 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
   loss_only = _loss_only(s)
   # Outputs (forensics' last layer) whose own square overflows float32 make any loss non-finite:
   # no exp() and no division needed, the model grew without bound.
-  huge = bool(acts) and top >= SQUARE_OVERFLOW
+  huge = bool(acts) and (top >= SQUARE_OVERFLOW or (
+      top >= SUM_OVERFLOW and op in REDUCTION_OPS and s.op_in_loss()))
   if huge and loss_only:
     out.add('exploding_gradients', 2, f"the model's outputs reached {top:.3g}, beyond what any "
                                       'product in the loss survives in float32: its weights or '

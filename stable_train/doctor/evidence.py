@@ -27,6 +27,10 @@ PRODUCT_OPS = ('Mul', 'MatMul', 'BatchMatMul', 'BatchMatMulV2', 'BatchMatMulV3',
 FLOAT16_MAX = 65504.0
 EXP_OVERFLOW = 88.7  # exp(x) overflows float32 above this.
 SQUARE_OVERFLOW = 1.8e19  # x * x overflows float32 above this (its largest is 3.4e38).
+# ...and a sum of squares over a batch's 4096 elements or fewer above this (a Sum or Mean in
+# the loss that forensics located first: outputs of 1.7e19 made an MSE's batch sum infinite).
+SUM_OVERFLOW = SQUARE_OVERFLOW / 64
+REDUCTION_OPS = ('Sum', 'Mean')
 OUTPUT_RATIO = 30.0  # Outputs this many times the labels' scale: the initial weights (as
 # DivergenceCheck's start check).
 # Initial kernels whose RMS is this many times LeCun's sqrt(1 / fan_in) or more are off the

@@ -20,10 +20,12 @@ MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` ev
 USUAL_RATE = {'SGD': 0.1, 'Adam': 5e-3, 'AdamW': 5e-3, 'Adamax': 5e-3, 'Nadam': 5e-3,
               'RMSprop': 5e-3, 'Lion': 1e-3}
 BLOWUP = 30.0  # The loss this many times its first step's within the first updates: a blow-up.
-# ...the model's (`amplified`) at under this fraction of the usual top: the calibration's
-# exploding-gradient blow-ups came at 0.02-0.3x it, its rate ones at 0.5x (a deep cross network)
-# and above, as did a reviewer's MLP regression at 1x that a lower rate trains.
-AMPLIFYING_RATE = 0.5
+# ...the model's (`amplified`) at under AMPLIFYING_RATE x the usual top, or by BIG_BLOWUP x or
+# more at any usual rate: a reviewer's MLP and linear regressions at 0.5-1x the top, which a
+# lower rate trains, blew up 35-54x; models that amplify their gradients (sum pooling, residual
+# stacks and graph sums without normalisation, which a lower rate does not cure) 1.2e3-1e27x
+# there, and 38x to 9e11x at 0.02-0.3x it in the calibration.
+AMPLIFYING_RATE, BIG_BLOWUP = 0.5, 1e3
 INPUTS_LARGE = 10.0  # Float features of a larger RMS are not normalised (weight_scale's too).
 
 
@@ -310,12 +312,13 @@ class Symptoms(ForensicsReadings):
 
   def amplified(self) -> float:
     """The first updates' blow-up (`first_blowup`) where it is one (BLOWUP or more) at a rate
-    under AMPLIFYING_RATE x the usual top, from a clean start (`clean_start`): the model
-    amplifies its updates (its gradients), not the rate; else 0. A divergence check that blamed
-    the batches later does not unmake a blow-up of the first updates (the median of three)."""
+    under AMPLIFYING_RATE x the usual top, or BIG_BLOWUP or more at a usual rate, from a clean
+    start (`clean_start`): the model amplifies its updates (its gradients), not the rate; else
+    0. A divergence check that blamed the batches later does not unmake a blow-up of the first
+    updates (the median of three)."""
     blowup, rate = self.first_blowup(), self.usual_rate()
-    if (rate is None or not rate < AMPLIFYING_RATE * USUAL_RATE[self.optimizer]
-        or not blowup >= BLOWUP or not self.clean_start()):
+    if rate is None or not self.clean_start() or not blowup >= (
+        BLOWUP if rate < AMPLIFYING_RATE * USUAL_RATE[self.optimizer] else BIG_BLOWUP):
       return 0.0
     return blowup
 
