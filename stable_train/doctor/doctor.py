@@ -28,9 +28,10 @@ def troubled(summary: Dict[str, Any], events: Sequence[Dict[str, Any]]) -> bool:
   """Whether the run skipped (beyond fp16 overflows), rolled back, diverged or aborted, met
   bad batches (an outlier skip), or started with a loss that does not fit the model's outputs or
   a broken start (a `warning` of a loss/output mismatch or of the initialisation). A divergence
-  check that cleared the model counts where the run ended otherwise than 'completed' or clipped
-  a step: a run that completed untouched, its loss rising for a while on batches unlike its
-  first (an unshuffled series whose seasons differ), holds no cause to name."""
+  check that cleared the model counts where the run ended otherwise than 'completed' or
+  AdaptiveClip clipped a step (summary.json counts no other clip): a run that completed
+  untouched, its loss rising for a while on batches unlike its first (an unshuffled series whose
+  seasons differ), holds no cause to name."""
   if summary.get('status') in ('aborted', 'diverged'):
     return True
   if summary.get('rollbacks'):
@@ -38,7 +39,7 @@ def troubled(summary: Dict[str, Any], events: Sequence[Dict[str, Any]]) -> bool:
   if (summary.get('skipped_steps') or 0) > (summary.get('overflow_skips') or 0):
     return True
   untouched = summary.get('status') == 'completed' and not (
-      (summary.get('adaptive_clip') or {}).get('clipped_steps') or summary.get('clipped_steps'))
+      (summary.get('adaptive_clip') or {}).get('clipped_steps'))
   return any(e.get('event') in ('outliers', 'rollback') or (
       e.get('event') == 'divergence_check' and not untouched) or (
       e.get('event') == 'warning' and e.get('cause') in (symptoms_lib.MISMATCH, 'initialisation'))
