@@ -29,7 +29,7 @@ _FIELDS, _I, _COLLAPSED, _UNSET = trend.FIELDS, trend.INDEX, trend.COLLAPSED, tr
 # _NOTHING where it had nothing to compare; 'best' is _HUGE until there is one, as is a
 # 'reference' or scale that was not finite.
 _SCALES, _NOTHING = ('output_rms', 'label_rms', 'input_rms', 'output_max'), -2.0
-_HUGE, _TINY = float(np.finfo(np.float32).max), float(np.finfo(np.float32).tiny)
+_HUGE, _TINY = trend.HUGE, float(np.finfo(np.float32).tiny)
 KEEP_FRACTION = 0.5  # A broken start stops when the loss is still above this fraction of it.
 # A classifier's broken start: a cross-entropy this many times a uniform guess's (`init_bad` then
 # _CHANCE, else 1.0); an untrained EfficientNetB0's is 3.3x, a GRU's with N(0, 3) kernels 8.9x.

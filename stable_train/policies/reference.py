@@ -4,15 +4,12 @@ batches? The model's loss on the run's first batch, against the rule's threshold
 import logging
 import math
 
-import numpy as np
-
 from stable_train.forensics import provenance
 from stable_train.policies import trend
 
 log = logging.getLogger('stable_train')
 
 _I = trend.INDEX
-_HUGE = float(np.finfo(np.float32).max)  # A reference loss that was not finite.
 DAMAGED, DATA = 1.0, -1.0  # `verdict` of a streak: the model got worse, or only the batches.
 
 
@@ -42,7 +39,7 @@ def check(state, decision, run, warmup, told: Told) -> None:
   damaged = not loss <= decision.details['threshold']  # NaN counts as damaged.
   trained = state[_I['above']] < state[_I['count']] - warmup  # Below it once since the warm-up.
   state[[_I['verdict'], _I['reference']]] = [DAMAGED if damaged else DATA,
-                                             loss if math.isfinite(loss) else _HUGE]
+                                             loss if math.isfinite(loss) else trend.HUGE]
   verdict = 'model' if damaged else 'data' if trained else 'recovered'
   run.emit('divergence_check', decision.step, rule=decision.details['rule'], verdict=verdict,
            reference_loss=loss, smoothed_loss=decision.details['smoothed'],

@@ -11,6 +11,7 @@ FIELDS = ('smoothed', 'best', 'start', 'count', 'above', 'rising', 'rise_base', 
 INDEX = {name: i for i, name in enumerate(FIELDS)}
 COLLAPSED = 2.0  # `verdict` of the collapse probe: kept until the host has escalated it.
 UNSET = -1.0  # A scale the start check has not measured yet.
+HUGE = float(np.finfo(np.float32).max)  # An unset best, a value that was not finite: all finite.
 COUNT_CAP = 2.0**20  # `count` only gates the warm-up and the start check: capped, exact in f32.
 START_MARGIN = 1.5  # A smoothed loss this far above the untrained model's is never healthy.
 OUTLIER_CAP = 4.0  # A loss enters the average as at most this multiple of it.
