@@ -202,6 +202,31 @@ class ClassifierStartTest(tf.test.TestCase):
         fast, summary)[1]['initialisation'][1]))
 
 
+  def test_a_cliff_in_the_first_updates_from_a_broken_start_is_that_starts(self):
+    # A FractalNet whose kernels start at N(0, 1) (24x LeCun's scale, its first loss 8300x a
+    # uniform guess's), SGD 0.05 with momentum: the norm leaps from 1.4e4 to 6.7e7 at step 2,
+    # then settles at 0.2 as the outputs collapse. The cliff is the start's, not a recurrence's.
+    def events(cliff_at):
+      norms = [0.2] * 21
+      norms[0], norms[cliff_at - 1] = 13644.0, 6.65e7
+      return [{'event': 'start', 'step': 0, 'num_steps': 150},
+              {'event': 'warning', 'step': 1, 'cause': 'initialisation', 'chance_excess': 8310.0,
+               'kernel_ratio': 24.1, 'message': 'm'},
+              {'event': 'history', 'step': 21, 'steps': list(range(1, 22)),
+               'loss': [1.9e4, 4.2e4] + [1.5e4] * 19, 'grad_norm': norms,
+               'learning_rate': [0.05] * 21, 'applied': [True] * 21},
+              {'event': 'divergence_check', 'step': 22, 'rule': 'collapsed', 'verdict': 'model'},
+              {'event': 'diverged', 'step': 31, 'trigger': 'divergence', 'reason': 'r'}]
+    summary = {'status': 'diverged', 'optimizer': 'SGD',
+               'divergence': {'input_rms': 0.5, 'output_rms': 9.4e3, 'label_rms': 0.77}}
+    cause, scores = verdict(events(2), summary)
+    self.assertEqual(cause, 'initialisation')
+    self.assertFalse(any('a cliff' in e for e in scores['exploding_gradients'][1]))
+    # The same cliff later in the run, when the start has long been left, is the backward pass's.
+    self.assertTrue(any('a cliff' in e for e in verdict(events(15), summary)[1][
+        'exploding_gradients'][1]))
+
+
 class ModestRateTest(tf.test.TestCase):
 
   def test_a_divergence_at_a_modest_rate_is_the_models_gradients(self):
