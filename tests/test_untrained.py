@@ -245,20 +245,29 @@ class RegressionVerdictTest(tf.test.TestCase):
     self.assertBetween(first / level, 6, untrained.MEAN_FAR)
     self.assertIsNone(untrained.verdict(near, smoothed=first, steps=150, progress=0.5))
 
-  def _rain(self, loss):
-    """Rain on wet days, its amount from the humidity; the first 64 days dry but one drizzle,
-    then wet seasons and dry ones, fitted unshuffled under `loss` for 640 steps; returns the
-    guard and the model's MSE over a constant's."""
+  @staticmethod
+  def _rain_series():
+    """(x, y): rain on wet days, its amount from the humidity; the first 64 days dry but one
+    drizzle, then wet seasons and dry ones."""
     rng = np.random.RandomState(0)
     wet = (np.sin((np.arange(2048) - 64) / 40.0) > 0).astype(np.float32)
     humid = rng.normal(size=2048)
     x = np.stack([wet + 0.1 * rng.normal(size=2048), humid], 1).astype(np.float32)
     y = wet * np.maximum(0.0, 4.0 + 2.0 * humid + 0.5 * rng.normal(size=2048))
     y[5] = 0.5
-    y = y.astype(np.float32)[:, None]
+    return x, y.astype(np.float32)[:, None]
+
+  @staticmethod
+  def _rain_model():
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(16, 'relu'),
-                              keras.layers.Dense(1)])
+    return keras.Sequential([keras.Input((2,)), keras.layers.Dense(16, 'relu'),
+                             keras.layers.Dense(1)])
+
+  def _rain(self, loss):
+    """The rain series fitted unshuffled under `loss` for 640 steps; returns the guard and the
+    model's MSE over a constant's."""
+    x, y = self._rain_series()
+    model = self._rain_model()
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
     guard = keras_fit.guard_fit(model)
     model.fit(x, y, batch_size=64, epochs=20, shuffle=False, verbose=0,
@@ -276,6 +285,22 @@ class RegressionVerdictTest(tf.test.TestCase):
     guard, error = self._rain('mse')
     self.assertLess(error, 0.5)
     self.assertEqual(guard.state.global_step.numpy(), 640)
+
+  def test_a_resumed_unshuffled_series_completes(self):
+    # Resumed from its checkpoint by another Trainer (a preempted job): its first losses, which
+    # showed its first batch far easier than the run's, were the first process's, so that batch
+    # cannot be shown a baseline, and the second Trainer's first batch is mid-series.
+    x, y = self._rain_series()
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(64, drop_remainder=True).repeat()
+    with tempfile.TemporaryDirectory() as model_dir:
+      for steps in (60, 120):
+        trainer = trainer_lib.Trainer(model=self._rain_model(), optimizer=keras.optimizers.Adam(
+            1e-3), loss='mse', model_dir=model_dir, steps_per_loop=10, verbose=False)
+        trainer.fit(data, num_steps=steps)
+        with open(os.path.join(model_dir, 'summary.json')) as f:
+          summary = json.load(f)
+        self.assertEqual((summary['status'], summary['global_step']), ('completed', steps),
+                         summary.get('reason'))
 
   def test_the_first_batch_is_a_baseline_unless_far_easier_for_the_untrained_model(self):
     # Sales of a growing shop in dollars, never standardised, in order: the first batch no
@@ -301,6 +326,7 @@ class RegressionVerdictTest(tf.test.TestCase):
     self.assertEqual(judge(None)[0], untrained.MEAN)
     self.assertEqual(judge(2.0 * first)[0], untrained.MEAN)
     self.assertIsNone(judge(4.0 * first))
+    self.assertIsNone(judge(math.nan))  # Unknown (a resumed run's first losses): no baseline.
 
   def test_nearer_the_mean_a_loss_too_slow_to_get_there_from_near_its_start_did_not_train(self):
     probe = self._probe(regressor(last_scale=8.0))  # 6x the mean's loss on the first batch.

@@ -117,7 +117,8 @@ class DivergenceCheck(interfaces.Policy):
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.
     self._flagged_step = None  # The last loop's first flagged step (`observe`).
     self._told, self._warm = reference.Told(), None  # Host-only: the warnings given; the mean
-    # loss of the run's first `warmup` steps (`untrained.verdict`'s `warm`).
+    # loss of the run's first `warmup` steps (`untrained.verdict`'s `warm`; NaN: unknown, the
+    # run resumed past them from a checkpoint another process wrote).
     self._fold = trend.Fold(smoothing=self.smoothing, factor=self.factor, warmup=self.warmup,
                             patience=self.patience, rise_patience=self.rise_patience,
                             collapse_every=self.collapse_every)
@@ -151,6 +152,8 @@ class DivergenceCheck(interfaces.Policy):
     s = list(old)
     flags = np.zeros(reports.num_steps, bool)
     unprobed = self.output_ratio is not None and s[_I['output_rms']] == _UNSET
+    if self._warm is None and old[_I['count']] >= self.warmup:
+      self._warm = math.nan  # Resumed: its first losses were another process's.
     with np.errstate(over='ignore'):  # `factor` x an unset best (float32's max) is inf.
       for i, (loss, applied) in enumerate(zip(reports.loss.astype(np.float32).tolist(),
                                               reports.applied.tolist())):

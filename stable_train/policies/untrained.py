@@ -170,9 +170,10 @@ def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
   MEAN_START x its `start` or more and its first-batch loss agrees with the smoothed one. Either
   only where the untrained model's loss on the first batch (`start`) agrees with the mean of the
   run's first losses (`warm`, where known): a first batch far easier than the run's is no
-  baseline."""
-  if warm is not None and start is not None and warm > MEAN_AGREE * start:
-    return None  # A first batch far easier than the run's next ones: no baseline.
+  baseline. Never where `warm` is NaN (a resumed run's first losses, unknown here): its first
+  batch cannot be shown a baseline."""
+  if warm is not None and not warm <= MEAN_AGREE * (math.inf if start is None else start):
+    return None  # A first batch far easier than the run's next ones (or unknown): no baseline.
   found = mean_level(probe)
   if found is None or not found[0] > 0:
     return None
