@@ -48,6 +48,16 @@ class ReadTest(tf.test.TestCase):
     history['grad_norm'] = [0.0] * 41 + [0.5, 0.7, 0.6]
     self.assertEqual(symptoms.Symptoms.read([history], {}, []).cliff(), (1.0, None))
 
+  def test_a_cliff_or_jump_after_a_step_leaves_the_first_ones_out(self):
+    norms = [1e5, 3e3, 1.0, 1.0, 1.0, 1.0, 1.0, 300.0, 1.0, 1.0]
+    history = {'event': 'history', 'step': 10, 'steps': list(range(1, 11)), 'loss': [1.0] * 10,
+               'grad_norm': norms, 'applied': [True] * 10}
+    s = symptoms.Symptoms.read([history], {}, [])
+    self.assertEqual(s.cliff(), (1e5, 1))
+    self.assertEqual(s.cliff(since=2), (300.0, 8))
+    self.assertEqual((s.growth()[2], s.jump()), (300.0, 300.0))
+    self.assertEqual(s.jump(since=7), 1.0)  # From step 8 on the norm only falls.
+
   def test_fault_patterns(self):
     s = symptoms.Symptoms.read([skip(10), skip(40)], {}, [])
     self.assertTrue(s.isolated() and s.sporadic() and not s.persistent())

@@ -15,7 +15,7 @@ from stable_train.doctor.symptoms import BLOWUP, INPUTS_LARGE, USUAL_RATE, Sympt
 # A rate at most this share of the usual top for its optimizer is modest (SGD 0.025, Adam 1.25e-3).
 MODEST = 0.25
 SUMMED = 100.0  # A first loss this many times a mean's at the outputs' and labels' scale sums.
-FIRST_UPDATES = 5  # A norm's cliff up to this step, from a start off scale, is that start's.
+FIRST_UPDATES = 5  # The norms up to this step, from a start off scale, are that start's.
 
 
 def start_rules(s: Symptoms, out: Scores) -> None:
@@ -146,6 +146,10 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
 
 def gradient_rules(s: Symptoms, out: Scores) -> None:
   loss_growth, norm_growth, jump = s.growth()
+  # From a start the initialiser put off scale (start_rules name it), the norms of the first
+  # updates are that start's, not a backward pass that multiplies: judged after them.
+  late = FIRST_UPDATES if _initialiser_off_scale(s) else 0
+  jump = s.jump(since=late) if late else jump
   if 'data' in s.checks:  # A divergence check blamed the batches: their norms are no growth.
     norm_growth = jump = 1.0
   gradient = s.fault_kinds().get('gradient', 0)
@@ -164,21 +168,18 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
                                     f'({norm_growth:.2g}x): no explosion but a derivative that is '
                                     'infinite at a point (sqrt(0), a log or division behind '
                                     f'tf.where); {name_the_op(s.forensics)}')
-  cliff, at = s.cliff()
-  # In the first updates from a start the initialiser put off scale (start_rules name it), the
-  # norm's jump or cliff is that start's, not a backward pass that multiplies.
-  from_start = _initialiser_off_scale(s) and at is not None and at <= FIRST_UPDATES
+  cliff, at = s.cliff(since=late)
   if grew:
     out.add('exploding_gradients', 3, f'the gradient norm grew {norm_growth:.3g}x before the '
                                       f'trouble while the loss stayed within {loss_growth:.2g}x',
             decisive=True)
-  elif jump >= 10 and loss_growth < 3 and not from_start:
+  elif jump >= 10 and loss_growth < 3:
     out.add('exploding_gradients', 2, f'the gradient norm jumped {jump:.3g}x in one step while '
                                       'the loss did not')
   # Above the usual top for the optimizer, a rate can throw the norm off any cliff (SGD at 1.0
   # with momentum: 1e7x in one step); below it, a rate too high raises it by thousands at most.
   if (cliff >= CLIFF and s.op_type() is None and 'data' not in s.checks
-      and _rate_above_usual(s) is None and not from_start):
+      and _rate_above_usual(s) is None):
     out.add('exploding_gradients', 6, f'the gradient norm reached {cliff:.3g}x its median in one '
                                       f'step (step {at}): a cliff, where the backward pass '
                                       'multiplies through a recurrence or a deep path')

@@ -270,22 +270,35 @@ class Symptoms(ForensicsReadings):
     norms = finite_values(norm)
     return out[0], out[1], largest_jump(norms[norms > 0])
 
-  def cliff(self) -> Tuple[float, Optional[int]]:
-    """(the largest finite gradient norm of the history's applied steps over their median one,
-    the step of that norm): a cliff is a norm orders of magnitude above the run's own in one
-    step. (1.0, None) with fewer than 4 such norms above 0."""
+  def cliff(self, since: int = 0) -> Tuple[float, Optional[int]]:
+    """(the largest finite gradient norm of the history's applied steps after step `since` over
+    their median one, the step of that norm): a cliff is a norm orders of magnitude above the
+    run's own in one step. (1.0, None) with fewer than 4 such norms above 0."""
     h = self.history or {}
     norm = numbers(h.get('grad_norm'))
     applied = np.asarray(h.get('applied') or [True] * norm.size, bool)
     # A step skipped on finite values (an outlier veto) was the batch's, not the model's; a norm
     # of 0 (no gradient reached a weight: a dead ReLU output) sets no scale to rise above.
-    finite = np.isfinite(norm) & (norm > 0) & (applied if applied.size == norm.size else True)
+    finite = (np.isfinite(norm) & (norm > 0) & (applied if applied.size == norm.size else True)
+              & self._after(since, norm.size))
     if finite.sum() < 4:
       return 1.0, None
     top = int(np.argmax(np.where(finite, norm, -np.inf)))
     steps = h.get('steps') or []
     step = int(steps[top]) if top < len(steps) else None
     return float(norm[top] / max(np.median(norm[finite]), 1e-30)), step
+
+  def jump(self, since: int = 0) -> float:
+    """`growth`'s one-step jump of the gradient norm, over the history's steps after `since`."""
+    norm = numbers((self.history or {}).get('grad_norm'))
+    norm = norm[self._after(since, norm.size)]
+    norms = finite_values(norm)
+    return largest_jump(norms[norms > 0])
+
+  def _after(self, since: int, size: int) -> np.ndarray:
+    """Which of the history's `size` entries are of steps after `since` (all where unknown)."""
+    steps = np.asarray((self.history or {}).get('steps') or [], np.float64)
+    return steps > since if since and steps.size == size else np.ones(size, bool)
 
   def first_blowup(self) -> float:
     """The median loss of a fresh run's 2nd to 4th steps (at least two finite) over its first
