@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from stable_train.doctor import norms as norms_lib
 from stable_train.doctor.evidence import KERNEL_OFF_SCALE, OUTPUT_RATIO
 
 MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` event.
@@ -268,7 +269,7 @@ class Symptoms(ForensicsReadings):
       out.append(float(tail.max() / max(np.median(base), 1e-30)) if base.size and tail.size
                  else (math.inf if base.size else 1.0))
     norms = finite_values(norm)
-    return out[0], out[1], largest_jump(norms[norms > 0])
+    return out[0], out[1], norms_lib.largest_jump(norms[norms > 0])
 
   def cliff(self, since: int = 0) -> Tuple[float, Optional[int]]:
     """(the largest finite gradient norm of the history's applied steps after step `since` over
@@ -280,7 +281,7 @@ class Symptoms(ForensicsReadings):
     # A step skipped on finite values (an outlier veto) was the batch's, not the model's; a norm
     # of 0 (no gradient reached a weight: a dead ReLU output) sets no scale to rise above.
     finite = (np.isfinite(norm) & (norm > 0) & (applied if applied.size == norm.size else True)
-              & self._after(since, norm.size))
+              & norms_lib.after(self.history, since, norm.size))
     if finite.sum() < 4:
       return 1.0, None
     top = int(np.argmax(np.where(finite, norm, -np.inf)))
@@ -291,14 +292,8 @@ class Symptoms(ForensicsReadings):
   def jump(self, since: int = 0) -> float:
     """`growth`'s one-step jump of the gradient norm, over the history's steps after `since`."""
     norm = numbers((self.history or {}).get('grad_norm'))
-    norm = norm[self._after(since, norm.size)]
-    norms = finite_values(norm)
-    return largest_jump(norms[norms > 0])
-
-  def _after(self, since: int, size: int) -> np.ndarray:
-    """Which of the history's `size` entries are of steps after `since` (all where unknown)."""
-    steps = np.asarray((self.history or {}).get('steps') or [], np.float64)
-    return steps > since if since and steps.size == size else np.ones(size, bool)
+    norms = finite_values(norm[norms_lib.after(self.history, since, norm.size)])
+    return norms_lib.largest_jump(norms[norms > 0])
 
   def first_blowup(self) -> float:
     """The median loss of a fresh run's 2nd to 4th steps (at least two finite) over its first
@@ -348,14 +343,3 @@ class Symptoms(ForensicsReadings):
     """The learning rate at trouble over its median before (> 1: it went up, e.g. a warm-up)."""
     lr = finite_values((self.history or {}).get('learning_rate', []))
     return float(lr[-1] / max(np.median(lr), 1e-30)) if lr.size > 2 else 1.0
-
-
-def largest_jump(norms: np.ndarray) -> float:
-  """The largest one-step rise of the finite gradient norms `norms` (1.0 where none): a rise under
-  100x that the norm came back down from (to within 2x its level before it) is the noise of a
-  run's batches, not a jump."""
-  if norms.size < 2:
-    return 1.0
-  after = np.minimum.accumulate(norms[::-1])[::-1][1:]  # The lowest norm from each rise on.
-  jumps = norms[1:] / np.maximum(norms[:-1], 1e-30)
-  return float(np.where((after > 2 * norms[:-1]) | (jumps >= 100), jumps, 1.0).max())

@@ -108,10 +108,7 @@ class DivergenceCheck(interfaces.Policy):
     self.collapse_every = None if collapse_every is None else errors.check_int(
         'DivergenceCheck', 'collapse_every', collapse_every, minimum=1)
     self.judge_end = errors.check_bool('DivergenceCheck', 'judge_end', judge_end)
-    initial = np.zeros(len(_FIELDS), np.float32)
-    initial[[_I[k] for k in _FIELDS[8:]]] = _UNSET  # Not measured yet.
-    initial[_I['best']], initial[_I['init_bad']] = _HUGE, 0.0
-    self.state = tf.Variable(initial, trainable=False, name='state')
+    self.state = tf.Variable(trend.initial(), trainable=False, name='state')
     self._initial, self._variables, self._moved = None, [], moved.Moved()  # Set by `build`.
     self._collapse = collapse.CollapseProbe()  # Host-only: the untrained model's spread.
     self._trail = untrained.Trail()  # Host-only: the smoothed loss along the run.

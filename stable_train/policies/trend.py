@@ -20,6 +20,14 @@ RISE_FLOOR = 0.1  # ...and is at least this fraction of the starting level.
 COLLAPSE_LOSS = 0.1  # The collapse probe runs while the smoothed loss is above this x the start.
 
 
+def initial() -> np.ndarray:
+  """The state of a run not begun: the scales not measured yet, no best."""
+  state = np.zeros(len(FIELDS), np.float32)
+  state[8:] = UNSET
+  state[INDEX['best']], state[INDEX['init_bad']] = HUGE, 0.0
+  return state
+
+
 class Fold:
   """Folds applied steps' losses into the state's first eight fields (the last six are the
   host's checks'), one float32 step at a time; the arguments are DivergenceCheck's."""
