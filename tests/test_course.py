@@ -203,6 +203,8 @@ class ClassifierStartTest(tf.test.TestCase):
 
 
   def test_a_cliff_in_the_first_updates_from_a_broken_start_is_that_starts(self):
+    skip = lambda k: {'event': 'skip', 'step': k, 'fault': 'gradient', 'loss': 2.0,
+                      'grad_norm': 'nan', 'tensor': 'first non-finite gradient of rnn/kernel'}
     # A FractalNet whose kernels start at N(0, 1) (24x LeCun's scale, its first loss 8300x a
     # uniform guess's), SGD 0.05 with momentum: the norm leaps from 1.4e4 to 6.7e7 at step 2,
     # then settles at 0.2 as the outputs collapse. The cliff is the start's, not a recurrence's.
@@ -229,6 +231,26 @@ class ClassifierStartTest(tf.test.TestCase):
     for later in (events(15), events(2, later=15)):
       self.assertTrue(any('a cliff' in e and '(step 15)' in e
                           for e in verdict(later, summary)[1]['exploding_gradients'][1]))
+    # Right after the first updates, in a history too short to hold four norms after them.
+    short = events(2)[:2] + [
+        {'event': 'history', 'step': 7, 'steps': list(range(1, 8)), 'loss': [90.0] * 7,
+         'grad_norm': [30.0, 28.0, 31.0, 29.0, 30.0, 3e6, 'nan'], 'learning_rate': [0.05] * 7,
+         'applied': [True] * 6 + [False]},
+        skip(7), {'event': 'aborted', 'step': 13, 'trigger': 'non_finite', 'reason': 'r'}]
+    cause, scores = verdict(short, dict(summary, status='aborted'))
+    self.assertEqual(cause, 'exploding_gradients')
+    self.assertTrue(any('(step 6)' in e for e in scores['exploding_gradients'][1]))
+    # Non-finite gradients right after a jump of the norm overflowed, whatever made the jump.
+    jumped = events(2)[:2] + [
+        {'event': 'history', 'step': 4, 'steps': [1, 2, 3, 4], 'loss': [90.0, 60.0, 70.0, 70.0],
+         'grad_norm': [2e4, 50.0, 5e4, 'nan'], 'learning_rate': [0.05] * 4,
+         'applied': [True] * 3 + [False]}] + [
+        skip(k) for k in range(4, 12)] + [
+        {'event': 'aborted', 'step': 11, 'trigger': 'non_finite', 'reason': 'r'}]
+    scores = verdict(jumped, dict(summary, status='aborted'))[1]
+    self.assertTrue(any('after the gradient norm grew' in e
+                        for e in scores['exploding_gradients'][1]))
+    self.assertFalse(scores['division_or_log'][1])
 
 
 class ModestRateTest(tf.test.TestCase):

@@ -56,7 +56,13 @@ class ReadTest(tf.test.TestCase):
     self.assertEqual(s.cliff(), (1e5, 1))
     self.assertEqual(s.cliff(since=2), (300.0, 8))
     self.assertEqual((s.growth()[2], s.jump()), (300.0, 300.0))
-    self.assertEqual(s.jump(since=7), 1.0)  # From step 8 on the norm only falls.
+    self.assertEqual(s.jump(since=7), 300.0)  # The rise into step 8 is after step 7...
+    self.assertEqual(s.jump(since=8), 1.0)  # ...and from step 8 on the norm only falls.
+    # A peak after `since` is read against the median of all the norms, so a short history
+    # keeps its cliff: four norms in all, one of them after step 3.
+    short = dict(history, steps=[1, 2, 3, 4], grad_norm=[30.0, 28.0, 31.0, 3e6],
+                 loss=[1.0] * 4, applied=[True] * 4)
+    self.assertAllClose(symptoms.Symptoms.read([short], {}, []).cliff(since=3), (3e6 / 30.5, 4))
 
   def test_fault_patterns(self):
     s = symptoms.Symptoms.read([skip(10), skip(40)], {}, [])

@@ -147,11 +147,12 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
 def gradient_rules(s: Symptoms, out: Scores) -> None:
   loss_growth, norm_growth, jump = s.growth()
   # From a start the initialiser put off scale (start_rules name it), the norms of the first
-  # updates are that start's, not a backward pass that multiplies: judged after them.
-  late = FIRST_UPDATES if _initialiser_off_scale(s) else 0
-  jump = s.jump(since=late) if late else jump
+  # updates are that start's, not a backward pass that multiplies: a jump or cliff is read after
+  # them (non-finite gradients right after a jump overflowed, whatever made it).
+  late = FIRST_UPDATES if _initialiser_off_scale(s) and _rate_above_usual(s) is None else 0
+  late_jump = s.jump(since=late) if late else jump
   if 'data' in s.checks:  # A divergence check blamed the batches: their norms are no growth.
-    norm_growth = jump = 1.0
+    norm_growth = jump = late_jump = 1.0
   gradient = s.fault_kinds().get('gradient', 0)
   grew = norm_growth >= 100 and loss_growth < 3
   rose = grew or norm_growth >= 10 or (jump >= 10 and loss_growth < 3)
@@ -173,9 +174,9 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
     out.add('exploding_gradients', 3, f'the gradient norm grew {norm_growth:.3g}x before the '
                                       f'trouble while the loss stayed within {loss_growth:.2g}x',
             decisive=True)
-  elif jump >= 10 and loss_growth < 3:
-    out.add('exploding_gradients', 2, f'the gradient norm jumped {jump:.3g}x in one step while '
-                                      'the loss did not')
+  elif late_jump >= 10 and loss_growth < 3:
+    out.add('exploding_gradients', 2, f'the gradient norm jumped {late_jump:.3g}x in one step '
+                                      'while the loss did not')
   # Above the usual top for the optimizer, a rate can throw the norm off any cliff (SGD at 1.0
   # with momentum: 1e7x in one step); below it, a rate too high raises it by thousands at most.
   if (cliff >= CLIFF and s.op_type() is None and 'data' not in s.checks

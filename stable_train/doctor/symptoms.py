@@ -273,26 +273,27 @@ class Symptoms(ForensicsReadings):
 
   def cliff(self, since: int = 0) -> Tuple[float, Optional[int]]:
     """(the largest finite gradient norm of the history's applied steps after step `since` over
-    their median one, the step of that norm): a cliff is a norm orders of magnitude above the
-    run's own in one step. (1.0, None) with fewer than 4 such norms above 0."""
+    the median of all of them, the step of that norm): a cliff is a norm orders of magnitude
+    above the run's own in one step. (1.0, None) with fewer than 4 such norms above 0."""
     h = self.history or {}
     norm = numbers(h.get('grad_norm'))
     applied = np.asarray(h.get('applied') or [True] * norm.size, bool)
     # A step skipped on finite values (an outlier veto) was the batch's, not the model's; a norm
     # of 0 (no gradient reached a weight: a dead ReLU output) sets no scale to rise above.
-    finite = (np.isfinite(norm) & (norm > 0) & (applied if applied.size == norm.size else True)
-              & norms_lib.after(self.history, since, norm.size))
-    if finite.sum() < 4:
+    finite = np.isfinite(norm) & (norm > 0) & (applied if applied.size == norm.size else True)
+    late = finite & norms_lib.after(self.history, since, norm.size)
+    if finite.sum() < 4 or not late.any():
       return 1.0, None
-    top = int(np.argmax(np.where(finite, norm, -np.inf)))
+    top = int(np.argmax(np.where(late, norm, -np.inf)))
     steps = h.get('steps') or []
     step = int(steps[top]) if top < len(steps) else None
     return float(norm[top] / max(np.median(norm[finite]), 1e-30)), step
 
   def jump(self, since: int = 0) -> float:
-    """`growth`'s one-step jump of the gradient norm, over the history's steps after `since`."""
+    """`growth`'s one-step jump of the gradient norm, over the rises into the history's steps
+    after `since` (from step `since` on)."""
     norm = numbers((self.history or {}).get('grad_norm'))
-    norms = finite_values(norm[norms_lib.after(self.history, since, norm.size)])
+    norms = finite_values(norm[norms_lib.after(self.history, since - 1, norm.size)])
     return norms_lib.largest_jump(norms[norms > 0])
 
   def first_blowup(self) -> float:
