@@ -255,7 +255,7 @@ class Symptoms(ForensicsReadings):
   def growth(self) -> Tuple[float, float, float]:
     """(loss growth, grad-norm growth, largest one-step grad-norm jump) over the history before
     trouble: the trouble step's values (or the last finite ones) over the window's first half;
-    the jump as `largest_jump` reads it. Gradient norms of 0 (no gradient reached a weight: a
+    the jump as `jump` reads it over the whole history. Gradient norms of 0 (no gradient reached a weight: a
     dead ReLU output) are left out of the norms' scale and jumps."""
     h = self.history or {}
     loss, norm = numbers(h.get('loss')), numbers(h.get('grad_norm'))
@@ -268,8 +268,7 @@ class Symptoms(ForensicsReadings):
       base = base[base > floor]
       out.append(float(tail.max() / max(np.median(base), 1e-30)) if base.size and tail.size
                  else (math.inf if base.size else 1.0))
-    norms = finite_values(norm)
-    return out[0], out[1], norms_lib.largest_jump(norms[norms > 0])
+    return out[0], out[1], self.jump()
 
   def cliff(self, since: int = 0) -> Tuple[float, Optional[int]]:
     """(the largest finite gradient norm of the history's applied steps after step `since` over
@@ -290,8 +289,8 @@ class Symptoms(ForensicsReadings):
     return float(norm[top] / max(np.median(norm[finite]), 1e-30)), step
 
   def jump(self, since: int = 0) -> float:
-    """`growth`'s one-step jump of the gradient norm, over the rises into the history's steps
-    after `since` (from step `since` on)."""
+    """The largest one-step jump of the gradient norm (`norms.largest_jump`, norms of 0 left out)
+    over the rises into the history's steps after `since` (from step `since` on)."""
     norm = numbers((self.history or {}).get('grad_norm'))
     norms = finite_values(norm[norms_lib.after(self.history, since - 1, norm.size)])
     return norms_lib.largest_jump(norms[norms > 0])
