@@ -172,8 +172,8 @@ def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
   run's first losses (`warm`, where known): a first batch far easier than the run's is no
   baseline. Never where `warm` is NaN (a resumed run's first losses, unknown here): its first
   batch cannot be shown a baseline."""
-  if warm is not None and not warm <= MEAN_AGREE * (math.inf if start is None else start):
-    return None  # A first batch far easier than the run's next ones (or unknown): no baseline.
+  if warm is not None and (math.isnan(warm) or (start is not None and warm > MEAN_AGREE * start)):
+    return None  # Unknown, or a first batch far easier than the run's next ones: no baseline.
   found = mean_level(probe)
   if found is None or not found[0] > 0:
     return None
