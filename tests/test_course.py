@@ -355,6 +355,56 @@ if __name__ == '__main__':
   tf.test.main()
 
 
+class RecurrentSgdTest(tf.test.TestCase):
+
+  def _verdict(self, recurrent=True, **kwargs):
+    events, summary = diverged(**kwargs)
+    if recurrent:
+      summary['recurrent'] = True
+    return verdict(events, summary)
+
+  def test_a_recurrence_that_diverged_under_sgd_within_its_recipes_rates(self):
+    # A char-RNN at SGD 0.2 (twice the usual top for SGD, a fifth of the recurrent recipes').
+    cause, scores = self._verdict(lr=0.2, optimizer='SGD')
+    self.assertEqual(cause, 'exploding_gradients')
+    self.assertTrue(any('recurrent model diverged under SGD at 0.2' in e
+                        for e in scores['exploding_gradients'][1]))
+    # ...through the collapse of its outputs too, and at the top of the recipes' rates.
+    events, summary = run(loss=CREEP, lr=1.0, optimizer='SGD')
+    summary['recurrent'] = True
+    self.assertEqual(verdict(events, summary)[0], 'exploding_gradients')
+    # The same run of a model with no recurrent layer: the rate, above its usual top.
+    cause, scores = self._verdict(recurrent=False, lr=0.2, optimizer='SGD')
+    self.assertEqual(cause, 'learning_rate')
+    self.assertTrue(any('above the usual top' in e for e in scores['learning_rate'][1]))
+
+  def test_where_a_recurrence_is_no_evidence(self):
+    for kwargs in (dict(lr=2.0, optimizer='SGD'),  # Above the recipes' rates.
+                   dict(lr=0.05, optimizer='Adam'),  # An adaptive step a clip does not bound.
+                   dict(lr=0.05, optimizer='RMSprop')):
+      cause, scores = self._verdict(**kwargs)
+      self.assertEqual(cause, 'learning_rate', kwargs)
+      self.assertFalse(any('recurrent' in e for e in scores['exploding_gradients'][1]), kwargs)
+    # Batches a divergence check blamed, or found bad, are no divergence of the model's.
+    events, summary = diverged(lr=0.2, optimizer='SGD')
+    summary['recurrent'] = True
+    events[2] = {'event': 'divergence_check', 'step': 10, 'rule': 'above_best', 'verdict': 'data'}
+    self.assertFalse(any('recurrent' in e for e in verdict(events, summary)[1][
+        'exploding_gradients'][1]))
+    events, summary = diverged(lr=0.2, optimizer='SGD')
+    summary['recurrent'] = True
+    events.insert(2, {'event': 'outliers', 'step': 5, 'batches': [5]})
+    s = symptoms.Symptoms.read(events, summary, [])
+    self.assertIsNone(course.recurrent_sgd_rate(s))
+    self.assertEqual(course.recurrent_sgd_rate(symptoms.Symptoms.read(
+        *self._add_recurrent(diverged(lr=0.2, optimizer='SGD')), [])), 0.2)
+
+  @staticmethod
+  def _add_recurrent(run_):
+    events, summary = run_
+    return events, dict(summary, recurrent=True)
+
+
 class NoWeightMovedTest(tf.test.TestCase):
 
   def _events(self, lr):

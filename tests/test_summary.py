@@ -82,6 +82,35 @@ class RunSummaryTest(tf.test.TestCase):
       values = summary.build(done, optimizer=optimizer)
       self.assertEqual(values.get('variable_dtype'), expected, (dtype, wrap))
 
+  def test_a_recurrent_model_is_recorded_for_the_doctor(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    layers = keras.layers
+    view = run_view()
+    summary = summary_lib.RunSummary(view, view.policies, start_step=0)
+    done = outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
+
+    class Subclassed(keras.Model):  # A recurrence nested in a subclassed model's own layer.
+
+      def __init__(self):
+        super().__init__()
+        self.block = keras.Sequential([layers.Bidirectional(layers.GRU(3))])
+        self.head = layers.Dense(1)
+
+      def call(self, x):
+        return self.head(self.block(x))
+
+    nested = Subclassed()
+    nested(np.zeros((2, 5, 2), 'float32'))  # Built, as a model that trained is.
+    for model, expected in (
+        (keras.Sequential([keras.Input((5, 2)), layers.LSTM(3), layers.Dense(1)]), True),
+        (keras.Sequential([keras.Input((5, 2)), layers.RNN(layers.SimpleRNNCell(3))]), True),
+        (nested, True),
+        (keras.Sequential([keras.Input((5, 2)), layers.Conv1D(3, 2), layers.Dense(1)]), False),
+        (None, False)):
+      values = summary.build(done, model=model)
+      self.assertEqual(values.get('recurrent', False), expected, model)
+      self.assertEqual(summary_lib.recurrent(model), expected)
+
 
 if __name__ == '__main__':
   tf.test.main()

@@ -16,6 +16,10 @@ from stable_train.doctor.symptoms import BLOWUP, INPUTS_LARGE, USUAL_RATE, Sympt
 MODEST = 0.25
 SUMMED = 100.0  # A first loss this many times a mean's at the outputs' and labels' scale sums.
 FIRST_UPDATES = 5  # The norms up to this step, from a start off scale, are that start's.
+# Recurrent nets' recipes run plain SGD up to this rate with their gradients clipped (Zaremba et
+# al. 2014's LSTM language model at 1.0, Sutskever et al. 2014's sequence-to-sequence at 0.7):
+# up to it a recurrence that diverges needs its gradients clipped more than a lower rate.
+RECURRENT_SGD_TOP = 1.0
 
 
 def start_rules(s: Symptoms, out: Scores) -> None:
@@ -99,12 +103,14 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
   # A blow-up in the first updates at a usual rate is the model's (gradient_rules), one from
   # outputs off scale from off-scale kernels the initialiser's (start_rules): its divergence or
   # collapse speaks for the rate only half as much.
-  amplified = s.amplified() or _broke_at_modest_rate(s) or _initialiser_off_scale(s)
+  amplified = (s.amplified() or _broke_at_modest_rate(s) or _initialiser_off_scale(s)
+               or recurrent_sgd_rate(s) is not None)
   blowup = 2 if amplified else 4
   if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
                                      'worse on a clean batch')
-  above = _rate_above_usual(s)
+  # A recurrence under SGD up to RECURRENT_SGD_TOP is within its recipes' rates.
+  above = _rate_above_usual(s) if recurrent_sgd_rate(s) is None else None
   if above is not None and s.first_blowup() >= BLOWUP:
     out.add('learning_rate', 5, f'the first updates, at {above:.3g} (above the usual top for '
                                 f'{s.optimizer}, {USUAL_RATE[s.optimizer]:.3g}), multiplied the '
@@ -199,6 +205,26 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
                                       'a sum over many inputs)')
   if 'grad_norm_spike' in s.triggers:
     out.add('exploding_gradients', 1, 'a gradient-norm spike triggered a rollback')
+  rate = recurrent_sgd_rate(s)
+  if rate is not None and 'data' not in s.checks and (s.collapsed or any(
+      t in ('divergence', 'stalled') for t in s.triggers)):
+    out.add('exploding_gradients', 5, f'a recurrent model diverged under SGD at {rate:.3g}, a '
+                                      'rate its recipes train at with the gradients clipped '
+                                      f'(up to {RECURRENT_SGD_TOP:.3g}): the recurrence '
+                                      'multiplies its gradients over the time steps')
+
+
+def recurrent_sgd_rate(s: Symptoms) -> Optional[float]:
+  """The largest rate of a fresh run's first three updates where the model is recurrent
+  (`Symptoms.recurrent`), its optimizer plain SGD (whose step a clipped norm bounds; an adaptive
+  one's it does not), the rate at most RECURRENT_SGD_TOP, from batches none of which was found
+  bad and no loss/output mismatch named; else None."""
+  lr = numbers((s.history or {}).get('learning_rate', [])[:3])
+  if not s.recurrent or s.optimizer != 'SGD' or not lr.size or not (
+      np.isfinite(lr) & (lr > 0)).all() or lr.max() > RECURRENT_SGD_TOP * (1 + 1e-6) or (
+          s.input_bad() or s.fault_kinds().get('input') or s.outlier_batches or s.mismatch):
+    return None
+  return float(lr.max())
 
 
 def modest_rate(s: Symptoms) -> Optional[float]:

@@ -182,7 +182,7 @@ class Controller:
     """summary.json (`RunHost.end_summary`) with the last evaluation and the metrics' window."""
     self.eval_scalars.close()
     return self.host.end_summary(
-        ended, optimizer=self.trainer.optimizer,
+        ended, optimizer=self.trainer.optimizer, model=self.trainer.model,
         last_eval=evaluate.last if evaluate is not None else None,
         metrics=self._metric_window() if self.trainer.metrics else None)
 

@@ -5,6 +5,7 @@ import time
 from typing import Any, Callable, Dict, Optional, Sequence
 
 import keras
+import tensorflow as tf
 
 from stable_train.core import interfaces
 from stable_train.core import outcome as outcome_lib
@@ -20,6 +21,17 @@ def optimizer_family(optimizer) -> str:
   return next((c.__name__ for c in cls.__mro__
                if c is getattr(keras.optimizers, c.__name__, None)
                and c.__name__ not in ('Optimizer', 'LossScaleOptimizer')), cls.__name__)
+
+
+def recurrent(model) -> bool:
+  """Whether `model` holds a Keras recurrent layer (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a
+  custom cell in `RNN`, in a `Bidirectional`): the doctor reads a divergence under SGD there as
+  gradients the recurrence multiplied. False where it cannot be walked (or a hand-written loop)."""
+  try:
+    nodes = tf.train.TrackableView(model).descendants() if model is not None else []
+  except Exception:  # pylint: disable=broad-except  (a model it cannot walk: unknown)
+    return False
+  return any(isinstance(n, keras.layers.RNN) for n in nodes)
 
 
 def half_variables(optimizer) -> bool:
@@ -59,10 +71,12 @@ class RunSummary:
 
   def build(self, outcome: outcome_lib.Outcome, *, last_eval: Optional[Dict[str, Any]] = None,
             metrics: Optional[Dict[str, float]] = None,
-            notes: Optional[Dict[str, Any]] = None, optimizer=None) -> Dict[str, Any]:
+            notes: Optional[Dict[str, Any]] = None, optimizer=None,
+            model=None) -> Dict[str, Any]:
     """The summary dict of a run that ended with `outcome` (`notes`: the front door's own
     fields, e.g. what its step did not check; `optimizer`: the run's, named by its class, a
-    LossScaleOptimizer's inner one: the doctor reads whether the rate was a usual one for it)."""
+    LossScaleOptimizer's inner one: the doctor reads whether the rate was a usual one for it;
+    `model`: whether it is `recurrent`, for the doctor too)."""
     t = self._state
     step = int(t.global_step.numpy())
     summary = {
@@ -83,6 +97,8 @@ class RunSummary:
         summary['optimizer_family'] = family
       if half_variables(optimizer):  # For the doctor: float16 weights, not mixed precision.
         summary['variable_dtype'] = 'float16'
+    if recurrent(model):
+      summary['recurrent'] = True
     for p in self._policies:
       summary.update(p.summary())
     summary.update(notes or {})
