@@ -205,6 +205,11 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
                                       'a sum over many inputs)')
   if 'grad_norm_spike' in s.triggers:
     out.add('exploding_gradients', 1, 'a gradient-norm spike triggered a rollback')
+
+
+def recurrence_rules(s: Symptoms, out: Scores) -> None:
+  """A recurrent model that diverged or collapsed under SGD within its recipes' rates
+  (`recurrent_sgd_rate`): its gradients, multiplied over the time steps."""
   rate = recurrent_sgd_rate(s)
   if rate is not None and 'data' not in s.checks and (s.collapsed or any(
       t in ('divergence', 'stalled') for t in s.triggers)):
