@@ -99,12 +99,30 @@ class RunSummaryTest(tf.test.TestCase):
       def call(self, x):
         return self.head(self.block(x))
 
-    nested = Subclassed()
-    nested(np.zeros((2, 5, 2), 'float32'))  # Built, as a model that trained is.
+    class Listed(keras.Model):  # Recurrent layers held in a Python list.
+
+      def __init__(self):
+        super().__init__()
+        self.blocks = [layers.GRU(3, return_sequences=True), layers.GRU(3)]
+
+      def call(self, x):
+        for block in self.blocks:
+          x = block(x)
+        return x
+
+    nested, listed = Subclassed(), Listed()
+    for built in (nested, listed):  # Built, as a model that trained is.
+      built(np.zeros((2, 5, 2), 'float32'))
+    frozen = keras.Sequential([keras.Input((5, 2)), layers.LSTM(3, trainable=False),
+                               layers.Dense(1)])
+    dense = keras.Sequential([keras.Input((5, 2)), layers.Dense(1)])
     for model, expected in (
         (keras.Sequential([keras.Input((5, 2)), layers.LSTM(3), layers.Dense(1)]), True),
         (keras.Sequential([keras.Input((5, 2)), layers.RNN(layers.SimpleRNNCell(3))]), True),
         (nested, True),
+        (listed, True),
+        ([dense, listed], True),  # StepGuard's models: any of them.
+        (frozen, False),  # A frozen recurrence takes no step: no gradient of it explodes.
         (keras.Sequential([keras.Input((5, 2)), layers.Conv1D(3, 2), layers.Dense(1)]), False),
         (None, False)):
       values = summary.build(done, model=model)

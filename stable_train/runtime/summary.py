@@ -23,15 +23,26 @@ def optimizer_family(optimizer) -> str:
                and c.__name__ not in ('Optimizer', 'LossScaleOptimizer')), cls.__name__)
 
 
-def recurrent(model) -> bool:
-  """Whether `model` holds a Keras recurrent layer (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a
-  custom cell in `RNN`, in a `Bidirectional`): the doctor reads a divergence under SGD there as
-  gradients the recurrence multiplied. False where it cannot be walked (or a hand-written loop)."""
-  try:
-    nodes = tf.train.TrackableView(model).descendants() if model is not None else []
-  except Exception:  # pylint: disable=broad-except  (a model it cannot walk: unknown)
-    return False
-  return any(isinstance(n, keras.layers.RNN) for n in nodes)
+def recurrent(models) -> bool:
+  """Whether `models` (a model, or a list of them) hold a trainable Keras recurrent layer
+  (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a custom cell in `RNN`, in a `Bidirectional`), found
+  through their tracked attributes and each model's `layers` (which list a subclassed model's
+  layers held in a Python list): the doctor reads a divergence under SGD there as gradients the
+  recurrence multiplied. A frozen one, a hand-written loop or a model it cannot walk: False."""
+  queue, seen = list(models) if isinstance(models, (list, tuple)) else [models], set()
+  while queue:
+    node = queue.pop()
+    if node is None or id(node) in seen:
+      continue
+    seen.add(id(node))
+    if isinstance(node, keras.layers.RNN) and node.trainable and node.trainable_weights:
+      return True
+    try:
+      queue += tf.train.TrackableView(node).descendants()[1:]
+      queue += list(node.layers) if isinstance(node, keras.Model) else []
+    except Exception:  # pylint: disable=broad-except  (a node it cannot walk: unknown)
+      continue
+  return False
 
 
 def half_variables(optimizer) -> bool:
