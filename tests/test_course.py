@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from stable_train.doctor import causes
 from stable_train.doctor import course
+from stable_train.doctor import doctor
 from stable_train.doctor import symptoms
 
 # A deep-sets model under Adam: its loss 1200x the first step's after one update.
@@ -373,6 +374,13 @@ class RecurrentSgdTest(tf.test.TestCase):
     events, summary = run(loss=CREEP, lr=0.7, optimizer='SGD')
     summary['recurrent'] = True
     self.assertEqual(verdict(events, summary)[0], 'exploding_gradients')
+    # Named at low confidence (a lower rate alone trains such runs as often as a clip alone),
+    # the remedy both.
+    events, summary = diverged(lr=0.2, optimizer='SGD')
+    summary['recurrent'] = 0.9
+    found = doctor.diagnose(events, summary)
+    self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'low'))
+    self.assertIn('if it still diverges clipped, lower the learning rate 10x', found['remedy'])
     # The same run of a model with no recurrent layer: the rate, above its usual top.
     cause, scores = self._verdict(recurrent=False, lr=0.2, optimizer='SGD')
     self.assertEqual(cause, 'learning_rate')
@@ -385,6 +393,15 @@ class RecurrentSgdTest(tf.test.TestCase):
       cause, scores = self._verdict(**kwargs)
       self.assertEqual(cause, 'learning_rate', kwargs)
       self.assertFalse(any('recurrent' in e for e in scores['exploding_gradients'][1]), kwargs)
+    # A rate that rose past 0.7 later (a warm-up), a recurrence that holds a sliver of the
+    # weights: the rule reads neither.
+    events, summary = diverged(lr=0.2, optimizer='SGD')
+    events[1]['learning_rate'] = [0.05] * 5 + [0.5, 1.0, 2.0, 3.0, 3.0]
+    self.assertIsNone(course.recurrent_sgd_rate(symptoms.Symptoms.read(
+        *self._add_recurrent((events, summary)), [])))
+    events, summary = diverged(lr=0.2, optimizer='SGD')
+    summary['recurrent'] = 0.005
+    self.assertIsNone(course.recurrent_sgd_rate(symptoms.Symptoms.read(events, summary, [])))
     # A start the check warned was broken (kernels of one constant): the initialiser's.
     events, summary = diverged(lr=0.3, optimizer='SGD')
     events.insert(1, {'event': 'warning', 'step': 0, 'cause': 'initialisation'})

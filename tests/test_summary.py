@@ -116,6 +116,14 @@ class RunSummaryTest(tf.test.TestCase):
     frozen = keras.Sequential([keras.Input((5, 2)), layers.LSTM(3, trainable=False),
                                layers.Dense(1)])
     dense = keras.Sequential([keras.Input((5, 2)), layers.Dense(1)])
+    lstm = keras.Sequential([keras.Input((5, 2)), layers.LSTM(3), layers.Dense(1)])
+    # The LSTM's 4 x (2 + 3 + 1) x 3 = 72 weights of the model's 76.
+    self.assertAllClose(summary_lib.recurrent_share(lstm), 72 / 76)
+    # A GRU(2) side branch (36 weights) beside a Dense(256) trunk (16 640): a sliver.
+    side, trunk = keras.Input((5, 2)), keras.Input((64,))
+    branch = keras.Model([side, trunk], layers.Dense(1)(layers.Concatenate()(
+        [layers.GRU(2)(side), layers.Dense(256)(trunk)])))
+    self.assertLess(summary_lib.recurrent_share(branch), 0.01)
     for model, expected in (
         (keras.Sequential([keras.Input((5, 2)), layers.LSTM(3), layers.Dense(1)]), True),
         (keras.Sequential([keras.Input((5, 2)), layers.RNN(layers.SimpleRNNCell(3))]), True),
@@ -126,8 +134,8 @@ class RunSummaryTest(tf.test.TestCase):
         (keras.Sequential([keras.Input((5, 2)), layers.Conv1D(3, 2), layers.Dense(1)]), False),
         (None, False)):
       values = summary.build(done, model=model)
-      self.assertEqual(values.get('recurrent', False), expected, model)
-      self.assertEqual(summary_lib.recurrent(model), expected)
+      self.assertEqual(values.get('recurrent', 0) > 0, expected, model)
+      self.assertEqual(summary_lib.recurrent_share(model) > 0, expected)
 
 
 if __name__ == '__main__':

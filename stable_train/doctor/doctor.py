@@ -95,7 +95,7 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   if not troubled(summary, events):
     return {'cause': None, 'label': 'no trouble found', 'confidence': 'high', 'evidence': [],
             'remedy': None, 'applied': None, 'trouble_began': None, 'alternatives': []}
-  scores, decisive = causes_lib.scores_and_decisive(s)
+  scores, decisive, tentative = causes_lib.scores_and_decisive(s)
   ranked = sorted(scores, key=lambda c: -scores[c][0])
   top, runner = ranked[0], ranked[1]
   best, second = scores[top][0], scores[runner][0]
@@ -109,6 +109,8 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   # verdict from the history's shape alone is at most medium.
   confidence = ('high' if best >= 4 and best - second >= 2 and top in decisive else
                 'medium' if best >= 3 and best > second else 'low')
+  if best - tentative[top] <= second:  # It leads only by a prior's points (a recurrence).
+    confidence = 'low'
   fix = remedies.in_door(remedies.remedy(top, s, names or {}), summary.get('front_door'))
   return {'cause': top, 'label': CAUSES[top], 'confidence': confidence,
           'evidence': scores[top][1], 'remedy': fix,

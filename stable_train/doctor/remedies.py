@@ -4,6 +4,7 @@ line for the Trainer, the same fix as code for a guarded `fit` or an own loop: `
 import re
 from typing import Any, Dict, Optional
 
+from stable_train.doctor import course
 from stable_train.doctor import symptoms as symptoms_lib
 from stable_train.doctor.evidence import DOMAIN_OPS
 
@@ -26,7 +27,9 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                             '  # or warm it up: @WarmupSchedule()' if rate else ''),
       'exploding_gradients': (f'Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), '
                               f'@SkipNonFinite(), @DivergenceCheck(), @Forensics()] and '
-                              f'ClipByGlobalNorm.max_norm = {norm}  # the healthy norm'),
+                              f'ClipByGlobalNorm.max_norm = {norm}  # the healthy norm' + (
+                                  '; a recurrence: if it still diverges clipped, lower the '
+                                  'learning rate 10x' if course.recurrent_sgd_rate(s) else '')),
       'initialisation': ((f'{model}.kernel_initializer = @keras.initializers.HeNormal()  # or '
                           'GlorotUniform' if model else
                           "kernel_initializer='he_normal' (ReLU) or 'glorot_uniform' on every "

@@ -134,7 +134,7 @@ class Symptoms(ForensicsReadings):
   clipped_steps: int = 0
   healthy_norm: Optional[float] = None
   optimizer: str = ''  # The optimizer's class (inside a LossScaleOptimizer); '' unknown.
-  recurrent: bool = False  # The model holds a Keras recurrent layer (summary.json's field).
+  recurrent: float = math.nan  # The share of its weights in recurrent layers (summary.json).
 
   @property
   def trouble_began(self) -> Optional[int]:
@@ -202,7 +202,7 @@ class Symptoms(ForensicsReadings):
     self.inputs_checked = bool(summary.get('inputs_checked'))
     self.optimizer = str(summary.get('optimizer_family') or summary.get('optimizer') or '')
     self.outputs_checked = summary.get('outputs_checked', True) is not False
-    self.recurrent = summary.get('recurrent') is True
+    self.recurrent = number(summary.get('recurrent'))  # Absent: NaN, no recurrence read.
     scaled = 'loss_scale' in summary or any(
         v != 1.0 for v in finite_values((self.history or {}).get('loss_scale', [])))
     self.half_variables = summary.get('variable_dtype') == 'float16'

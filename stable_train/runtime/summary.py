@@ -5,6 +5,7 @@ import time
 from typing import Any, Callable, Dict, Optional, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from stable_train.core import interfaces
@@ -23,26 +24,31 @@ def optimizer_family(optimizer) -> str:
                and c.__name__ not in ('Optimizer', 'LossScaleOptimizer')), cls.__name__)
 
 
-def recurrent(models) -> bool:
-  """Whether `models` (a model, or a list of them) hold a trainable Keras recurrent layer
-  (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a custom cell in `RNN`, in a `Bidirectional`), found
-  through their tracked attributes and each model's `layers` (which list a subclassed model's
-  layers held in a Python list): the doctor reads a divergence under SGD there as gradients the
-  recurrence multiplied. A frozen one, a hand-written loop or a model it cannot walk: False."""
-  queue, seen = list(models) if isinstance(models, (list, tuple)) else [models], set()
+def recurrent_share(models) -> float:
+  """The share of `models`' trainable weights (a model, or a list of them) held by trainable Keras
+  recurrent layers (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a custom cell in `RNN`, in a
+  `Bidirectional`), found through their tracked attributes and each model's `layers` (which list
+  a subclassed model's layers held in a Python list): the doctor reads a divergence under SGD in
+  a model that is mostly a recurrence as gradients it multiplied. 0.0 for a frozen one, a
+  hand-written loop, or a model it cannot walk."""
+  queue, seen, held, weights = (list(models) if isinstance(models, (list, tuple)) else [models],
+                                set(), {}, {})
   while queue:
     node = queue.pop()
     if node is None or id(node) in seen:
       continue
     seen.add(id(node))
-    if isinstance(node, keras.layers.RNN) and node.trainable and node.trainable_weights:
-      return True
     try:
+      if isinstance(node, keras.layers.Layer):
+        weights.update((id(w), int(np.prod(w.shape))) for w in node.trainable_weights)
+        if isinstance(node, keras.layers.RNN) and node.trainable:
+          held.update((id(w), int(np.prod(w.shape))) for w in node.trainable_weights)
       queue += tf.train.TrackableView(node).descendants()[1:]
       queue += list(node.layers) if isinstance(node, keras.Model) else []
     except Exception:  # pylint: disable=broad-except  (a node it cannot walk: unknown)
       continue
-  return False
+  total = sum(weights.values())
+  return sum(held.values()) / total if total else 0.0
 
 
 def half_variables(optimizer) -> bool:
@@ -87,7 +93,7 @@ class RunSummary:
     """The summary dict of a run that ended with `outcome` (`notes`: the front door's own
     fields, e.g. what its step did not check; `optimizer`: the run's, named by its class, a
     LossScaleOptimizer's inner one: the doctor reads whether the rate was a usual one for it;
-    `model`: whether it is `recurrent`, for the doctor too)."""
+    `model`: the share of its weights that is `recurrent`, for the doctor too)."""
     t = self._state
     step = int(t.global_step.numpy())
     summary = {
@@ -108,8 +114,9 @@ class RunSummary:
         summary['optimizer_family'] = family
       if half_variables(optimizer):  # For the doctor: float16 weights, not mixed precision.
         summary['variable_dtype'] = 'float16'
-    if recurrent(model):
-      summary['recurrent'] = True
+    share = recurrent_share(model)
+    if share:
+      summary['recurrent'] = round(share, 4)
     for p in self._policies:
       summary.update(p.summary())
     summary.update(notes or {})
