@@ -380,7 +380,12 @@ class RecurrentSgdTest(tf.test.TestCase):
     summary['recurrent'] = 0.9
     found = doctor.diagnose(events, summary)
     self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'low'))
-    self.assertIn('if it still diverges clipped, lower the learning rate 10x', found['remedy'])
+    self.assertIn('if it still diverges clipped, lower the learning rate to 0.02', found['remedy'])
+    # A run its own records already name (a breakdown at a modest rate): the prior is no cap.
+    events, summary = diverged(lr=0.01, optimizer='SGD')
+    summary['recurrent'] = 0.9
+    found = doctor.diagnose(events, summary)
+    self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'medium'))
     # The same run of a model with no recurrent layer: the rate, above its usual top.
     cause, scores = self._verdict(recurrent=False, lr=0.2, optimizer='SGD')
     self.assertEqual(cause, 'learning_rate')

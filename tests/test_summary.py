@@ -124,6 +124,10 @@ class RunSummaryTest(tf.test.TestCase):
     branch = keras.Model([side, trunk], layers.Dense(1)(layers.Concatenate()(
         [layers.GRU(2)(side), layers.Dense(256)(trunk)])))
     self.assertLess(summary_lib.recurrent_share(branch), 0.01)
+    # A word model's embedding table (a lookup) is left out: its LSTM is the model.
+    words = keras.Sequential([keras.Input((5,), dtype='int32'), layers.Embedding(5000, 16),
+                              layers.LSTM(3), layers.Dense(1)])
+    self.assertAllClose(summary_lib.recurrent_share(words), 240 / 244)
     for model, expected in (
         (keras.Sequential([keras.Input((5, 2)), layers.LSTM(3), layers.Dense(1)]), True),
         (keras.Sequential([keras.Input((5, 2)), layers.RNN(layers.SimpleRNNCell(3))]), True),

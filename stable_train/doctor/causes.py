@@ -19,14 +19,13 @@ def score(s: Symptoms) -> Dict[str, Tuple[float, List[str]]]:
 
 
 def scores_and_decisive(s: Symptoms):
-  """(`score`'s result, the set of causes with decisive evidence, each cause's tentative points:
-  `evidence.Scores`)."""
+  """(`score`'s result, the set of causes with decisive evidence)."""
   out = Scores()
   for rules in (_input_rules, _transient_rules, _arithmetic_rules, _precision_rules,
                 course.start_rules, course.rate_rules, course.gradient_rules,
                 course.recurrence_rules, _mismatch_rules):
     rules(s, out)
-  return {c: (v[0], v[1]) for c, v in out.found.items()}, out.decisive, out.tentative
+  return {c: (v[0], v[1]) for c, v in out.found.items()}, out.decisive
 
 
 def _loss_only(s: Symptoms) -> int:

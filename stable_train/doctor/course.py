@@ -213,17 +213,16 @@ def gradient_rules(s: Symptoms, out: Scores) -> None:
 
 def recurrence_rules(s: Symptoms, out: Scores) -> None:
   """A recurrent model that diverged or collapsed under SGD within its recipes' rates
-  (`recurrent_sgd_rate`): its gradients, multiplied over the time steps. Tentative: where a
-  lower rate alone trains such a run as often as a clip alone (reviewers' small regressions),
-  it is named at low confidence at most, its remedy both."""
+  (`recurrent_sgd_rate`): its gradients, multiplied over the time steps. A prior on the kind of
+  model, not the run's own evidence (a lower rate alone trains such runs about as often as a
+  clip alone): a cause it puts ahead is named at low confidence (`doctor.diagnose`)."""
   rate = recurrent_sgd_rate(s)
   if rate is not None and 'data' not in s.checks and (s.collapsed or any(
       t in ('divergence', 'stalled') for t in s.triggers)):
     out.add('exploding_gradients', 5, f'a recurrent model diverged under SGD at {rate:.3g}, a '
                                       'rate its recipes train at with the gradients clipped '
                                       f'(up to {RECURRENT_SGD_TOP:.3g}): the recurrence '
-                                      'multiplies its gradients over the time steps',
-            tentative=True)
+                                      'multiplies its gradients over the time steps')
 
 
 def recurrent_sgd_rate(s: Symptoms) -> Optional[float]:

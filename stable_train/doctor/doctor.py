@@ -9,8 +9,10 @@ files only (no TensorFlow import).
 """
 
 import argparse
+import dataclasses
 import glob
 import json
+import math
 import os
 import re
 import sys
@@ -95,7 +97,7 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   if not troubled(summary, events):
     return {'cause': None, 'label': 'no trouble found', 'confidence': 'high', 'evidence': [],
             'remedy': None, 'applied': None, 'trouble_began': None, 'alternatives': []}
-  scores, decisive, tentative = causes_lib.scores_and_decisive(s)
+  scores, decisive = causes_lib.scores_and_decisive(s)
   ranked = sorted(scores, key=lambda c: -scores[c][0])
   top, runner = ranked[0], ranked[1]
   best, second = scores[top][0], scores[runner][0]
@@ -109,7 +111,7 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   # verdict from the history's shape alone is at most medium.
   confidence = ('high' if best >= 4 and best - second >= 2 and top in decisive else
                 'medium' if best >= 3 and best > second else 'low')
-  if best - tentative[top] <= second:  # It leads only by a prior's points (a recurrence).
+  if _by_prior(s, top):
     confidence = 'low'
   fix = remedies.in_door(remedies.remedy(top, s, names or {}), summary.get('front_door'))
   return {'cause': top, 'label': CAUSES[top], 'confidence': confidence,
@@ -117,6 +119,15 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
           'applied': applied(top, s, summary), 'trouble_began': s.trouble_began,
           'alternatives': [{'cause': c, 'score': scores[c][0]} for c in ranked[1:4]
                            if scores[c][0] > 0]}
+
+
+def _by_prior(s: symptoms_lib.Symptoms, top: str) -> bool:
+  """Whether `top` leads only by the prior on a recurrent model (`course.recurrence_rules`): the
+  same records read as a model with no recurrence name another cause first."""
+  if not s.recurrent > 0:  # NaN: none recorded.
+    return False
+  plain = causes_lib.score(dataclasses.replace(s, recurrent=math.nan))
+  return max(plain, key=lambda c: plain[c][0]) != top
 
 
 def applied(cause: str, s: symptoms_lib.Symptoms, summary: Dict[str, Any]) -> Optional[str]:

@@ -45,22 +45,17 @@ class Scores:
   """Points and evidence per cause, filled by the rule groups (`causes`, `course`); `decisive`
   names the causes with evidence that settles the question by itself (the op forensics located,
   batches that failed an input check, a re-run that was finite, ...): only they may be named
-  with high confidence; `tentative` points come from a prior (the kind of model), and a cause
-  that leads only by them is named at low confidence."""
+  with high confidence."""
 
   def __init__(self):
     self.found = {c: [0.0, []] for c in CAUSES}
     self.decisive = set()
-    self.tentative = {c: 0.0 for c in CAUSES}  # Points from a prior, not the run's own records.
 
-  def add(self, cause: str, points: float, evidence: str, decisive: bool = False,
-          tentative: bool = False) -> None:
+  def add(self, cause: str, points: float, evidence: str, decisive: bool = False) -> None:
     self.found[cause][0] += points
     self.found[cause][1].append(evidence)
     if decisive:
       self.decisive.add(cause)
-    if tentative:
-      self.tentative[cause] += points
 
 
 def name_the_op(forensics) -> str:

@@ -29,7 +29,8 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                               f'@SkipNonFinite(), @DivergenceCheck(), @Forensics()] and '
                               f'ClipByGlobalNorm.max_norm = {norm}  # the healthy norm' + (
                                   '; a recurrence: if it still diverges clipped, lower the '
-                                  'learning rate 10x' if course.recurrent_sgd_rate(s) else '')),
+                                  + (f'learning rate to {rate:.3g}' if rate else 'rate 10x')
+                                  if course.recurrent_sgd_rate(s) else '')),
       'initialisation': ((f'{model}.kernel_initializer = @keras.initializers.HeNormal()  # or '
                           'GlorotUniform' if model else
                           "kernel_initializer='he_normal' (ReLU) or 'glorot_uniform' on every "

@@ -233,8 +233,7 @@ class DrivenRun:
     if ended.finished:
       self.host.emit('done', self.host.step(), status=ended.status.value,
                      reason=ended.reason or 'run ended')
-    models = getattr(self.guard, 'models', [self.guard.model])  # StepGuard's: each of them.
-    self.host.end_summary(ended, optimizer=self.guard.optimizer, model=models,
+    self.host.end_summary(ended, optimizer=self.guard.optimizer, model=self.guard.model,
                           notes=self.guard.summary_notes())
     self.release()
     if not ended.finished and raise_abort:

@@ -25,12 +25,13 @@ def optimizer_family(optimizer) -> str:
 
 
 def recurrent_share(models) -> float:
-  """The share of `models`' trainable weights (a model, or a list of them) held by trainable Keras
-  recurrent layers (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a custom cell in `RNN`, in a
-  `Bidirectional`), found through their tracked attributes and each model's `layers` (which list
-  a subclassed model's layers held in a Python list): the doctor reads a divergence under SGD in
-  a model that is mostly a recurrence as gradients it multiplied. 0.0 for a frozen one, a
-  hand-written loop, or a model it cannot walk."""
+  """The share of `models`' trainable weights (a model, or a list of them), `Embedding` tables
+  left out (lookups, a few rows a step: a word model's table would hide its recurrence), held
+  by trainable Keras recurrent layers (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a custom cell
+  in `RNN`, in a `Bidirectional`), found through their tracked attributes and each model's
+  `layers` (which list a subclassed model's layers held in a Python list): the doctor reads a
+  divergence under SGD in a model that is mostly a recurrence as gradients it multiplied. 0.0
+  for a frozen one, a hand-written loop, or a model it cannot walk."""
   queue, seen, held, weights = (list(models) if isinstance(models, (list, tuple)) else [models],
                                 set(), {}, {})
   while queue:
@@ -39,8 +40,12 @@ def recurrent_share(models) -> float:
       continue
     seen.add(id(node))
     try:
+      if isinstance(node, keras.layers.Embedding):
+        weights.update((id(w), 0) for w in node.trainable_weights)  # Never counted.
+        continue
       if isinstance(node, keras.layers.Layer):
-        weights.update((id(w), int(np.prod(w.shape))) for w in node.trainable_weights)
+        weights.update((id(w), weights.get(id(w), int(np.prod(w.shape))))
+                       for w in node.trainable_weights)
         if isinstance(node, keras.layers.RNN) and node.trainable:
           held.update((id(w), int(np.prod(w.shape))) for w in node.trainable_weights)
       queue += tf.train.TrackableView(node).descendants()[1:]
