@@ -241,3 +241,34 @@ class UnreachableLabelsTest(tf.test.TestCase):
     self.assertIsNone(self._kind(SCCE(), np.arange(10.0), 'softmax', 10))  # Class ids.
     self.assertIsNone(self._kind(lambda y, p: y - p, np.arange(10.0), 'sigmoid'))
     self.assertIsNone(self._kind('mse', [0.0, np.nan], 'sigmoid'))
+
+
+class BinaryLabelsOutsideTest(tf.test.TestCase):
+  """A binary cross-entropy given labels outside [0, 1] (its loss has no minimum there)."""
+
+  def _kind(self, loss, labels):
+    found = loss_match.find_binary_labels_outside(loss, np.asarray(labels, np.float32))
+    return None if found is None else found.kind
+
+  def test_ratings_and_signed_targets_under_a_binary_cross_entropy(self):
+    stars = np.array([1.0, 3.0, 5.0, 4.0])  # Ratings, a regression written as a classifier's.
+    for loss in ('binary_crossentropy', keras.losses.BinaryCrossentropy(from_logits=True),
+                 keras.losses.BinaryFocalCrossentropy()):
+      self.assertEqual(self._kind(loss, stars), loss_match.BINARY_LABELS_OUTSIDE, loss)
+    self.assertEqual(self._kind('binary_crossentropy', [-1.0, 1.0, 1.0]),
+                     loss_match.BINARY_LABELS_OUTSIDE)
+    found = loss_match.find_binary_labels_outside('binary_crossentropy', stars)
+    self.assertIn('run from 1 to 5', found.message)
+    gin.clear_config()
+    gin.parse_config(found.gin)  # The fix binds the Trainer's loss.
+    self.assertIn('Trainer.loss', gin.config_str())
+    gin.clear_config()
+
+  def test_labels_in_range_or_other_losses_give_no_finding(self):
+    self.assertIsNone(self._kind('binary_crossentropy', [0.0, 1.0, 1.0, 0.0]))
+    self.assertIsNone(self._kind('binary_crossentropy', [0.05, 0.95, 0.5]))  # Soft labels.
+    self.assertIsNone(self._kind('binary_crossentropy', [0.0, 1.005]))  # Rounding.
+    self.assertIsNone(self._kind('mse', [1.0, 5.0]))
+    self.assertIsNone(self._kind(SCCE(), [1.0, 5.0]))  # Class ids.
+    self.assertIsNone(self._kind('binary_crossentropy', [0.0, np.nan, 3.0]))
+    self.assertIsNone(loss_match.find_binary_labels_outside('binary_crossentropy', None))

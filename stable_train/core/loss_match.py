@@ -15,8 +15,9 @@ LOGITS_TO_PROBABILITIES = 'logits_to_probability_loss'
 SIGMOID_TO_CATEGORICAL = 'sigmoid_to_categorical_loss'
 BOUNDED_OUTPUTS = 'bounded_outputs_under_a_regression_loss'
 ONE_UNIT_SOFTMAX, SOFTMAX_MULTI_LABEL = 'softmax_over_one_unit', 'softmax_over_multi_labels'
+BINARY_LABELS_OUTSIDE = 'labels_outside_a_binary_loss'
 KINDS = (PROBABILITIES_TO_LOGITS, LOGITS_TO_PROBABILITIES, SIGMOID_TO_CATEGORICAL,
-         BOUNDED_OUTPUTS, ONE_UNIT_SOFTMAX, SOFTMAX_MULTI_LABEL)
+         BOUNDED_OUTPUTS, ONE_UNIT_SOFTMAX, SOFTMAX_MULTI_LABEL, BINARY_LABELS_OUTSIDE)
 # The range each bounded activation's outputs lie in (a softmax over one unit: 1 for every input).
 _BOUNDS = {'sigmoid': (0.0, 1.0), 'softmax': (0.0, 1.0), 'tanh': (-1.0, 1.0)}
 _REGRESSION = ('mean_squared_error', 'mean_absolute_error', 'huber', 'log_cosh',
@@ -309,6 +310,31 @@ def find_unreachable_labels(loss, labels, activation: Optional[str],
       'labels into its range; for class ids, a softmax over the classes with '
       'keras.losses.SparseCategoricalCrossentropy()',
       "# no binding: the last layer's activation is in the model's code (activation=None)")
+
+
+def find_binary_labels_outside(loss, labels) -> Optional[Mismatch]:
+  """A binary cross-entropy whose labels lie clearly outside [0, 1] (ratings from 1 to 5, -1/+1
+  targets): its terms -y log(p) - (1 - y) log(1 - p) have no minimum there, so the loss falls
+  without bound (below 0) while the model learns nothing. None when they are in [0, 1] (soft
+  labels too), or it cannot be told."""
+  terms = loss_terms(loss)
+  if terms is None or terms.family != 'binary' or labels is None:
+    return None
+  labels = np.asarray(labels, np.float64)
+  if labels.size == 0 or not np.all(np.isfinite(labels)):
+    return None
+  below, above = float(labels.min()), float(labels.max())
+  if below >= -_OUTSIDE and above <= 1.0 + _OUTSIDE:
+    return None
+  return Mismatch(
+      BINARY_LABELS_OUTSIDE,
+      f'the labels of the loss {terms.shown} run from {below:.3g} to {above:.3g}, but a binary '
+      'cross-entropy takes labels in [0, 1]: outside it the loss has no minimum and falls '
+      'below 0 without bound while the model learns nothing',
+      'for a regression (ratings, counts), a linear last layer with keras.losses.'
+      'MeanSquaredError(); for classes, labels 0/1 (or class ids with keras.losses.'
+      'SparseCategoricalCrossentropy() over one unit per class)',
+      'Trainer.loss = @keras.losses.MeanSquaredError()')
 
 
 def describe(found: Mismatch) -> str:

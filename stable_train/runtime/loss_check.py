@@ -127,7 +127,8 @@ class LossOutputCheck:
               probe.loss, outputs[0], activation,
               batch_statistics=rate_match.uses_batch_statistics(probe.model))
           or _one_unit_softmax(probe.loss, outputs[0], activation)
-          or _multi_label_softmax(probe.loss, _labels(probe), activation))
+          or _multi_label_softmax(probe.loss, _labels(probe), activation)
+          or loss_match.find_binary_labels_outside(probe.loss, _labels(probe)))
     except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])
