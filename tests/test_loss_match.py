@@ -272,3 +272,15 @@ class BinaryLabelsOutsideTest(tf.test.TestCase):
     self.assertIsNone(self._kind(SCCE(), [1.0, 5.0]))  # Class ids.
     self.assertIsNone(self._kind('binary_crossentropy', [0.0, np.nan, 3.0]))
     self.assertIsNone(loss_match.find_binary_labels_outside('binary_crossentropy', None))
+    # -1 marking rows of a 0/1 task (an "ignore" label a zero weight or a mask keeps out of the
+    # loss): no finding; -1/+1 targets (no 0 among them) are one.
+    self.assertIsNone(self._kind('binary_crossentropy', [0.0, 1.0, -1.0, 1.0, -1.0]))
+    self.assertEqual(self._kind('binary_crossentropy', [-1.0, 1.0]),
+                     loss_match.BINARY_LABELS_OUTSIDE)
+
+    class Rescaled(keras.losses.BinaryCrossentropy):  # Its own call: it may map the labels.
+
+      def call(self, y_true, y_pred):
+        return super().call((y_true - 1.0) / 4.0, y_pred)
+
+    self.assertIsNone(self._kind(Rescaled(), [1.0, 5.0]))

@@ -313,18 +313,24 @@ def find_unreachable_labels(loss, labels, activation: Optional[str],
 
 
 def find_binary_labels_outside(loss, labels) -> Optional[Mismatch]:
-  """A binary cross-entropy whose labels lie clearly outside [0, 1] (ratings from 1 to 5, -1/+1
-  targets): its terms -y log(p) - (1 - y) log(1 - p) have no minimum there, so the loss falls
-  without bound (below 0) while the model learns nothing. None when they are in [0, 1] (soft
-  labels too), or it cannot be told."""
+  """A Keras binary cross-entropy whose labels lie clearly outside [0, 1] (ratings from 1 to 5,
+  -1/+1 targets): its terms -y log(p) - (1 - y) log(1 - p) have no minimum there, so the loss
+  falls without bound (below 0) while the model learns nothing. None when they are in [0, 1]
+  (soft labels too), when one negative value marks rows of a 0/1 task (an "ignore" label that a
+  sample weight of 0 or a mask keeps out of the loss), for a subclass with its own `call`, or
+  where it cannot be told (the caller leaves out batches with sample weights)."""
   terms = loss_terms(loss)
-  if terms is None or terms.family != 'binary' or labels is None:
-    return None
+  if terms is None or terms.family != 'binary' or labels is None or (isinstance(
+      loss, keras.losses.Loss) and type(loss).call is not keras.losses.BinaryCrossentropy.call):
+    return None  # (Keras's binary losses share one `call`.)
   labels = np.asarray(labels, np.float64)
   if labels.size == 0 or not np.all(np.isfinite(labels)):
     return None
   below, above = float(labels.min()), float(labels.max())
-  if below >= -_OUTSIDE and above <= 1.0 + _OUTSIDE:
+  outside = np.unique(labels[(labels < -_OUTSIDE) | (labels > 1.0 + _OUTSIDE)])
+  inside = labels[(labels >= -_OUTSIDE) & (labels <= 1.0 + _OUTSIDE)]
+  if not outside.size or (outside.size == 1 and outside[0] < 0 and inside.size
+                          and inside.min() <= _OUTSIDE and inside.max() >= 1.0 - _OUTSIDE):
     return None
   return Mismatch(
       BINARY_LABELS_OUTSIDE,

@@ -128,7 +128,8 @@ class LossOutputCheck:
               batch_statistics=rate_match.uses_batch_statistics(probe.model))
           or _one_unit_softmax(probe.loss, outputs[0], activation)
           or _multi_label_softmax(probe.loss, _labels(probe), activation)
-          or loss_match.find_binary_labels_outside(probe.loss, _labels(probe)))
+          or (None if _weighted(probe) else
+              loss_match.find_binary_labels_outside(probe.loss, _labels(probe))))
     except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])
@@ -244,6 +245,13 @@ def _labels(probe):
   """The first batch's one label tensor (numpy), or None."""
   labels = tf.nest.flatten(probe.split_batch(probe.first_batch())[1])
   return np.asarray(labels[0]) if len(labels) == 1 else None
+
+
+def _weighted(probe) -> bool:
+  """Whether the first batch carries sample weights ((x, y, sample_weight)): rows weighted 0
+  may hold any label, which the loss never sees."""
+  batch = probe.first_batch()
+  return isinstance(batch, (tuple, list)) and len(batch) == 3 and batch[2] is not None
 
 
 def _ones_unexplained(probe) -> bool:
