@@ -373,7 +373,10 @@ class RecurrentSgdTest(tf.test.TestCase):
     # ...through the collapse of its outputs too, up to 0.7.
     events, summary = run(loss=CREEP, lr=0.7, optimizer='SGD')
     summary['recurrent'] = True
-    self.assertEqual(verdict(events, summary)[0], 'exploding_gradients')
+    cause, scores = verdict(events, summary)
+    self.assertEqual(cause, 'exploding_gradients')
+    self.assertTrue(any('recurrent model collapsed under SGD at 0.7' in e
+                        for e in scores['exploding_gradients'][1]))
     # Named at low confidence (a lower rate alone trains such runs as often as a clip alone),
     # the remedy both.
     events, summary = diverged(lr=0.2, optimizer='SGD')

@@ -115,7 +115,6 @@ class RunSummaryTest(tf.test.TestCase):
       built(np.zeros((2, 5, 2), 'float32'))
     frozen = keras.Sequential([keras.Input((5, 2)), layers.LSTM(3, trainable=False),
                                layers.Dense(1)])
-    dense = keras.Sequential([keras.Input((5, 2)), layers.Dense(1)])
     lstm = keras.Sequential([keras.Input((5, 2)), layers.LSTM(3), layers.Dense(1)])
     # The LSTM's 4 x (2 + 3 + 1) x 3 = 72 weights of the model's 76.
     self.assertAllClose(summary_lib.recurrent_share(lstm), 72 / 76)
@@ -133,7 +132,6 @@ class RunSummaryTest(tf.test.TestCase):
         (keras.Sequential([keras.Input((5, 2)), layers.RNN(layers.SimpleRNNCell(3))]), True),
         (nested, True),
         (listed, True),
-        ([dense, listed], True),  # StepGuard's models: any of them.
         (frozen, False),  # A frozen recurrence takes no step: no gradient of it explodes.
         (keras.Sequential([keras.Input((5, 2)), layers.Conv1D(3, 2), layers.Dense(1)]), False),
         (None, False)):

@@ -319,24 +319,23 @@ def find_binary_labels_outside(loss, labels) -> Optional[Mismatch]:
   (soft labels too), when one negative value marks rows of a 0/1 task (an "ignore" label that a
   sample weight of 0 or a mask keeps out of the loss), for a subclass with its own `call`, or
   where it cannot be told (the caller leaves out batches with sample weights)."""
-  terms = loss_terms(loss)
+  terms = loss_terms(loss)  # Keras's binary losses share one `call`: a subclass's own is not it.
   if terms is None or terms.family != 'binary' or labels is None or (isinstance(
       loss, keras.losses.Loss) and type(loss).call is not keras.losses.BinaryCrossentropy.call):
-    return None  # (Keras's binary losses share one `call`.)
+    return None
   labels = np.asarray(labels, np.float64)
   if labels.size == 0 or not np.all(np.isfinite(labels)):
     return None
-  below, above = float(labels.min()), float(labels.max())
-  outside = np.unique(labels[(labels < -_OUTSIDE) | (labels > 1.0 + _OUTSIDE)])
-  inside = labels[(labels >= -_OUTSIDE) & (labels <= 1.0 + _OUTSIDE)]
+  in_range = (labels >= -_OUTSIDE) & (labels <= 1.0 + _OUTSIDE)
+  outside, inside = np.unique(labels[~in_range]), labels[in_range]
   if not outside.size or (outside.size == 1 and outside[0] < 0 and inside.size
                           and inside.min() <= _OUTSIDE and inside.max() >= 1.0 - _OUTSIDE):
     return None
   return Mismatch(
       BINARY_LABELS_OUTSIDE,
-      f'the labels of the loss {terms.shown} run from {below:.3g} to {above:.3g}, but a binary '
-      'cross-entropy takes labels in [0, 1]: outside it the loss has no minimum and falls '
-      'below 0 without bound while the model learns nothing',
+      f'the labels of the loss {terms.shown} run from {labels.min():.3g} to {labels.max():.3g}, '
+      'but a binary cross-entropy takes labels in [0, 1]: outside it the loss has no minimum '
+      'and falls below 0 without bound while the model learns nothing',
       'for a regression (ratings, counts), a linear last layer with keras.losses.'
       'MeanSquaredError(); for classes, labels 0/1 (or class ids with keras.losses.'
       'SparseCategoricalCrossentropy() over one unit per class)',

@@ -219,10 +219,11 @@ def recurrence_rules(s: Symptoms, out: Scores) -> None:
   rate = recurrent_sgd_rate(s)
   if rate is not None and 'data' not in s.checks and (s.collapsed or any(
       t in ('divergence', 'stalled') for t in s.triggers)):
-    out.add('exploding_gradients', 5, f'a recurrent model diverged under SGD at {rate:.3g}, a '
-                                      'rate its recipes train at with the gradients clipped '
-                                      f'(up to {RECURRENT_SGD_TOP:.3g}): the recurrence '
-                                      'multiplies its gradients over the time steps')
+    what = 'collapsed' if s.collapsed else 'diverged'
+    out.add('exploding_gradients', 5, f'a recurrent model {what} under SGD at {rate:.3g}, a rate '
+                                      'its recipes train at with the gradients clipped (up to '
+                                      f'{RECURRENT_SGD_TOP:.3g}): the recurrence multiplies its '
+                                      'gradients over the time steps')
 
 
 def recurrent_sgd_rate(s: Symptoms) -> Optional[float]:

@@ -257,8 +257,8 @@ class Symptoms(ForensicsReadings):
   def growth(self) -> Tuple[float, float, float]:
     """(loss growth, grad-norm growth, largest one-step grad-norm jump) over the history before
     trouble: the trouble step's values (or the last finite ones) over the window's first half;
-    the jump as `jump` reads it over the whole history. Gradient norms of 0 (no gradient reached a weight: a
-    dead ReLU output) are left out of the norms' scale and jumps."""
+    the jump as `jump` reads it over the whole history. Gradient norms of 0 (no gradient reached
+    a weight: a dead ReLU output) are left out of the norms' scale and jumps."""
     h = self.history or {}
     loss, norm = numbers(h.get('loss')), numbers(h.get('grad_norm'))
     if loss.size < 4:

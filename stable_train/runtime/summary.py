@@ -24,36 +24,33 @@ def optimizer_family(optimizer) -> str:
                and c.__name__ not in ('Optimizer', 'LossScaleOptimizer')), cls.__name__)
 
 
-def recurrent_share(models) -> float:
-  """The share of `models`' trainable weights (a model, or a list of them), `Embedding` tables
-  left out (lookups, a few rows a step: a word model's table would hide its recurrence), held
-  by trainable Keras recurrent layers (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a custom cell
-  in `RNN`, in a `Bidirectional`), found through their tracked attributes and each model's
-  `layers` (which list a subclassed model's layers held in a Python list): the doctor reads a
-  divergence under SGD in a model that is mostly a recurrence as gradients it multiplied. 0.0
-  for a frozen one, a hand-written loop, or a model it cannot walk."""
-  queue, seen, held, weights = (list(models) if isinstance(models, (list, tuple)) else [models],
-                                set(), {}, {})
+def recurrent_share(model) -> float:
+  """The share of `model`'s trainable weights, `Embedding` tables left out (lookups, a few rows a
+  step: a word model's table would hide its recurrence), held by trainable Keras recurrent layers
+  (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a custom cell in `RNN`, in a `Bidirectional`),
+  found through tracked attributes and each model's `layers` (which list a subclassed model's
+  layers held in a Python list): the doctor reads a divergence under SGD in a model that is
+  mostly a recurrence as gradients it multiplied. 0.0 for a frozen one, a hand-written loop, or
+  a model it cannot walk."""
+  layers, queue = {}, [model]
   while queue:
     node = queue.pop()
-    if node is None or id(node) in seen:
+    if node is None or id(node) in layers:
       continue
-    seen.add(id(node))
+    layers[id(node)] = node
     try:
-      if isinstance(node, keras.layers.Embedding):
-        weights.update((id(w), 0) for w in node.trainable_weights)  # Never counted.
-        continue
-      if isinstance(node, keras.layers.Layer):
-        weights.update((id(w), weights.get(id(w), int(np.prod(w.shape))))
-                       for w in node.trainable_weights)
-        if isinstance(node, keras.layers.RNN) and node.trainable:
-          held.update((id(w), int(np.prod(w.shape))) for w in node.trainable_weights)
       queue += tf.train.TrackableView(node).descendants()[1:]
       queue += list(node.layers) if isinstance(node, keras.Model) else []
     except Exception:  # pylint: disable=broad-except  (a node it cannot walk: unknown)
       continue
-  total = sum(weights.values())
-  return sum(held.values()) / total if total else 0.0
+
+  def size(kind, trainable_only=False) -> int:  # Each weight once (a layer shared or nested).
+    weights = {id(w): w for l in layers.values() if isinstance(l, kind)
+               and (l.trainable or not trainable_only) for w in l.trainable_weights}
+    return sum(int(np.prod(w.shape)) for w in weights.values())
+
+  total = size(keras.layers.Layer) - size(keras.layers.Embedding)
+  return size(keras.layers.RNN, trainable_only=True) / total if total > 0 else 0.0
 
 
 def half_variables(optimizer) -> bool:
