@@ -173,8 +173,9 @@ def reason(step: int, smoothed: float, start: float) -> str:
   """The stop reason of a collapse."""
   return (f"the model collapsed by step {step}: its outputs on the first batch are the same for "
           f"every example (an untrained one's were not), its smoothed loss {smoothed:.4g} "
-          f"against the untrained model's {start:.4g}; its units died, typically of a learning "
-          'rate too high')
+          f"against the untrained model's {start:.4g}; its units died or saturated, as a "
+          'learning rate too high, exploding gradients or a loss that does not fit the output '
+          'make them (the diagnosis weighs which)')
 
 
 def feature_model(model) -> Optional[keras.Model]:
