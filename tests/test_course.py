@@ -352,10 +352,6 @@ class ModestRateTest(tf.test.TestCase):
     self.assertIsNone(course.modest_rate(s))
     self.assertEqual(verdict(events, summary)[0], 'learning_rate')
 
-if __name__ == '__main__':
-  tf.test.main()
-
-
 class RecurrentSgdTest(tf.test.TestCase):
 
   def _verdict(self, recurrent=True, **kwargs):
@@ -393,6 +389,26 @@ class RecurrentSgdTest(tf.test.TestCase):
     cause, scores = self._verdict(recurrent=False, lr=0.2, optimizer='SGD')
     self.assertEqual(cause, 'learning_rate')
     self.assertTrue(any('above the usual top' in e for e in scores['learning_rate'][1]))
+
+  def test_a_run_its_optimizer_already_clipped(self):
+    # Its own clip did not hold it: a clip is no remedy, the rate is, and the verdict is low.
+    for optimizer, lr, clip in (('SGD', 0.01, {'global_clipnorm': 1.0}),
+                                ('SGD', 0.2, {'clipnorm': 0.5})):
+      events, summary = diverged(lr=lr, optimizer=optimizer)
+      summary.update(recurrent=0.9, optimizer_clip=clip)
+      found = doctor.diagnose(events, summary)
+      self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'low'))
+      self.assertIn(f'learning_rate = {lr / 10:.3g}  # the optimizer already clips',
+                    found['remedy'])
+      self.assertNotIn('ClipByGlobalNorm', found['remedy'])
+      found = doctor.diagnose(events, dict(summary, front_door='guard_fit'))
+      self.assertIn(f'(learning_rate={lr / 10:.3g})  # the optimizer', found['remedy'])
+    # A clip of each value alone bounds no norm: the verdict stands, the remedy names the clip.
+    events, summary = diverged(lr=0.01, optimizer='SGD')
+    summary.update(recurrent=0.9, optimizer_clip={'clipvalue': 1.0})
+    found = doctor.diagnose(events, summary)
+    self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'medium'))
+    self.assertIn('already clips (clipvalue=1)', found['remedy'])
 
   def test_where_a_recurrence_is_no_evidence(self):
     for kwargs in (dict(lr=1.0, optimizer='SGD'),  # Where a lower rate alone may train it.
@@ -491,3 +507,7 @@ class MeanLevelTest(tf.test.TestCase):
                             self._run(1e-6)):  # A rate far too low to leave the start.
       _, scores = verdict(events, summary)
       self.assertFalse(any("labels' mean" in e for e in scores['initialisation'][1]))
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -82,6 +82,19 @@ class RunSummaryTest(tf.test.TestCase):
       values = summary.build(done, optimizer=optimizer)
       self.assertEqual(values.get('variable_dtype'), expected, (dtype, wrap))
 
+  def test_the_optimizers_own_clip_is_recorded_for_the_doctor(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    view = run_view()
+    summary = summary_lib.RunSummary(view, view.policies, start_step=0)
+    done = outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
+    clipped = keras.mixed_precision.LossScaleOptimizer(
+        keras.optimizers.SGD(0.1, global_clipnorm=0.25))  # The inner one's read.
+    self.assertEqual(summary.build(done, optimizer=clipped)['optimizer_clip'],
+                     {'global_clipnorm': 0.25})
+    self.assertEqual(summary.build(done, optimizer=keras.optimizers.Adam(clipnorm=1))[
+        'optimizer_clip'], {'clipnorm': 1.0})
+    self.assertNotIn('optimizer_clip', summary.build(done, optimizer=keras.optimizers.Adam()))
+
   def test_a_recurrent_model_is_recorded_for_the_doctor(self):
     import keras  # pylint: disable=g-import-not-at-top
     layers = keras.layers

@@ -25,7 +25,8 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
       'learning_rate': (f'{name}.learning_rate = {rate:.3g}' if rate else
                         f'lower {name}.learning_rate 10x') + (
                             '  # or warm it up: @WarmupSchedule()' if rate else ''),
-      'exploding_gradients': (f'Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), '
+      'exploding_gradients': _already_clipped(s, rate, name) or (
+                              f'Trainer.policies = [@CheckNumerics(), @ClipByGlobalNorm(), '
                               f'@SkipNonFinite(), @DivergenceCheck(), @Forensics()] and '
                               f'ClipByGlobalNorm.max_norm = {norm}  # the healthy norm' + (
                                   '; a recurrence: if it still diverges clipped, lower the '
@@ -60,6 +61,16 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                     'keeps telling them apart'),
       'loss_output_mismatch': _mismatch_remedy(s.mismatch or {}),
   }[cause]
+
+
+def _already_clipped(s: symptoms_lib.Symptoms, rate: Optional[float], name: str) -> str:
+  """Exploding gradients' remedy where the optimizer clipped the gradients itself (summary.json's
+  `optimizer_clip`): its clip did not hold the run, so the rate is what is left to lower."""
+  if not s.optimizer_clip:
+    return ''
+  clip = ', '.join(f'{k}={v:.3g}' for k, v in sorted(s.optimizer_clip.items()))
+  return (f'{name}.learning_rate = {rate:.3g}' if rate else f'lower {name}.learning_rate 10x') + (
+      f'  # the optimizer already clips ({clip}) and the run still diverged')
 
 
 def in_door(text: str, door: Optional[str]) -> str:

@@ -135,6 +135,7 @@ class Symptoms(ForensicsReadings):
   healthy_norm: Optional[float] = None
   optimizer: str = ''  # The optimizer's class (inside a LossScaleOptimizer); '' unknown.
   recurrent: float = math.nan  # The share of its weights in recurrent layers (summary.json).
+  optimizer_clip: Dict[str, float] = dataclasses.field(default_factory=dict)  # Its own clip.
 
   @property
   def trouble_began(self) -> Optional[int]:
@@ -203,6 +204,7 @@ class Symptoms(ForensicsReadings):
     self.optimizer = str(summary.get('optimizer_family') or summary.get('optimizer') or '')
     self.outputs_checked = summary.get('outputs_checked', True) is not False
     self.recurrent = number(summary.get('recurrent'))  # Absent: NaN, no recurrence read.
+    self.optimizer_clip = dict(summary.get('optimizer_clip') or {})
     scaled = 'loss_scale' in summary or any(
         v != 1.0 for v in finite_values((self.history or {}).get('loss_scale', [])))
     self.half_variables = summary.get('variable_dtype') == 'float16'

@@ -61,6 +61,15 @@ def half_variables(optimizer) -> bool:
   return any(str(getattr(v, 'dtype', '')) == 'float16' for v in getattr(inner, 'variables', ()))
 
 
+def optimizer_clip(optimizer) -> Dict[str, float]:
+  """The clipping the optimizer does itself (Keras's `clipnorm`, `global_clipnorm` or `clipvalue`,
+  at most one set; a `LossScaleOptimizer`'s inner one's): the doctor's remedy for exploding
+  gradients must not propose a clip the run already had."""
+  inner = getattr(optimizer, 'inner_optimizer', optimizer)
+  found = {k: getattr(inner, k, None) for k in ('global_clipnorm', 'clipnorm', 'clipvalue')}
+  return {k: float(v) for k, v in found.items() if isinstance(v, (int, float)) and v > 0}
+
+
 class RunSummary:
   """Keeps the figures of one fit as it goes (the last applied loss) and builds the summary."""
 
@@ -116,6 +125,8 @@ class RunSummary:
         summary['optimizer_family'] = family
       if half_variables(optimizer):  # For the doctor: float16 weights, not mixed precision.
         summary['variable_dtype'] = 'float16'
+      if optimizer_clip(optimizer):
+        summary['optimizer_clip'] = optimizer_clip(optimizer)
     share = recurrent_share(model)
     if share:
       summary['recurrent'] = round(share, 4)
