@@ -403,12 +403,16 @@ class RecurrentSgdTest(tf.test.TestCase):
       self.assertNotIn('ClipByGlobalNorm', found['remedy'])
       found = doctor.diagnose(events, dict(summary, front_door='guard_fit'))
       self.assertIn(f'(learning_rate={lr / 10:.3g})  # the optimizer', found['remedy'])
-    # A clip of each value alone bounds no norm: the verdict stands, the remedy names the clip.
-    events, summary = diverged(lr=0.01, optimizer='SGD')
-    summary.update(recurrent=0.9, optimizer_clip={'clipvalue': 1.0})
-    found = doctor.diagnose(events, summary)
-    self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'medium'))
-    self.assertIn('already clips (clipvalue=1)', found['remedy'])
+    # A clip of each value bounds no norm, nor one 10x above the run's healthy norm: the verdict
+    # stands and the remedy is the guard's clip, the optimizer's named.
+    for clip, text in (({'clipvalue': 1.0}, 'clipvalue=1'),
+                       ({'global_clipnorm': 1e6}, 'global_clipnorm=1e+06')):  # Healthy: 1538.
+      events, summary = diverged(lr=0.01, optimizer='SGD')
+      summary.update(recurrent=0.9, optimizer_clip=clip)
+      found = doctor.diagnose(events, summary)
+      self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'medium'))
+      self.assertIn('ClipByGlobalNorm.max_norm', found['remedy'])
+      self.assertIn(f"the optimizer's own clip ({text}) did not hold the norm", found['remedy'])
 
   def test_where_a_recurrence_is_no_evidence(self):
     for kwargs in (dict(lr=1.0, optimizer='SGD'),  # Where a lower rate alone may train it.

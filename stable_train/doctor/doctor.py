@@ -111,7 +111,7 @@ def diagnose(events: Sequence[Dict[str, Any]], summary: Dict[str, Any],
   # verdict from the history's shape alone is at most medium.
   confidence = ('high' if best >= 4 and best - second >= 2 and top in decisive else
                 'medium' if best >= 3 and best > second else 'low')
-  if _by_prior(s, top) or (top == 'exploding_gradients' and _clipped_already(s)):
+  if _by_prior(s, top) or (top == 'exploding_gradients' and remedies.clip_held(s)):
     confidence = 'low'
   fix = remedies.in_door(remedies.remedy(top, s, names or {}), summary.get('front_door'))
   return {'cause': top, 'label': CAUSES[top], 'confidence': confidence,
@@ -128,12 +128,6 @@ def _by_prior(s: symptoms_lib.Symptoms, top: str) -> bool:
     return False
   plain = causes_lib.score(dataclasses.replace(s, recurrent=math.nan))
   return max(plain, key=lambda c: plain[c][0]) != top
-
-
-def _clipped_already(s: symptoms_lib.Symptoms) -> bool:
-  """Whether the optimizer clipped the gradients' norm itself: exploding gradients' cure, a clip,
-  was already there, so the records do not show that one would have held the run."""
-  return bool({'clipnorm', 'global_clipnorm'} & set(s.optimizer_clip))
 
 
 def applied(cause: str, s: symptoms_lib.Symptoms, summary: Dict[str, Any]) -> Optional[str]:

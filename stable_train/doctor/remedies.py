@@ -31,7 +31,9 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
                               f'ClipByGlobalNorm.max_norm = {norm}  # the healthy norm' + (
                                   '; a recurrence: if it still diverges clipped, lower the '
                                   + (f'learning rate to {rate:.3g}' if rate else 'rate 10x')
-                                  if course.recurrent_sgd_rate(s) else '')),
+                                  if course.recurrent_sgd_rate(s) else '') + (
+                                      f"; the optimizer's own clip ({_clip_text(s)}) did not "
+                                      'hold the norm' if s.optimizer_clip else '')),
       'initialisation': ((f'{model}.kernel_initializer = @keras.initializers.HeNormal()  # or '
                           'GlorotUniform' if model else
                           "kernel_initializer='he_normal' (ReLU) or 'glorot_uniform' on every "
@@ -63,14 +65,26 @@ def remedy(cause: str, s: symptoms_lib.Symptoms, names: Dict[str, str]) -> str:
   }[cause]
 
 
+def clip_held(s: symptoms_lib.Symptoms) -> bool:
+  """Whether the optimizer clipped the gradients' norm itself (`clipnorm`, `global_clipnorm`) at
+  no more than 10x the run's healthy norm (or a healthy norm unknown): exploding gradients' cure
+  was in place, so the records do not show that a clip would have held the run. A clip of each
+  value (`clipvalue`) bounds no norm, and one far above the healthy norm holds nothing."""
+  norms = [v for k, v in s.optimizer_clip.items() if k in ('clipnorm', 'global_clipnorm')]
+  return bool(norms) and not (s.healthy_norm and min(norms) > 10 * s.healthy_norm)
+
+
 def _already_clipped(s: symptoms_lib.Symptoms, rate: Optional[float], name: str) -> str:
-  """Exploding gradients' remedy where the optimizer clipped the gradients itself (summary.json's
-  `optimizer_clip`): its clip did not hold the run, so the rate is what is left to lower."""
-  if not s.optimizer_clip:
+  """Exploding gradients' remedy where the optimizer's own clip held the norm (`clip_held`): the
+  rate is what is left to lower."""
+  if not clip_held(s):
     return ''
-  clip = ', '.join(f'{k}={v:.3g}' for k, v in sorted(s.optimizer_clip.items()))
   return (f'{name}.learning_rate = {rate:.3g}' if rate else f'lower {name}.learning_rate 10x') + (
-      f'  # the optimizer already clips ({clip}) and the run still diverged')
+      f'  # the optimizer already clips ({_clip_text(s)}) and the run still diverged')
+
+
+def _clip_text(s: symptoms_lib.Symptoms) -> str:
+  return ', '.join(f'{k}={v:.3g}' for k, v in sorted(s.optimizer_clip.items()))
 
 
 def in_door(text: str, door: Optional[str]) -> str:
