@@ -398,11 +398,12 @@ class RecurrentSgdTest(tf.test.TestCase):
       summary.update(recurrent=0.9, optimizer_clip=clip)
       found = doctor.diagnose(events, summary)
       self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'low'))
-      self.assertIn(f'learning_rate = {lr / 10:.3g}  # the optimizer already clips',
+      self.assertIn(f"learning_rate = {lr / 10:.3g}  # keep the optimizer's own clip",
                     found['remedy'])
       self.assertNotIn('ClipByGlobalNorm', found['remedy'])
       found = doctor.diagnose(events, dict(summary, front_door='guard_fit'))
-      self.assertIn(f'(learning_rate={lr / 10:.3g})  # the optimizer', found['remedy'])
+      self.assertIn(f"(learning_rate={lr / 10:.3g})  # keep the optimizer's own clip",
+                    found['remedy'])
     # A clip of each value bounds no norm, nor one 10x above the run's healthy norm: the verdict
     # stands and the remedy is the guard's clip, the optimizer's named.
     for clip, text in (({'clipvalue': 1.0}, 'clipvalue=1'),
@@ -413,6 +414,18 @@ class RecurrentSgdTest(tf.test.TestCase):
       self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'medium'))
       self.assertIn('ClipByGlobalNorm.max_norm', found['remedy'])
       self.assertIn(f"the optimizer's own clip ({text}) did not hold the norm", found['remedy'])
+
+  def test_a_clip_record_the_doctor_cannot_read_is_none(self):
+    # JSON's 'inf', null, a string or a list (a hand-edited summary): no clip, and no crash
+    # whatever the cause named.
+    for clip in ({'clipvalue': 'inf'}, {'global_clipnorm': None}, {'clipnorm': [1.0]}, [1.0],
+                 {'global_clipnorm': 0}):
+      for lr, optimizer in ((0.01, 'SGD'), (5.0, 'SGD')):
+        events, summary = diverged(lr=lr, optimizer=optimizer)
+        summary['recurrent'] = 0.9
+        plain = doctor.diagnose(events, summary)
+        found = doctor.diagnose(events, dict(summary, optimizer_clip=clip))
+        self.assertEqual(found, plain, clip)
 
   def test_where_a_recurrence_is_no_evidence(self):
     for kwargs in (dict(lr=1.0, optimizer='SGD'),  # Where a lower rate alone may train it.

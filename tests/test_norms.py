@@ -21,6 +21,16 @@ class NormsTest(tf.test.TestCase):
     self.assertEqual(norms.largest_jump(np.array([1.0, 150.0, 1.0])), 150.0)  # 100x or more.
     self.assertEqual(norms.largest_jump(np.array([3.0])), 1.0)
 
+  def test_the_healthy_norm_is_read_before_the_trouble(self):
+    # A window that is mostly the blow-up (the trouble from step 3): the two steps before it.
+    grads, steps = np.array([532.0, 154.0, 1e4, 1.3e4, 2e5, np.nan]), np.arange(1.0, 7.0)
+    self.assertEqual(norms.healthy(grads, steps, 3, np.nan), 343.0)
+    self.assertEqual(norms.healthy(grads, steps, None, np.nan), 1e4)  # No trouble: the median.
+    # Trouble from the window's first step: AdaptiveClip's running mean, else unknown.
+    self.assertEqual(norms.healthy(grads, steps, 1, 12.5), 12.5)
+    self.assertIsNone(norms.healthy(grads, steps, 1, np.nan))
+    self.assertIsNone(norms.healthy(np.array([]), np.array([]), None, np.inf))
+
 
 if __name__ == '__main__':
   tf.test.main()

@@ -84,6 +84,7 @@ class RunSummaryTest(tf.test.TestCase):
 
   def test_the_optimizers_own_clip_is_recorded_for_the_doctor(self):
     import keras  # pylint: disable=g-import-not-at-top
+    import stable_train  # pylint: disable=g-import-not-at-top
     view = run_view()
     summary = summary_lib.RunSummary(view, view.policies, start_step=0)
     done = outcome_lib.Outcome(outcome_lib.Status.COMPLETED)
@@ -94,6 +95,15 @@ class RunSummaryTest(tf.test.TestCase):
     self.assertEqual(summary.build(done, optimizer=keras.optimizers.Adam(clipnorm=1))[
         'optimizer_clip'], {'clipnorm': 1.0})
     self.assertNotIn('optimizer_clip', summary.build(done, optimizer=keras.optimizers.Adam()))
+    # A numpy float is a clip Keras applies; an infinite one ("no clip") is none (JSON has no inf).
+    self.assertEqual(summary_lib.optimizer_clip(
+        keras.optimizers.SGD(global_clipnorm=np.float32(0.5))), {'global_clipnorm': 0.5})
+    self.assertEqual(summary_lib.optimizer_clip(keras.optimizers.SGD(clipvalue=np.inf)), {})
+    # A GuardedOptimizer's own global clip, under a LossScaleOptimizer too, and its inner one's.
+    guarded = stable_train.GuardedOptimizer(keras.optimizers.SGD(clipvalue=3.0), clipnorm=2.0)
+    for optimizer in (guarded, keras.mixed_precision.LossScaleOptimizer(guarded)):
+      self.assertEqual(summary_lib.optimizer_clip(optimizer),
+                       {'global_clipnorm': 2.0, 'clipvalue': 3.0})
 
   def test_a_recurrent_model_is_recorded_for_the_doctor(self):
     import keras  # pylint: disable=g-import-not-at-top

@@ -21,3 +21,17 @@ def largest_jump(norms: np.ndarray) -> float:
   after_rise = np.minimum.accumulate(norms[::-1])[::-1][1:]  # The lowest norm from each rise on.
   jumps = norms[1:] / np.maximum(norms[:-1], 1e-30)
   return float(np.where((after_rise > 2 * norms[:-1]) | (jumps >= 100), jumps, 1.0).max())
+
+
+
+def healthy(norms: np.ndarray, steps: np.ndarray, began: Optional[int],
+            clip_mean: float) -> Optional[float]:
+  """The run's healthy gradient norm: the median of the history's finite `norms` of `steps`
+  before its trouble `began` (the whole window reads high where it is mostly the blow-up), else
+  AdaptiveClip's running mean `clip_mean` (NaN: none), else None (unknown)."""
+  if began is not None and steps.size == norms.size:
+    norms = norms[steps < began]
+  norms = norms[np.isfinite(norms)]
+  if norms.size:
+    return float(np.median(norms))
+  return float(clip_mean) if 0 < clip_mean < np.inf else None

@@ -80,7 +80,8 @@ def _already_clipped(s: symptoms_lib.Symptoms, rate: Optional[float], name: str)
   if not clip_held(s):
     return ''
   return (f'{name}.learning_rate = {rate:.3g}' if rate else f'lower {name}.learning_rate 10x') + (
-      f'  # the optimizer already clips ({_clip_text(s)}) and the run still diverged')
+      f"  # keep the optimizer's own clip ({_clip_text(s)}): it was in place and the run still "
+      'diverged')
 
 
 def _clip_text(s: symptoms_lib.Symptoms) -> str:

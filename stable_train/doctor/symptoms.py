@@ -204,7 +204,9 @@ class Symptoms(ForensicsReadings):
     self.optimizer = str(summary.get('optimizer_family') or summary.get('optimizer') or '')
     self.outputs_checked = summary.get('outputs_checked', True) is not False
     self.recurrent = number(summary.get('recurrent'))  # Absent: NaN, no recurrence read.
-    self.optimizer_clip = dict(summary.get('optimizer_clip') or {})
+    clips = summary.get('optimizer_clip')
+    self.optimizer_clip = {k: number(v) for k, v in (clips.items() if isinstance(clips, dict)
+                                                     else ()) if 0 < number(v) < math.inf}
     scaled = 'loss_scale' in summary or any(
         v != 1.0 for v in finite_values((self.history or {}).get('loss_scale', [])))
     self.half_variables = summary.get('variable_dtype') == 'float16'
@@ -219,11 +221,9 @@ class Symptoms(ForensicsReadings):
     self.output_max = number(start.get('output_max'))
     clip = summary.get('adaptive_clip') or {}
     self.clipped_steps = int(clip.get('clipped_steps') or 0)
-    norms = finite_values((self.history or {}).get('grad_norm', [])[:-1])
-    if norms.size:
-      self.healthy_norm = float(np.median(norms))
-    elif clip.get('norm_mean'):
-      self.healthy_norm = float(clip['norm_mean'])
+    h = self.history or {}
+    self.healthy_norm = norms_lib.healthy(numbers(h.get('grad_norm')), numbers(h.get('steps')),
+                                          self.trouble_began, number(clip.get('norm_mean')))
 
   # -- derived ------------------------------------------------------------------------------------
   def fault_kinds(self) -> Dict[str, int]:

@@ -198,6 +198,10 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
     self.last_grad_norm.assign(tf.cast(norm, tf.float32))
 
   # -- what the inner optimizer holds -------------------------------------------------------------
+  def own_clip(self):
+    """Its own clip, a global norm (summary.json's `optimizer_clip`, for the doctor)."""
+    return {'global_clipnorm': self.clipnorm}
+
   @property
   def variables(self):
     return self._variables + self.inner_optimizer.variables

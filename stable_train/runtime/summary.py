@@ -62,12 +62,23 @@ def half_variables(optimizer) -> bool:
 
 
 def optimizer_clip(optimizer) -> Dict[str, float]:
-  """The clipping the optimizer does itself (Keras's `clipnorm`, `global_clipnorm` or `clipvalue`,
-  at most one set; a `LossScaleOptimizer`'s inner one's): the doctor's remedy for exploding
-  gradients must not propose a clip the run already had."""
-  inner = getattr(optimizer, 'inner_optimizer', optimizer)
-  found = {k: getattr(inner, k, None) for k in ('global_clipnorm', 'clipnorm', 'clipvalue')}
-  return {k: float(v) for k, v in found.items() if isinstance(v, (int, float)) and v > 0}
+  """The clipping the optimizer does itself, the tightest of each kind down its wrappers (a
+  `LossScaleOptimizer`'s inner one; a wrapper's own, `own_clip()`, as `GuardedOptimizer`'s
+  global clip): Keras's `clipnorm`, `global_clipnorm` or `clipvalue`, finite and above 0. The
+  doctor's remedy for exploding gradients must not propose a clip the run already had."""
+  found, level = {}, optimizer
+  while level is not None:
+    own = level.own_clip() if hasattr(level, 'own_clip') else {
+        k: getattr(level, k, None) for k in ('global_clipnorm', 'clipnorm', 'clipvalue')}
+    for kind, value in own.items():
+      try:
+        value = float(value)
+      except (TypeError, ValueError):
+        continue
+      if 0 < value < float('inf'):
+        found[kind] = min(value, found.get(kind, value))
+    level = getattr(level, 'inner_optimizer', None)
+  return found
 
 
 class RunSummary:
