@@ -115,6 +115,7 @@ class HamiltonianNN(keras.Model):
     self.out = L.Dense(1, kernel_initializer=init)
 
   def call(self, x, training=False):
+    x = tf.convert_to_tensor(x)  # The runner's measure passes numpy arrays.
     with tf.GradientTape() as tape:
       tape.watch(x)
       h = self.out(self.h2(self.h1(x)))
