@@ -72,6 +72,19 @@ class CollapseProbeTest(tf.test.TestCase):
     self.assertEqual(spread, 0.0)
     self.assertGreater(untrained, collapse.UNTRAINED_SPREAD)  # A fresh copy's, from glorot.
 
+  def test_an_untrained_variation_small_beside_todays_outputs_still_counts(self):
+    # Dead units over a head at 1000 (a regression on unscaled targets that learnt their mean):
+    # the untrained model's variation, ~1.1, is 7e-4 of today's outputs: it varied, a collapse.
+    model = dense()
+    kill(model)
+    model.layers[1].bias.assign([1e3])
+    spread, untrained = collapse.CollapseProbe().collapsed(probe_of(model))
+    self.assertEqual(spread, 0.0)
+    self.assertBetween(untrained, collapse.COLLAPSE_SPREAD, collapse.UNTRAINED_SPREAD)
+    # At 1e6 the same variation is within the tolerance that calls outputs the same: no news.
+    model.layers[1].bias.assign([1e6])
+    self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))
+
   def test_outputs_the_same_from_the_start_are_no_collapse(self):
     # Born with every unit off (as a keras.applications model's untrained outputs are the same
     # for every row in inference mode): constant outputs are no news.
@@ -119,6 +132,24 @@ class CollapseProbeTest(tf.test.TestCase):
     self.assertIsNone(collapse.CollapseProbe().collapsed(probe_of(model)))
     model.layers[0].kernel.assign(tf.zeros([4, 8]))  # Now constant in both modes.
     self.assertIsNotNone(collapse.CollapseProbe().collapsed(probe_of(model)))
+
+  def test_dropout_alone_is_no_reason_to_read_training_mode(self):
+    # Dead units behind dropout over a constant feature (a saturated net): its inference-mode
+    # outputs are the same for every row; training mode differs only by the dropout's draws.
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, 'sigmoid'),
+                              keras.layers.Dropout(0.5), keras.layers.Dense(1)])
+    self.assertEqual(collapse.modes(model), (False,))
+    model.layers[0].kernel.assign(tf.zeros([4, 8]))
+    model.layers[0].bias.assign(tf.fill([8], 3.0))
+    self.assertGreater(collapse.diagnostics.output_deviation(probe_of(model), training=True)[0],
+                       0.0)  # The draws differ from row to row...
+    self.assertIsNotNone(collapse.CollapseProbe().collapsed(probe_of(model)))  # ...a collapse.
+    # Moving statistics (BatchNorm), or a frozen layer's weights: both modes are read.
+    batch_norm = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization()])
+    self.assertEqual(collapse.modes(batch_norm), (False, True))
+    frozen = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, trainable=False)])
+    self.assertEqual(collapse.modes(frozen), (False, True))
 
   def test_a_tolerance_relative_to_the_outputs_scale_not_bit_equality(self):
     model = dense()

@@ -146,6 +146,13 @@ class VerdictTest(tf.test.TestCase):
     self.assertTrue(untrained.at_chance(1.5 * guess + 0.5 * rng.normal(size=64), guess))
     self.assertFalse(untrained.at_chance(guess + 0.5 * rng.normal(size=64), guess))  # Varied.
     self.assertFalse(untrained.at_chance(0.9 * guess + 1e-4 * rng.normal(size=64), guess))
+    # Lenient (a loss that never got below the guess): a batch 2 % below it, within its noise,
+    # is at it; one clearly below (by more than twice its standard error) is not.
+    noisy = rng.normal(size=32)
+    noisy = 0.2 * (noisy - noisy.mean()) / noisy.std()  # A standard error of 0.036.
+    self.assertFalse(untrained.at_chance(0.98 * guess + noisy, guess))
+    self.assertTrue(untrained.at_chance(0.98 * guess + noisy, guess, lenient=True))
+    self.assertFalse(untrained.at_chance(0.94 * guess + noisy, guess, lenient=True))
 
   def test_after_a_broken_start_a_mean_at_the_guess_is_enough(self):
     # Random logits against random labels: worse than a guess on average, but not beyond the

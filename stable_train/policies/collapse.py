@@ -19,10 +19,13 @@ log = logging.getLogger('stable_train')
 # inference mode only, its moving statistics behind). A tolerance, never bit equality: no verdict
 # hangs on a kernel's last bits...
 COLLAPSE_SPREAD = 1e-5
-# ...where an untrained model of the same architecture varied by more than this fraction of the
-# outputs' scale now: outputs the same for every row are no news in a model that started that way
-# (an untrained keras.applications model's outputs, in inference mode, are the same for every
-# row, or vary only at 1e-18 of a trained head's bias).
+# ...where an untrained model of the same architecture varied by more than COLLAPSE_SPREAD of the
+# outputs' scale now (outputs the same for every row are no news in a model that started that
+# way: an untrained keras.applications model's outputs, in inference mode, are the same for every
+# row, or vary at 1e-21 to 1e-11, nothing next to a trained head's bias; an untrained regression
+# whose outputs were small beside unscaled targets, 0.05 against 70, varied at 6e-4 of the
+# outputs' scale once they predict the targets' mean), or where the run's own initial weights
+# (a subclassed model's) varied by more than UNTRAINED_SPREAD of their own scale.
 UNTRAINED_SPREAD = 1e-3
 _UNKNOWN = object()
 
@@ -66,7 +69,7 @@ class CollapseProbe:
       # Keras-built model's copy is; its own start may be resumed dead weights.)
     untrained = self.untrained(probe)
     reference = None if untrained is None else untrained[0] / max(scale, untrained[1], 1e-30)
-    if reference is None or not reference > UNTRAINED_SPREAD:
+    if reference is None or not reference > COLLAPSE_SPREAD:
       log.debug('outputs the same for every example, as an untrained model\'s (%s): no collapse',
                 reference)
       return None
@@ -129,15 +132,28 @@ def _own_class(model) -> bool:
   return not type(model).__module__.startswith('keras.')
 
 
+def modes(model) -> Tuple[bool, ...]:
+  """The modes a probe reads `model` in (`training` flags): inference mode, and training mode too
+  where inference mode reads state that training mode replaces by the batch's own (moving
+  statistics, BatchNorm's: a non-trainable float variable; a frozen layer's weights count too);
+  inference mode alone elsewhere, where training mode differs only by its dropout draws, noise a
+  verdict must not hang on (the two front doors' draws differ). Both where unknown."""
+  try:
+    held = list(model.non_trainable_variables)
+  except Exception:  # pylint: disable=broad-except  (a plain tf.Module may have none to list)
+    return (False, True)
+  return (False, True) if any(tf.as_dtype(v.dtype).is_floating for v in held) else (False,)
+
+
 def constant(probe) -> Optional[Tuple[float, float]]:
   """(the outputs' deviation, their scale) in inference mode when the model's outputs on the
   first batch are the same for every row, within `COLLAPSE_SPREAD` of their scale, in inference
-  and in training mode, while its labels are not (the same output for a batch of one class, or
+  and (where it reads moving statistics, `modes`) in training mode, while its labels are not (the same output for a batch of one class, or
   for a target that is itself constant, is the right answer); else None (or where the probe
   cannot tell)."""
   if labels_constant(probe):
     return None
-  for training in (False, True):  # The training-mode pass only when inference mode is constant.
+  for training in modes(probe.model):  # Training mode only when inference mode is constant.
     found = diagnostics.output_deviation(probe, training=training)
     if found is None or found[0] > COLLAPSE_SPREAD * found[1]:
       return None

@@ -12,6 +12,7 @@ from stable_train.core import heads
 from stable_train.core import loss_match
 from stable_train.core import rate_match
 from stable_train.doctor import symptoms
+from stable_train.policies import collapse
 from stable_train.policies import diagnostics
 from stable_train.policies import untrained
 
@@ -212,8 +213,8 @@ def _stuck(found: loss_match.Mismatch, run) -> str:
 
 def _guess(run) -> Optional[float]:
   """A uniform guess's loss for the run's classifier (`untrained.uniform_guess`) where its
-  answers on the first batch, in inference and in training mode (BatchNorm's moving statistics
-  may lag the weights), are no better than always the commonest class (within two standard
+  answers on the first batch, in each of `collapse.modes` (training mode too where BatchNorm's
+  moving statistics may lag the weights), are no better than always the commonest class (within two standard
   errors): a model that learned anything, however its mismatched loss reads it, is not judged
   from the guess. None otherwise."""
   probe = getattr(run, 'probe', None)
@@ -224,7 +225,7 @@ def _guess(run) -> Optional[float]:
       return None
     features, _ = probe.split_batch(probe.first_batch())
     answers = []
-    for training in (False, True):  # Neither mode moves a variable.
+    for training in collapse.modes(probe.model):  # Neither mode moves a variable.
       outputs = tf.nest.flatten(diagnostics.model_outputs(probe.model, features, None, training))
       if len(outputs) != 1 or outputs[0].shape[-1] < 2:
         return None
