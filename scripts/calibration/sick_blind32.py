@@ -193,6 +193,7 @@ class DTNN(keras.Model):
 
   def call(self, inputs, training=False):
     z, r = inputs
+    r = tf.convert_to_tensor(r)  # The runner's measure passes numpy arrays.
     real = tf.cast(z > 0, tf.float32)
     n = tf.shape(z)[1]
     pair = real[:, :, None] * real[:, None, :] * (1.0 - tf.eye(n))[None]
