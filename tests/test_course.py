@@ -352,6 +352,20 @@ class ModestRateTest(tf.test.TestCase):
     self.assertIsNone(course.modest_rate(s))
     self.assertEqual(verdict(events, summary)[0], 'learning_rate')
 
+class FlatAnswersTest(tf.test.TestCase):
+
+  def test_a_regression_whose_answers_stopped_depending_on_the_input_is_the_rate(self):
+    # FastSpeech at Adam 1e-2, settled on the average frame: stopped at its end (`flat_answers`).
+    flat = [1.2, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1]
+    events, summary = run(loss=flat, lr=1e-2)
+    del events[2]  # No collapse (not constant to the probe's tolerance).
+    events[-1] = {'event': 'diverged', 'step': 10, 'trigger': 'flat_answers', 'reason': 'x'}
+    cause, scores = verdict(events, summary)
+    self.assertEqual(cause, 'learning_rate')
+    self.assertTrue(any("a regression's answers barely varied" in e
+                        for e in scores['learning_rate'][1]))
+
+
 class RecurrentSgdTest(tf.test.TestCase):
 
   def _verdict(self, recurrent=True, **kwargs):

@@ -252,6 +252,33 @@ class RegressionVerdictTest(tf.test.TestCase):
     self.assertBetween(first / level, 6, untrained.MEAN_FAR)
     self.assertIsNone(untrained.verdict(near, smoothed=first, steps=150, progress=0.5))
 
+  def test_answers_that_no_longer_depend_on_the_input_at_the_mean_did_not_train(self):
+    # Its hidden units near saturation (tanh near 1 whatever the input) over a head at the
+    # labels' mean: answers that vary at 3e-4 of the labels' spread, but at 2.5e-3 of their own
+    # scale, above the collapse probe's 1e-5, and a loss at the mean's.
+    model = regressor()
+    model.layers[0].kernel.assign(model.layers[0].kernel * 1e-2)
+    model.layers[0].bias.assign(tf.fill([16], 2.0))
+    model.layers[1].bias.assign(model.layers[1].bias + np.mean(TARGET[:64]) - model(X[:1])[0])
+    probe = self._probe(model)
+    self.assertLess(untrained.flatness(probe), 1e-3)
+    level, first = untrained.mean_level(probe)
+    self.assertAllClose(first / level, 1.0, atol=1e-3)
+    rule, reason = untrained.verdict(probe, smoothed=first, steps=150, progress=STALLED)
+    self.assertEqual(rule, untrained.FLAT)
+    self.assertIn('they no longer depend on the input', reason)
+    self.assertIsNone(untrained.verdict(probe, smoothed=first, steps=150, progress=0.2))  # Moving.
+    # Answers that vary by 30 % of the labels' spread, at a loss above the mean's (here they miss
+    # the labels altogether): they still depend on the input, so not judged.
+    answers = regressor()(X).numpy()
+    noise = np.random.RandomState(1).normal(size=answers.shape)
+    labels = answers.mean() + noise * answers[:64].std() / noise[:64].std() / 0.3
+    probe = self._probe(regressor(), labels=labels.astype(np.float32))
+    self.assertAllClose(untrained.flatness(probe), 0.3, rtol=1e-3)
+    level, first = untrained.mean_level(probe)
+    self.assertGreater(first / level, untrained.MEAN_FLAT_LEVEL)
+    self.assertIsNone(untrained.verdict(probe, smoothed=first, steps=150, progress=STALLED))
+
   @staticmethod
   def _rain_series():
     """(x, y): rain on wet days, its amount from the humidity; the first 64 days dry but one

@@ -234,6 +234,6 @@ def _mismatch_rules(s: Symptoms, out: Scores) -> None:
                          'training, not an overflow')
   stopped = [t for t in s.triggers
              if t in ('divergence', 'stalled', 'untrainable_start', 'no_progress',
-                      'constant_outputs', 'chance_level', 'mean_level')]
+                      'constant_outputs', 'chance_level', 'mean_level', 'flat_answers')]
   if stopped and not s.faults:
     out.add(MISMATCH, 3, f'the loss did not come down ({stopped[0]}) with that loss')

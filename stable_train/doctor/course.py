@@ -134,6 +134,10 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
     out.add('learning_rate', 2, 'at the end the loss was no better than a uniform guess: a '
                                 'learning rate too high knocks a network to that level, one too '
                                 'low never leaves it')
+  if 'flat_answers' in s.triggers:
+    out.add('learning_rate', 2, "at the end a regression's answers barely varied from example "
+                                "to example, its loss at the labels' mean's: a learning rate too "
+                                'high knocks a network there, one too low never leaves it')
   if s.collapsed:
     out.add('learning_rate', blowup, "the model's outputs became the same for every example "
                                      "where an untrained model's were not: its units died, "

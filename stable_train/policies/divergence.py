@@ -69,8 +69,8 @@ class DivergenceCheck(interfaces.Policy):
   end 'completed' after 2 x `rise_patience` steps whose model did not train ends 'diverged'
   (`untrained`: no weight moved, `no_weight_moved`; once the loss stopped coming down, outputs
   the same for every example while the labels are not, `constant_outputs`; a classifier no better
-  than a guess, `chance_level`, a regression than its labels' mean, `mean_level`). Losses that are
-  not positive are not judged."""
+  than a guess, `chance_level`, a regression than its labels' mean, `mean_level`, or at it with
+  answers that ignore the input, `flat_answers`). Losses that are not positive are not judged."""
 
   decides_on_clean_loops = False  # A loop where a rule fired is noticed (`observe`).
   uses_first_batch = True  # The start check and the reference re-run.

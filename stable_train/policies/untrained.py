@@ -34,6 +34,7 @@ PROGRESS, FAR = 0.05, 2.0
 TRAIL_LENGTH = 256  # (count, smoothed) pairs kept per run, thinned by half when full.
 CONSTANT, CHANCE = 'constant_outputs', 'chance_level'
 MEAN = 'mean_level'  # A regression no better than predicting its labels' mean (or median).
+FLAT = 'flat_answers'  # A regression whose answers stopped depending on the input, at the mean.
 # ...judged at MEAN_FAR x that loss or above, on a first batch of MEAN_ROWS rows or more: one
 # batch's label spread is a noisy baseline (at 2x, 32 rows of zero-inflated labels stopped a
 # model that predicted their overall mean 8 % of the time; 4 rows, an optimal model 15-43 %).
@@ -50,6 +51,12 @@ MEAN_FAR, MEAN_ROWS = 10.0, 32
 # that starts in a dry spell: a trained model's loss there 14x to 139x the batch's centre's,
 # under MAE and MSE) is no baseline.
 MEAN_NEAR, MEAN_HORIZON, MEAN_START, MEAN_AGREE = 3.0, 10.0, 0.5, 3.0
+# ...or, stalled at MEAN_FLAT_LEVEL x that loss or above, with answers whose spread from example
+# to example is MEAN_FLAT of the labels' or less (`flatness`): the regression's collapse, its
+# answers no longer depending on the input (blind31's FastSpeech at Adam 1e-2: 0.06 %, its loss
+# 1.05 x the mean's; healthy regressions end at 0.94-0.98, and runs that learnt a little, at
+# 0.93 x the mean's loss, at 0.14-0.37: those are not judged).
+MEAN_FLAT, MEAN_FLAT_LEVEL = 0.05, 0.9
 
 
 class Trail:
@@ -114,7 +121,8 @@ def verdict(probe, smoothed: float, steps: int, progress: Optional[float],
             warm: Optional[float] = None) -> Optional[Tuple[str, str]]:
   """(rule, reason) when the run's model did not train after `steps` applied steps (its
   smoothed training loss `smoothed`, down by `progress` over the second half, see `Trail`),
-  else None; never raises (a diagnostic never ends a run). Rules: `CONSTANT`, `CHANCE`, `MEAN`.
+  else None; never raises (a diagnostic never ends a run). Rules: `CONSTANT`, `CHANCE`, `MEAN`,
+  `FLAT`.
   `broken_start`: what the start check found wrong, if anything (`diagnostics.bad_start`);
   `chance_start`: that was a loss far above a uniform guess's (then `at_chance` is lenient);
   `never_below`: the smoothed loss never went below the guess (`Trail.never_below`): however it
@@ -171,7 +179,8 @@ def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
   only where the untrained model's loss on the first batch (`start`) agrees with the mean of the
   run's first losses (`warm`, where known): a first batch far easier than the run's is no
   baseline. Never where `warm` is NaN (a resumed run's first losses, unknown here): its first
-  batch cannot be shown a baseline."""
+  batch cannot be shown a baseline. `FLAT` for one stalled at MEAN_FLAT_LEVEL x that loss or
+  above whose answers vary by MEAN_FLAT of the labels' spread or less (`flatness`)."""
   if warm is not None and (math.isnan(warm) or (start is not None and warm > MEAN_AGREE * start)):
     return None  # Unknown, or a first batch far easier than the run's next ones: no baseline.
   found = mean_level(probe)
@@ -182,12 +191,19 @@ def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
   near = (start is not None and smoothed >= MEAN_START * start
           and _runs_to_reach(ratio, progress) > MEAN_HORIZON
           and max(smoothed, first) <= MEAN_AGREE * min(smoothed, first))
+  flat = None
   if not (ratio >= MEAN_FAR or (ratio >= MEAN_NEAR and near)):
-    return None
+    stalled = progress is not None and progress < PROGRESS
+    flat = flatness(probe) if stalled and ratio >= MEAN_FLAT_LEVEL else None
+    if flat is None or not flat <= MEAN_FLAT:
+      return None
   centre = 'median' if _CENTRES[loss_match.loss_function(probe.loss)] is np.median else 'mean'
   pace = ('' if ratio >= MEAN_FAR else ', and at the pace of the run\'s second half it would '
           f'need more than {MEAN_HORIZON:.3g} x its steps again to get there')
-  return MEAN, (
+  if flat is not None:
+    pace = (f', no longer coming down, and its answers barely vary from example to example '
+            f"({flat:.2%} of the labels' spread): they no longer depend on the input")
+  return FLAT if flat is not None else MEAN, (
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
       f'{first:.4g} on the first batch) is {ratio:.3g} x that of predicting the '
       f"labels' {centre} for every example, {level:.4g}{pace}: inputs or labels far off scale "
@@ -238,6 +254,24 @@ def mean_level(probe) -> Optional[Tuple[float, float]]:
            else (lambda p: np.mean(np.abs(p - y))))
   level, own = error(np.broadcast_to(centre(y, axis=0), y.shape)), min(map(error, outputs))
   return (float(level), float(own)) if np.isfinite(level) and np.isfinite(own) else None
+
+
+def flatness(probe) -> Optional[float]:
+  """How much a regression's answers on the first batch vary from example to example, over how
+  much its labels do (the RMS over outputs of each one's standard deviation across the rows; the
+  largest of `collapse.modes`), or None where it cannot be read or the labels do not vary."""
+  try:  # A diagnostic never ends a run.
+    features, labels = probe.split_batch(probe.first_batch())
+    y = np.asarray(tf.nest.flatten(labels)[0], np.float64)
+    y = y.reshape(len(y), -1)
+    answers = [np.asarray(tf.cast(tf.nest.flatten(diagnostics.model_outputs(
+        probe.model, features, None, m))[0], tf.float64)).reshape(y.shape)
+               for m in collapse.modes(probe.model)]
+  except Exception:  # pylint: disable=broad-except
+    return None
+  spread = float(np.sqrt(np.mean(np.var(y, axis=0))))
+  found = max(float(np.sqrt(np.mean(np.var(a, axis=0)))) for a in answers) / max(spread, 1e-30)
+  return found if spread > 0 and math.isfinite(found) else None
 
 
 def uniform_guess(probe) -> Optional[float]:
