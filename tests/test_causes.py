@@ -166,6 +166,25 @@ class RulesTest(tf.test.TestCase):
     checked['kernel_ratio'] = 40.0  # Kernels far off scale: the initialiser's.
     self.assertEqual(doctor.diagnose(events, summary)['cause'], 'initialisation')
 
+  def test_the_records_finite_re_run_of_the_one_faulty_step_is_a_recheck(self):
+    # The default stack's Forensics record re-runs the faulty batch from the state the skip left
+    # bit-identical: finite, no op located (RNNoise's one inf activation, then a saturated
+    # sigmoid under a log): what Forensics(recheck=True) would have said.
+    report = {'applied': False, 'state': 'before the faulty step (the skip left it bit-identical)',
+              'rerun': {'loss': 0.42, 'finite': True},
+              'op_level': {'found': False, 'note': 'a constant holding +Inf in ...'}}
+    found = doctor.diagnose([skip(76)], {'status': 'completed', 'skipped_steps': 1}, [report])
+    self.assertEqual((found['cause'], found['confidence']), ('transient', 'high'))
+    # Not where the record does not stand for every fault, nor for the state the step saw, nor
+    # where an op reproduced it: the loss's arithmetic keeps its reading.
+    for events, changed in (([skip(76), skip(120)], {}),  # Several faults: the first re-run.
+                            ([skip(76)], {'applied': True, 'state': 'after the applied update'}),
+                            ([skip(76)], {'rerun': {'loss': 'nan', 'finite': False}}),
+                            ([skip(76)], {'op_level': {'found': True, 'op_type': 'Log'}})):
+      cause, scores = top(events, {}, [dict(report, **changed)])
+      self.assertNotEqual(cause, 'transient', changed)
+      self.assertLess(scores['transient'][0], 6, changed)
+
   def test_isolated_non_finite_losses_from_finite_outputs_are_the_losss_arithmetic(self):
     # Two batches of 200 whose loss divides by a count of 0 (a Cox loss on a batch without an
     # event), outputs finite: the loss, not a flake; the same steps with only the gradients

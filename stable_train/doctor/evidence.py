@@ -67,3 +67,17 @@ def name_the_op(forensics) -> str:
     return f"Forensics located a {op.get('op_type')} ({op.get('op_name')})"
   return (f"Forensics did not name it: {op['note']}" if op.get('note') else
           'Forensics(recheck=True) to name it')
+
+
+def record_recheck(report, faults) -> list:
+  """['transient'] where a run's one faulty step was re-run by Forensics' record (`rerun`, the
+  recheck's own re-run: the same batch, from the state the skip left bit-identical) and came out
+  finite, its op-level re-run locating no op either: what `Forensics(recheck=True)` would have
+  said. [] otherwise: several faults (a fault a random draw makes, as a Gumbel softmax's at a low
+  temperature, recurs; the record re-ran the first alone), an applied update, no record."""
+  report = report or {}
+  like_for_like = report.get('applied') is False and str(report.get('state', '')).startswith(
+      'before the faulty step')
+  finite = (report.get('rerun') or {}).get('finite') is True
+  located = (report.get('op_level') or {}).get('found')
+  return ['transient'] if len(faults) == 1 and like_for_like and finite and not located else []

@@ -1,9 +1,7 @@
 """The doctor's reading of a run's records: the symptoms (`Symptoms.read`) and what they add up
 to (fault patterns, growth before the trouble, its onset). Pure functions of the records, no I/O;
-the causes they speak for are in `causes`.
-
-Injected faults (`fault_injected` events of a `Faults` plan) are never read: the doctor must find
-a rehearsed cause from its symptoms, as it would a real one.
+the causes they speak for are in `causes`. Injected faults (`fault_injected` events of a
+`Faults` plan) are never read: the doctor must find a rehearsed cause from its symptoms.
 """
 
 import dataclasses
@@ -13,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from stable_train.doctor import norms as norms_lib
-from stable_train.doctor.evidence import KERNEL_OFF_SCALE, OUTPUT_RATIO
+from stable_train.doctor.evidence import KERNEL_OFF_SCALE, OUTPUT_RATIO, record_recheck
 
 MISMATCH = 'loss_output_mismatch'  # The cause of the start check's `warning` event.
 # The highest rate each optimizer is commonly run at (Keras's defaults are SGD 0.01, Adam 1e-3;
@@ -195,6 +193,7 @@ class Symptoms(ForensicsReadings):
         s.rechecks.append(e['recheck'])
     s.history = _first_history(events)
     s.forensics = forensics[0] if forensics else None
+    s.rechecks = s.rechecks or record_recheck(s.forensics, s.faults)  # The record's re-run.
     s.read_summary(summary)
     return s
 
