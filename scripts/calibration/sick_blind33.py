@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from scripts.calibration import cases
 from scripts.calibration import data
+from scripts.calibration import field
 
 BLIND33 = cases.Registry()
 SCE = keras.losses.SparseCategoricalCrossentropy
@@ -380,27 +381,15 @@ def opinion_clips(seed, *, rows=2048):
   return np.concatenate([t, a, v], 1).astype(np.float32), y[:, None].astype(np.float32)
 
 
-class BitFlipOnce(L.Layer):
+class BitFlipOnce(field.OneOffFault):
   """Passes its input through, except on its `at`-th training call, where the top exponent bit
   of one element flips (the element becomes inf): a one-off hardware fault (a flipped bit in a
-  GPU's memory or registers), not the data, the model or the settings. `at` None: no fault."""
+  GPU's memory or registers), not the data, the model or the settings. `at` None: no fault. The
+  count lives outside the model (`field.OneOffFault`; it was a model weight, which a guard that
+  restores the model after a skipped step put back, so the fault replayed every step)."""
 
   def __init__(self, at=None, **kwargs):
-    super().__init__(**kwargs)
-    self.at = at
-
-  def build(self, shape):
-    self.calls = self.add_weight(shape=(), initializer='zeros', trainable=False, name='calls')
-
-  def call(self, x, training=False):
-    if self.at is None or not training:
-      return x
-    n = self.calls.assign_add(1.0)
-    x = tf.convert_to_tensor(x)
-    hit = tf.logical_and(tf.equal(n, float(self.at)),
-                         tf.equal(tf.range(tf.shape(x)[-1]), 0))[None, :]
-    first = tf.equal(tf.range(tf.shape(x)[0]), 0)[:, None]
-    return tf.where(tf.logical_and(hit, first), tf.constant(np.inf, x.dtype), x)
+    super().__init__(at, index=0, value=np.inf, **kwargs)
 
 
 def tfn_lite(seed, *, fault=None):
