@@ -67,8 +67,8 @@ class DivergenceCheck(interfaces.Policy):
   network that collapsed, its units dead (a ReLU net a too-high rate knocked out): a divergence
   (rule 'collapsed'); a checkpoint written after it is not good. With `judge_end`, a run about to
   end 'completed' after 2 x `rise_patience` steps whose model did not train ends 'diverged'
-  (`untrained`: no weight moved, `no_weight_moved`; once the loss stopped coming down, outputs
-  the same for every example while the labels are not, `constant_outputs`; a classifier no better
+  (`untrained`: no weight moved, `no_weight_moved`; outputs the same for every example while the
+  labels are not, `constant_outputs`; once the loss stopped coming down, a classifier no better
   than a guess, `chance_level`, a regression than its labels' mean, `mean_level`, or at it with
   answers that ignore the input, `flat_answers`). Losses that are not positive are not judged."""
 
