@@ -174,7 +174,9 @@ class RulesTest(tf.test.TestCase):
               'rerun': {'loss': 0.42, 'finite': True},
               'op_level': {'found': False, 'note': 'a constant holding +Inf in ...'}}
     found = doctor.diagnose([skip(76)], {'status': 'completed', 'skipped_steps': 1}, [report])
-    self.assertEqual((found['cause'], found['confidence']), ('transient', 'high'))
+    # Medium, not the explicit recheck's high: a random draw in the model that failed once (a
+    # keep-rate drawn 0) is re-drawn by the re-run and reads the same.
+    self.assertEqual((found['cause'], found['confidence']), ('transient', 'medium'))
     # Not where the record does not stand for every fault, nor for the state the step saw, nor
     # where an op reproduced it: the loss's arithmetic keeps its reading.
     for events, changed in (([skip(76), skip(120)], {}),  # Several faults: the first re-run.
@@ -183,7 +185,7 @@ class RulesTest(tf.test.TestCase):
                             ([skip(76)], {'op_level': {'found': True, 'op_type': 'Log'}})):
       cause, scores = top(events, {}, [dict(report, **changed)])
       self.assertNotEqual(cause, 'transient', changed)
-      self.assertLess(scores['transient'][0], 6, changed)
+      self.assertLess(scores['transient'][0], 4, changed)
 
   def test_isolated_non_finite_losses_from_finite_outputs_are_the_losss_arithmetic(self):
     # Two batches of 200 whose loss divides by a count of 0 (a Cox loss on a batch without an

@@ -279,6 +279,15 @@ class RegressionVerdictTest(tf.test.TestCase):
     level, first = untrained.mean_level(probe)
     self.assertGreater(first / level, untrained.MEAN_FLAT_LEVEL)
     self.assertIsNone(untrained.verdict(probe, smoothed=first, steps=150, progress=STALLED))
+    # Two outputs: one learnt, beside one of unstandardised noise that dominates the pooled loss
+    # and spread (a reviewer's case): each output is judged on its own, so not flat.
+    model = regressor()
+    two = keras.Sequential([model, keras.layers.Lambda(
+        lambda h: tf.concat([h, 0.0 * h + 1e-3 * h], -1))])
+    noise = 30 * np.random.RandomState(2).normal(size=(512, 1))
+    probe = self._probe(two, labels=np.concatenate([model(X).numpy(), noise], -1).astype(
+        np.float32))
+    self.assertGreater(untrained.flatness(probe), 0.9)
 
   @staticmethod
   def _rain_series():

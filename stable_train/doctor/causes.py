@@ -82,6 +82,10 @@ def _transient_rules(s: Symptoms, out: Scores) -> None:
   if transient and 'deterministic' not in s.rechecks:
     out.add('transient', 6, f'{transient} faulty step(s) re-run on the same batch and state were '
                             'finite: not reproducible', decisive=True)
+  elif 'transient_record' in s.rechecks:  # Not decisive: a random draw re-drawn reads the same.
+    out.add('transient', 4, "the run's one faulty step, re-run by its forensics record on the "
+                            'same batch and state, was finite: not reproducible (a random draw '
+                            'in the model that failed once would read the same)')
   loss_growth, norm_growth, _ = s.growth()
   calm = (not s.fault_kinds().get('input') and not s.rechecks and not s.input_bad()
           and norm_growth < 10 and loss_growth < 10)

@@ -70,14 +70,17 @@ def name_the_op(forensics) -> str:
 
 
 def record_recheck(report, faults) -> list:
-  """['transient'] where a run's one faulty step was re-run by Forensics' record (`rerun`, the
-  recheck's own re-run: the same batch, from the state the skip left bit-identical) and came out
-  finite, its op-level re-run locating no op either: what `Forensics(recheck=True)` would have
-  said. [] otherwise: several faults (a fault a random draw makes, as a Gumbel softmax's at a low
-  temperature, recurs; the record re-ran the first alone), an applied update, no record."""
+  """['transient_record'] where a run's one faulty step was re-run by Forensics' record (`rerun`,
+  the recheck's own re-run: the same batch, from the state the skip left bit-identical) and came
+  out finite, its op-level re-run locating no op either: what `Forensics(recheck=True)` would
+  have said, read as less (a one-off fault of a random draw in the model, a division by a
+  keep-rate drawn 0 once in 300 steps, is re-drawn by either re-run). [] otherwise: several
+  faults (a Gumbel softmax's at a low temperature recur; the record re-ran the first alone), an
+  applied update, no record."""
   report = report or {}
   like_for_like = report.get('applied') is False and str(report.get('state', '')).startswith(
       'before the faulty step')
   finite = (report.get('rerun') or {}).get('finite') is True
   located = (report.get('op_level') or {}).get('found')
-  return ['transient'] if len(faults) == 1 and like_for_like and finite and not located else []
+  return (['transient_record'] if len(faults) == 1 and like_for_like and finite and not located
+          else [])

@@ -193,7 +193,7 @@ class Symptoms(ForensicsReadings):
         s.rechecks.append(e['recheck'])
     s.history = _first_history(events)
     s.forensics = forensics[0] if forensics else None
-    s.rechecks = s.rechecks or record_recheck(s.forensics, s.faults)  # The record's re-run.
+    s.rechecks = s.rechecks or record_recheck(s.forensics, s.faults)  # Its re-run: weaker.
     s.read_summary(summary)
     return s
 

@@ -261,8 +261,10 @@ def mean_level(probe) -> Optional[Tuple[float, float]]:
 
 def flatness(probe) -> Optional[float]:
   """How much a regression's answers on the first batch vary from example to example, over how
-  much its labels do (the RMS over outputs of each one's standard deviation across the rows; the
-  largest of `collapse.modes`), or None where it cannot be read or the labels do not vary."""
+  much its labels do: the largest, over the outputs whose labels vary and over `collapse.modes`,
+  of an output's standard deviation across the rows over its labels' (each output on its own: a
+  learnt output beside an unstandardised one of noise is no flat answer); None where it cannot
+  be read or no label varies."""
   try:  # A diagnostic never ends a run.
     features, labels = probe.split_batch(probe.first_batch())
     y = np.asarray(tf.nest.flatten(labels)[0], np.float64)
@@ -272,9 +274,12 @@ def flatness(probe) -> Optional[float]:
                for m in collapse.modes(probe.model)]
   except Exception:  # pylint: disable=broad-except
     return None
-  spread = float(np.sqrt(np.mean(np.var(y, axis=0))))
-  found = max(float(np.sqrt(np.mean(np.var(a, axis=0)))) for a in answers) / max(spread, 1e-30)
-  return found if spread > 0 and math.isfinite(found) else None
+  spread = np.std(y, axis=0)
+  varied = spread > 0
+  if not varied.any():
+    return None
+  found = max(float(np.max(np.std(a, axis=0)[varied] / spread[varied])) for a in answers)
+  return found if math.isfinite(found) else None
 
 
 def uniform_guess(probe) -> Optional[float]:
