@@ -148,9 +148,9 @@ def modes(model) -> Tuple[bool, ...]:
 def constant(probe) -> Optional[Tuple[float, float]]:
   """(the outputs' deviation, their scale) in inference mode when the model's outputs on the
   first batch are the same for every row, within `COLLAPSE_SPREAD` of their scale, in inference
-  and (where it reads moving statistics, `modes`) in training mode, while its labels are not (the same output for a batch of one class, or
-  for a target that is itself constant, is the right answer); else None (or where the probe
-  cannot tell)."""
+  and (where it reads moving statistics, `modes`) in training mode, while its labels are not
+  (the same output for a batch of one class, or for a target that is itself constant, is the
+  right answer); else None (or where the probe cannot tell)."""
   if labels_constant(probe):
     return None
   for training in modes(probe.model):  # Training mode only when inference mode is constant.

@@ -214,9 +214,9 @@ def _stuck(found: loss_match.Mismatch, run) -> str:
 def _guess(run) -> Optional[float]:
   """A uniform guess's loss for the run's classifier (`untrained.uniform_guess`) where its
   answers on the first batch, in each of `collapse.modes` (training mode too where BatchNorm's
-  moving statistics may lag the weights), are no better than always the commonest class (within two standard
-  errors): a model that learned anything, however its mismatched loss reads it, is not judged
-  from the guess. None otherwise."""
+  moving statistics may lag the weights), are no better than always the commonest class (within
+  two standard errors): a model that learned anything, however its mismatched loss reads it, is
+  not judged from the guess. None otherwise."""
   probe = getattr(run, 'probe', None)
   try:
     guess = None if probe is None else untrained.uniform_guess(probe)
