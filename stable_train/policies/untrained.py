@@ -239,18 +239,10 @@ def mean_level(probe) -> Optional[Tuple[float, float]]:
   if centre is None or first is None or reduction not in diagnostics.MEAN_REDUCTIONS or (
       isinstance(first, (tuple, list)) and len(first) == 3):
     return None
-  features, labels = probe.split_batch(first)
-  try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
-    outputs = [diagnostics.model_outputs(probe.model, features, None, m)
-               for m in collapse.modes(probe.model)]
-    if any(len(tf.nest.flatten(x)) != 1 for x in [labels] + outputs):
-      return None  # Several heads: Keras sums their losses; one mean is no baseline for them.
-    y = np.asarray(tf.nest.flatten(labels)[0], np.float64)
-    y = y.reshape(len(y), -1)
-    outputs = [np.asarray(tf.cast(tf.nest.flatten(x)[0], tf.float64)).reshape(y.shape)
-               for x in outputs]
-  except Exception:  # pylint: disable=broad-except
+  found = _answers(probe, first)
+  if found is None:
     return None
+  y, outputs = found
   if len(y) < MEAN_ROWS:
     return None
   error = ((lambda p: np.mean(np.square(p - y))) if centre is np.mean
@@ -259,21 +251,34 @@ def mean_level(probe) -> Optional[Tuple[float, float]]:
   return (float(level), float(own)) if np.isfinite(level) and np.isfinite(own) else None
 
 
+def _answers(probe, first) -> Optional[Tuple[np.ndarray, list]]:
+  """(the labels of the batch `first`, the model's answers in each of `collapse.modes`), each as
+  float64 rows of one column per output; None for several heads (Keras sums their losses: one
+  mean is no baseline for them) or a model or batch it cannot read. No variable moves."""
+  try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
+    features, labels = probe.split_batch(first)
+    outputs = [diagnostics.model_outputs(probe.model, features, None, m)
+               for m in collapse.modes(probe.model)]
+    if any(len(tf.nest.flatten(x)) != 1 for x in [labels] + outputs):
+      return None
+    y = np.asarray(tf.nest.flatten(labels)[0], np.float64)
+    y = y.reshape(len(y), -1)
+    return y, [np.asarray(tf.cast(tf.nest.flatten(x)[0], tf.float64)).reshape(y.shape)
+               for x in outputs]
+  except Exception:  # pylint: disable=broad-except
+    return None
+
+
 def flatness(probe) -> Optional[float]:
   """How much a regression's answers on the first batch vary from example to example, over how
   much its labels do: the largest, over the outputs whose labels vary and over `collapse.modes`,
   of an output's standard deviation across the rows over its labels' (each output on its own: a
   learnt output beside an unstandardised one of noise is no flat answer); None where it cannot
   be read or no label varies."""
-  try:  # A diagnostic never ends a run.
-    features, labels = probe.split_batch(probe.first_batch())
-    y = np.asarray(tf.nest.flatten(labels)[0], np.float64)
-    y = y.reshape(len(y), -1)
-    answers = [np.asarray(tf.cast(tf.nest.flatten(diagnostics.model_outputs(
-        probe.model, features, None, m))[0], tf.float64)).reshape(y.shape)
-               for m in collapse.modes(probe.model)]
-  except Exception:  # pylint: disable=broad-except
+  found = _answers(probe, probe.first_batch())
+  if found is None:
     return None
+  y, answers = found
   spread = np.std(y, axis=0)
   varied = spread > 0
   if not varied.any():
