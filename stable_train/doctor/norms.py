@@ -23,7 +23,6 @@ def largest_jump(norms: np.ndarray) -> float:
   return float(np.where((after_rise > 2 * norms[:-1]) | (jumps >= 100), jumps, 1.0).max())
 
 
-
 def healthy(norms: np.ndarray, steps: np.ndarray, began: Optional[int],
             clip_mean: float) -> Optional[float]:
   """The run's healthy gradient norm: the median of the history's finite `norms` of `steps`

@@ -136,8 +136,9 @@ class RunSummary:
         summary['optimizer_family'] = family
       if half_variables(optimizer):  # For the doctor: float16 weights, not mixed precision.
         summary['variable_dtype'] = 'float16'
-      if optimizer_clip(optimizer):
-        summary['optimizer_clip'] = optimizer_clip(optimizer)
+      clip = optimizer_clip(optimizer)
+      if clip:
+        summary['optimizer_clip'] = clip
     share = recurrent_share(model)
     if share:
       summary['recurrent'] = round(share, 4)
