@@ -234,6 +234,33 @@ class LossOutputCheckTest(tf.test.TestCase):
     for key in (('multi', 'sigmoid'), ('one_hot', 'softmax'), ('one_hot', 'sigmoid')):
       self.assertIsNone(found[key], key)  # A one-hot label a row is a legitimate use.
 
+  def test_logits_into_a_kl_divergence_are_named(self):
+    # A distilled student's raw logits under keras.losses.KLDivergence (no from_logits form):
+    # named, with a softmax as the fix; its softmax, the 'kld' name's function on probabilities,
+    # or a subclass with its own call, not.
+    keras.utils.set_random_seed(0)
+    x = tf.random.normal([BATCH, FEATURES])
+    soft = tf.nn.softmax(tf.random.normal([BATCH, 5]))
+
+    class Own(keras.losses.KLDivergence):
+      def call(self, y_true, y_pred):
+        return keras.losses.kl_divergence(y_true, tf.nn.softmax(y_pred))
+
+    def found(activation, loss):
+      model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(5, activation)])
+      probe = handle.Probe(model=model, policies=[divergence.DivergenceCheck()],
+                           split_batch=lambda b: (b[0], b[1]), loss_and_gradients=None,
+                           model_checkpoint=None, first_batch=lambda: (x, soft), loss=loss)
+      return loss_check.LossOutputCheck().after_loop(_Run(probe), 1)
+    for loss in (keras.losses.KLDivergence(), 'kld'):
+      logits = found(None, loss)
+      self.assertEqual(logits.kind, 'logits_to_probability_loss')
+      self.assertIn('KLDivergence', logits.message)
+      self.assertIn("activation='softmax'", logits.fix)
+      self.assertIsNone(found('softmax', loss))
+    self.assertIsNone(found(None, Own()))
+    self.assertIsNone(found(None, keras.losses.CategoricalCrossentropy(from_logits=True)))
+
   def test_a_loss_that_never_came_down_after_a_finding_is_no_completed_run(self):
     model = _model('softmax')
     probe = _probe(model, loss=_loss(True), policies=[divergence.DivergenceCheck()])

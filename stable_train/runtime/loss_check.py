@@ -5,6 +5,7 @@ import logging
 import math
 from typing import Optional
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -29,13 +30,16 @@ START_STEPS = 10
 RECENT_WEIGHT = 0.1
 NO_PROGRESS = 0.8
 MIN_STEPS = 50
+# A value this far outside [0, 1] is no probability; a row sum this far from 1 is no distribution
+# (loss_match's margins).
+_OUTSIDE, _NOT_ONE = 0.01, 0.1
 
 
 class LossOutputCheck:
   """Runs the model on the run's first batch once, after the first loop of steps, and warns when
   its loss does not fit its outputs (probabilities into a from_logits=True cross-entropy, logits
-  into a from_logits=False one, sigmoids into a categorical one, a bounded activation under a
-  regression loss whose labels it cannot reach).
+  into a from_logits=False one or a KL divergence, sigmoids into a categorical one, a bounded
+  activation under a regression loss whose labels it cannot reach).
 
   Host side, once per dispatcher (a Trainer's runs, a guarded Keras `fit`): one inference-mode
   pass over at most 32 rows (`stateless_call`: no variable changes), nothing per step. It reads
@@ -128,6 +132,7 @@ class LossOutputCheck:
               probe.loss, outputs[0], activation,
               batch_statistics=rate_match.uses_batch_statistics(probe.model))
           or _one_unit_softmax(probe.loss, outputs[0], activation)
+          or _divergence_on_logits(probe.loss, outputs[0], activation)
           or _multi_label_softmax(probe.loss, _labels(probe), activation)
           or (None if _weighted(probe) else
               loss_match.find_binary_labels_outside(probe.loss, _labels(probe))))
@@ -156,6 +161,31 @@ def _one_unit_softmax(loss, outputs, activation) -> Optional[loss_match.Mismatch
       'loss, the output never moves and no gradient reaches the model',
       "a sigmoid on the one unit (activation='sigmoid'), or one unit per class with the softmax",
       "# no binding: the last layer's activation is in the model's code (activation='sigmoid')")
+
+
+def _divergence_on_logits(loss, outputs, activation) -> Optional[loss_match.Mismatch]:
+  """Keras's KL divergence (which has no from_logits form) given outputs that are no
+  distributions: values clearly outside [0, 1], or from a known last activation that makes no
+  probabilities, rows not summing to 1. It clips them into [1e-7, 1]: the clipped ones give no
+  gradient, and the loss falls below 0 while nothing trains (a distilled student's logits)."""
+  if (loss_match.loss_function(loss) is not keras.losses.kl_divergence or (isinstance(
+      loss, keras.losses.Loss) and type(loss).call is not keras.losses.KLDivergence.call)
+      or activation in ('softmax', 'sigmoid') or outputs is None or np.ndim(outputs) < 1
+      or np.shape(outputs)[-1] < 2 or not np.all(np.isfinite(outputs))):
+    return None
+  values = np.asarray(outputs, np.float64).reshape(-1, np.shape(outputs)[-1])
+  outside = values.min() < -_OUTSIDE or values.max() > 1 + _OUTSIDE
+  if not outside and (activation is None or np.all(np.abs(values.sum(-1) - 1) <= _NOT_ONE)):
+    return None
+  return loss_match.Mismatch(
+      loss_match.LOGITS_TO_PROBABILITIES,
+      f"the model's outputs are no distributions ({activation or 'unknown activation'}: values "
+      f'from {values.min():.3g} to {values.max():.3g}) but keras.losses.KLDivergence expects '
+      'probabilities: it clips them into [1e-7, 1], the clipped ones give no gradient, and the '
+      'loss can fall below 0 while nothing trains',
+      "end the model in a softmax (activation='softmax'; for distillation, a softmax of the "
+      "student's logits at the teacher's temperature): KLDivergence has no from_logits form",
+      "# no binding: the last layer's activation is in the model's code (activation='softmax')")
 
 
 def _multi_label_softmax(loss, labels, activation) -> Optional[loss_match.Mismatch]:
