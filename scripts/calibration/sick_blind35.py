@@ -543,7 +543,7 @@ def physnet_lite(seed, *, atoms=10, masked_sqrt=False):
 def _first_batches(x, y, batch=32, n=4):
   """The first `n` batches of clean (x, y): the "did it train" measure's batches where the
   training stream is corrupt."""
-  return [(x[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch]) for i in range(n)]
+  return tf.data.Dataset.from_tensor_slices((x[:n * batch], y[:n * batch])).batch(batch)
 
 
 @add('blind35_explode_cnn_rul_sgd_cycles', 'exploding_gradients', 'cnn_rul_lite',
