@@ -2,10 +2,10 @@
 
 Two levels. The cheap one reads the step's per-variable gradient finite flags (computed on every
 step anyway). The deep one re-runs the step's forward and backward pass on the saved batch in a
-fresh `tf.function` (never XLA: check_numerics is silent there) with
-`tf.debugging.enable_check_numerics()`, whose error names the first op that produced NaN/Inf; the
-layer follows from the op's name scope. Both are plain functions of a Trainer and a batch, shared by
-the Forensics policy and scripts/replay.py.
+fresh `tf.function` (never XLA: check_numerics is silent there) under op-level numerics checks
+whose checks gate each op's consumers (`compat.check_numerics_in_order`: ungated, a check runs
+beside the graph and one downstream may fail first), so the op its error names made NaN/Inf from
+finite inputs; the layer follows from its name scope. Both serve Forensics and scripts/replay.py.
 """
 
 import dataclasses
@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from stable_train import compat
 from stable_train.core import guard as guard_lib
 from stable_train.core import interfaces
 from stable_train.core import numerics
@@ -140,8 +141,7 @@ def parse_check_numerics_error(text: str, known_layers: Sequence[str]) -> Option
   if op is None:
     return None
   node = _NODE.search(text)
-  op_name = node.group(1) if node else ''
-  op_name = re.sub(r'/CheckNumericsV2(_\d+)?$', '', op_name)
+  op_name = re.sub(r'/CheckNumericsV2(_\d+)?$', '', node.group(1) if node else '')
   input_match = _INPUT.search(text)
   dtype = _DTYPE.search(text, op.end())
   # The "defined at" frames end with the innermost user code that created the op.
@@ -254,35 +254,35 @@ def rerun(trainer, batch, *, jit_compile: bool = False) -> Rerun:
 
 
 def locate_op(trainer, batch) -> Dict[str, Any]:
-  """Re-runs the step under op-level numerics checking and names the first op that made NaN/Inf.
-
-  Returns:
-    {'found': True, **OpProvenance fields} or {'found': False, 'note': why}.
-  """
-  known = [n for m in models_of(trainer) for n in layer_names(m)]
-  tf.debugging.enable_check_numerics()
-  try:
-    # A fresh function: check_numerics instruments only graphs traced while it is on.
-    fn = tf.function(_compute_fn(trainer))
-    with _RestoreModelState(trainer):
-      fn(batch)
-    return {'found': False, 'note': 'the re-run produced no NaN/Inf'}
-  except tf.errors.InvalidArgumentError as e:
-    found = parse_check_numerics_error(str(e), known)
-    if found is None:
-      return {'found': False, 'note': 'unrecognised error: ' + str(e).strip().splitlines()[0][:300]}
-    if found.op_type == 'Const':  # Built on purpose (a -inf mask fill, a sparse CE's NaN under
-      # op determinism): no op's arithmetic; what it holds ('-Inf', 'NaN', ...) and where.
-      held = re.search(r'Tensor had (.+?) values', str(e))
-      held = held.group(1) if held else 'NaN or Inf'
-      dtype = re.search(r"dtype: <dtype: '(\w+)'>", str(e))  # A float16 -inf may be a -1e30.
-      return {'found': False, 'constant': held, 'source': found.source,
-              **({'dtype': dtype.group(1)} if dtype else {}),
-              'note': f'a constant holding {held} in {found.op_name}: {found.source}'}
-    fed = opgraph.operand(fn, batch, found.op_name, found.op_type, str(e))
-    return {'found': True, **found.as_dict(), **({'operand': fed} if fed else {})}
-  finally:
-    tf.debugging.disable_check_numerics()
+  """Re-runs the step under op-level numerics checks and names the first op that made NaN/Inf:
+  {'found': True, **OpProvenance fields} or {'found': False, 'note': why}."""
+  known, found = [n for m in models_of(trainer) for n in layer_names(m)], None
+  for gated in (True, False):  # Ungated where the gate breaks a graph (or an error unread).
+    try:
+      with compat.check_numerics_in_order(gated=gated):  # Instruments the graphs traced in it.
+        fn = tf.function(_compute_fn(trainer))
+        with _RestoreModelState(trainer):
+          fn(batch)
+      return {'found': False, 'note': 'the re-run produced no NaN/Inf'}
+    except Exception as e:  # pylint: disable=broad-except
+      if not (gated or isinstance(e, tf.errors.InvalidArgumentError)):
+        raise
+      found, error = parse_check_numerics_error(str(e), known), e
+      if found is not None:
+        break
+  if found is None:
+    return {'found': False,
+            'note': 'unrecognised error: ' + str(error).strip().splitlines()[0][:300]}
+  if found.op_type == 'Const':  # Built on purpose (a -inf mask fill, a sparse CE's NaN under
+    # op determinism): no op's arithmetic; what it holds ('-Inf', 'NaN', ...) and where.
+    held = re.search(r'Tensor had (.+?) values', str(error))
+    held = held.group(1) if held else 'NaN or Inf'
+    dtype = re.search(r"dtype: <dtype: '(\w+)'>", str(error))  # A float16 -inf may be a -1e30.
+    return {'found': False, 'constant': held, 'source': found.source,
+            **({'dtype': dtype.group(1)} if dtype else {}),
+            'note': f'a constant holding {held} in {found.op_name}: {found.source}'}
+  fed = opgraph.operand(fn, batch, found.op_name, found.op_type, str(error))
+  return {'found': True, **found.as_dict(), **({'operand': fed} if fed else {})}
 
 
 def input_summary(paths: Sequence[str], arrays: Sequence[np.ndarray], flags: Sequence[bool],

@@ -1,14 +1,14 @@
 """Every private TensorFlow/Keras internal stable_train uses, each behind a feature check.
 
-No other module imports `tensorflow.python` or `keras.src`, or reads another object's underscored
-attribute. When an upgrade moves one of these internals, `tests/test_compat.py` fails naming the
-feature and the versions, and this file is the one place to mend. Where a public fallback exists
+No module outside this package (its `numerics` and `randomness` hold two groups) imports
+`tensorflow.python` or `keras.src`, or reads another object's underscored attribute. When an
+upgrade moves one of these internals, `tests/test_compat.py` fails naming the feature and the
+versions, and this package is the one place to mend. Where a public fallback exists
 (the flat call), the accessor falls back to it; where none does, it raises `InternalMoved`.
 """
 
 import contextlib
 import os
-import threading
 from typing import Any, Callable, List, Optional, Sequence
 
 import keras
@@ -17,6 +17,9 @@ import tensorflow as tf
 # a checkpoint's object map needs (variables are not hashable).
 from tensorflow.python.trackable import base as _trackable_base  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.util import object_identity as _object_identity  # pylint: disable=g-direct-tensorflow-import
+
+from stable_train.compat import numerics
+from stable_train.compat import randomness
 
 try:  # The structured binding of a concrete function's inputs (see `flat_caller`).
   from tensorflow.python.eager.polymorphic_function import function_type_utils as _ftu  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
@@ -235,49 +238,33 @@ def check_keras_fit_internals() -> None:
                           f'{seen!r}, not the batches\' spec')
 
 
+# -- op-level numerics checks --------------------------------------------------------------------
+check_numerics_in_order = numerics.check_numerics_in_order
+
+
+def check_numerics_internals() -> None:
+  """Raises InternalMoved unless gated checks (`check_numerics_in_order`) gate an op's consumers
+  and name the op that made a NaN."""
+  fn = tf.function(lambda x: tf.sqrt(x - 2.0) * 3.0)
+  with check_numerics_in_order() as gated:
+    mul = next(op for op in fn.get_concrete_function(tf.TensorSpec([1])).graph.get_operations()
+               if op.type == 'Mul')
+    fed = mul.inputs[0].op
+    if not gated or fed.type != 'Identity' or not fed.control_inputs:
+      raise InternalMoved('check_numerics_in_order', 'check_numerics_callback._get_output_tensor')
+    try:
+      fn(tf.constant([1.0]))
+      named = ''
+    except tf.errors.InvalidArgumentError as e:
+      named = str(e)
+  if 'graph op "Sqrt"' not in named:
+    raise InternalMoved('check_numerics_in_order', 'no error naming the Sqrt that made a NaN')
+
+
 # -- random states -------------------------------------------------------------------------------
-def tf_global_generator() -> tf.random.Generator:
-  """TensorFlow's global generator; created from the global seed when one is set (else TF seeds
-  it from the OS, and two runs of one seeded config checkpoint different random states)."""
-  from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
-  from tensorflow.python.ops import stateful_random_ops  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
-  seed = context.global_seed()
-
-  def make():
-    if seed is not None:
-      tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
-    return tf.random.get_global_generator()
-
-  if getattr(stateful_random_ops, 'global_generator', None) is not None:
-    return tf.random.get_global_generator()
-  if not tf.distribute.has_strategy():
-    return make()
-  # In a strategy's scope the generator would become that strategy's distributed variable, which
-  # no later strategy could use: it is made on a thread of its own, outside every scope.
-  made = []
-  worker = threading.Thread(target=lambda: made.append(make()))
-  worker.start()
-  worker.join()
-  return made[0]
-
-
-def variable_strategy(variable) -> Optional[tf.distribute.Strategy]:
-  """The strategy a (Keras or TF) distributed variable was created under; None: a plain one."""
-  inner = variable.value if isinstance(variable, keras.Variable) else variable
-  return getattr(inner, '_distribute_strategy', None)
-
-
-def keras_global_seed_generator(create: bool = True):
-  """Keras's global SeedGenerator (unseeded `keras.random.*` draw from it), made if `create`;
-  None when Keras keeps it elsewhere or (without `create`) it does not exist yet."""
-  try:
-    if create:
-      from keras.src.random import seed_generator  # pylint: disable=g-import-not-at-top
-      return seed_generator.global_seed_generator()
-    from keras.src.backend.common import global_state  # pylint: disable=g-import-not-at-top
-    return global_state.get_global_attribute('global_seed_generator')
-  except (ImportError, AttributeError):
-    return None
+tf_global_generator = randomness.tf_global_generator
+variable_strategy = randomness.variable_strategy
+keras_global_seed_generator = randomness.keras_global_seed_generator
 
 
 def check_random_internals() -> None:
@@ -346,4 +333,5 @@ FEATURE_CHECKS = {
     'checkpoint': check_checkpoint_internals,
     'keras_model': check_keras_model_internals,
     'keras_fit': check_keras_fit_internals,
+    'check_numerics': check_numerics_internals,
 }
