@@ -233,6 +233,22 @@ class LossOutputCheckTest(tf.test.TestCase):
     self.assertIn("activation='sigmoid'", found['multi', 'softmax'].fix)
     for key in (('multi', 'sigmoid'), ('one_hot', 'softmax'), ('one_hot', 'sigmoid')):
       self.assertIsNone(found[key], key)  # A one-hot label a row is a legitimate use.
+    # Under a categorical cross-entropy too (blind35's AttentiveFP): named, with the binary loss
+    # as the fix; its one-hot labels, or soft ones (a distribution a row), are not.
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(5, 'softmax')])
+    soft = tf.nn.softmax(tf.random.normal([BATCH, 5]))
+    for labels, named in ((multi, True), (one_hot, False), (soft, False)):
+      probe = handle.Probe(model=model, policies=[divergence.DivergenceCheck()],
+                           split_batch=lambda b: (b[0], b[1]), loss_and_gradients=None,
+                           model_checkpoint=None, first_batch=lambda l=labels: (x, l),
+                           loss=keras.losses.CategoricalCrossentropy())
+      check, run = loss_check.LossOutputCheck(), _Run(probe)
+      got = check.after_loop(run, 1, [0.7] * 60)
+      self.assertEqual(got is not None, named)
+      if named:
+        self.assertEqual(got.kind, 'softmax_over_multi_labels')
+        self.assertIn('BinaryCrossentropy', got.fix)
+        self.assertIn('one label a row at most', check.at_end(run))
 
   def test_logits_into_a_kl_divergence_are_named(self):
     # A distilled student's raw logits under keras.losses.KLDivergence (no from_logits form):

@@ -189,12 +189,13 @@ def _divergence_on_logits(loss, outputs, activation) -> Optional[loss_match.Mism
 
 
 def _multi_label_softmax(loss, labels, activation) -> Optional[loss_match.Mismatch]:
-  """A known softmax under a binary cross-entropy whose labels mark two classes or more in a row
-  (multi-label targets): a softmax's outputs sum to 1, so it can never give them; the loss falls
-  a little and stalls. One positive a row (a one-hot label) is a legitimate, if unusual, use."""
+  """A known softmax under a binary or categorical cross-entropy whose labels mark two classes or
+  more in a row (multi-label targets): a softmax's outputs sum to 1, so it can never give them;
+  the loss falls a little and stalls (or rises, pushing the mass to one of them). One positive a
+  row (a one-hot label) is a legitimate use (if unusual under a binary one)."""
   terms = loss_match.loss_terms(loss)
-  if (activation != 'softmax' or terms is None or terms.family != 'binary' or labels is None
-      or np.ndim(labels) != 2 or np.shape(labels)[-1] < 2):
+  if (activation != 'softmax' or terms is None or terms.family not in ('binary', 'categorical')
+      or labels is None or np.ndim(labels) != 2 or np.shape(labels)[-1] < 2):
     return None
   positives = int(np.max(np.sum(np.asarray(labels, np.float64) > 0.5, axis=-1)))
   if positives < 2:
@@ -204,8 +205,10 @@ def _multi_label_softmax(loss, labels, activation) -> Optional[loss_match.Mismat
       f'the model ends in a softmax, whose {np.shape(labels)[-1]} outputs sum to 1 in every row, '
       f'but the labels of its {terms.shown} mark up to {positives} classes 1 in a row '
       '(multi-label targets): the outputs can never reach them, and the loss stalls',
-      "a sigmoid on the last layer (activation='sigmoid'): one independent probability a label",
-      "# no binding: the last layer's activation is in the model's code (activation='sigmoid')")
+      "a sigmoid on the last layer (activation='sigmoid'): one independent probability a label"
+      + ('' if terms.family == 'binary' else ', with keras.losses.BinaryCrossentropy()'),
+      "# no binding: the last layer's activation is in the model's code (activation='sigmoid')"
+      + ('' if terms.family == 'binary' else '\nTrainer.loss = @keras.losses.BinaryCrossentropy()'))
 
 
 def _stuck(found: loss_match.Mismatch, run) -> str:
