@@ -305,6 +305,13 @@ class RulesTest(tf.test.TestCase):
     found = doctor.diagnose(events, dict(summary, variable_dtype='float16'))
     self.assertEqual(found['cause'], 'precision')
     self.assertIn("build the model's layers in float32 or under 'mixed_float16'", found['remedy'])
+    # The loss and the gradient norm grew 40x together before it (blind35's Demucs, its Adam
+    # epsilon 0 in float16): still float16's at a usual rate, the rate's in float32.
+    history['loss'] = [0.05] + [0.05 * 1.2**k for k in range(25)]
+    history['grad_norm'] = [0.01 * 1.2**k for k in range(26)]
+    self.assertEqual(doctor.diagnose(events, summary)['cause'], 'learning_rate')
+    self.assertEqual(doctor.diagnose(events, dict(summary, variable_dtype='float16'))['cause'],
+                     'precision')
     history['learning_rate'] = [1.0] * 26  # Far above Adam's usual: the rate's, first.
     self.assertNotEqual(doctor.diagnose(events, dict(summary, variable_dtype='float16'))['cause'],
                         'precision')

@@ -105,10 +105,12 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
   loss_growth, norm_growth, _ = s.growth()
   diverged = [t for t in s.triggers if t in ('divergence', 'stalled')]
   # A blow-up in the first updates at a usual rate is the model's (gradient_rules), one from
-  # outputs off scale from off-scale kernels the initialiser's (start_rules): its divergence or
-  # collapse speaks for the rate only half as much.
+  # outputs off scale from off-scale kernels the initialiser's (start_rules), one of float16
+  # weights at a usual rate float16's (an optimizer epsilon of 0: blind35's Demucs): its
+  # divergence or collapse speaks for the rate only half as much.
   amplified = (s.amplified() or _broke_at_modest_rate(s) or _initialiser_off_scale(s)
-               or recurrent_sgd_rate(s) is not None)
+               or recurrent_sgd_rate(s) is not None
+               or (s.half_variables and s.usual_rate() is not None))
   blowup = 2 if amplified else 4
   if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
