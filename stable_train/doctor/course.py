@@ -140,7 +140,7 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
     out.add('learning_rate', 2, "at the end a regression's answers barely varied from example "
                                 "to example, its loss at the labels' mean's: a learning rate too "
                                 'high knocks a network there, one too low never leaves it')
-  if s.collapsed:
+  if s.collapsed and not (amplified and diverged):  # One blow-up, its divergence told already.
     out.add('learning_rate', blowup, "the model's outputs became the same for every example "
                                      "where an untrained model's were not: its units died, "
                                      'typically of a learning rate too high')
