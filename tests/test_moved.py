@@ -33,11 +33,13 @@ class MovedTest(tf.test.TestCase):
     self.assertIsNone(alike(model, start))  # Alike, but nothing moved yet.
     for layer in model.layers[:2]:  # The same step for every unit: still alike.
       layer.kernel.assign_add(tf.fill(layer.kernel.shape, 0.01))
-    rule, reason = alike(model, start)
+    rule, reason = alike(model, start)  # The head's, unmoved, is still its one constant.
     self.assertEqual(rule, moved.ALIKE)
-    self.assertIn('2 of its 3 kernels', reason)
-    # Half or fewer (an alike head averaged, a layer's design): no verdict.
+    self.assertIn('3 of its 3 kernels', reason)
     model.layers[1].kernel.assign(tf.random.normal(model.layers[1].kernel.shape))
+    self.assertIn('2 of its 3 kernels', alike(model, start)[1])
+    # Half or fewer (an alike head averaged, a layer's design): no verdict.
+    model.layers[0].kernel.assign(tf.random.normal(model.layers[0].kernel.shape))
     self.assertIsNone(alike(model, start))
 
   def test_judged_only_where_the_loss_did_not_halve(self):
@@ -56,6 +58,15 @@ class MovedTest(tf.test.TestCase):
     # whatever the rest did, never "did not train" for it.
     model = mlp(keras.initializers.Zeros())
     self.assertIsNone(alike(model, moved.fingerprint(model.trainable_variables)))
+    # Kernels of one nonzero constant that never moved while a bias did (Dense(ones) sums that
+    # saturate a tanh, so no gradient comes back: blind35's TD3 actor): alike, counted; zeros
+    # beside them are not.
+    for init, verdict in (('ones', moved.ALIKE), ('zeros', None)):
+      model = mlp(init, units=(16, 8, 4))
+      start = moved.fingerprint(model.trainable_variables)
+      model.layers[-1].bias.assign_add(tf.fill([4], 0.1))
+      found = alike(model, start)
+      self.assertEqual(found and found[0], verdict, init)
     random = mlp()  # Random kernels never have two units alike, moved or not.
     start = moved.fingerprint(random.trainable_variables)
     for v in random.trainable_variables:

@@ -67,14 +67,18 @@ def alike(variables, steps: int, start, now) -> Optional[Tuple[str, str]]:
   """(`ALIKE`, reason) when more than half of the kernels of `variables` (`_kernel`) moved from
   `start` to `now` (their `fingerprint`s) and still have every unit the same, to the bit: units
   that start alike (a kernel initialised to one constant) get the same gradient and stay alike,
-  the net one feature wide (random kernels never have two units alike; an alike layer that did
-  not move got no gradient; one alike among random ones, a head averaged, is a design). Else
-  None."""
-  if start is None or now is None:
+  the net one feature wide (random kernels never have two units alike; one alike among random
+  ones, a head averaged, is a design). A kernel that did not move counts where it is still one
+  nonzero constant (kernel_initializer='ones': sums that saturate what follows, so no gradient
+  comes back: blind35's TD3 actor); an unmoved kernel of zeros got no gradient by design (an
+  unused head) and does not. None where no weight moved (`unmoved`'s), or else."""
+  if start is None or now is None or start == now:
     return None
   try:
     kernels = [(v, a != b) for v, a, b in zip(variables, start, now) if _kernel(v)]
-    same = [v for v, moved in kernels if moved and bool(tf.reduce_all(tf.equal(v, v[..., :1])))]
+    same = [v for v, moved in kernels if bool(tf.reduce_all(tf.equal(v, v[..., :1]))) and (
+        moved or (bool(tf.reduce_all(tf.equal(v, tf.reshape(v, [-1])[0])))
+                  and bool(tf.reshape(v, [-1])[0] != 0)))]
     names = ', '.join(getattr(v, 'path', None) or v.name for v in same[:3])
   except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
     return None
