@@ -68,16 +68,21 @@ def alike(variables, steps: int, start, now) -> Optional[Tuple[str, str]]:
   `start` to `now` (their `fingerprint`s) and still have every unit the same, to the bit: units
   that start alike (a kernel initialised to one constant) get the same gradient and stay alike,
   the net one feature wide (random kernels never have two units alike; one alike among random
-  ones, a head averaged, is a design). A kernel that did not move counts where it is still one
-  nonzero constant (kernel_initializer='ones': sums that saturate what follows, so no gradient
-  comes back: blind35's TD3 actor); an unmoved kernel of zeros got no gradient by design (an
-  unused head) and does not. None where no weight moved (`unmoved`'s), or else."""
+  ones, a head averaged, is a design). Where no weight of rank 2 or more moved at all (a
+  one-unit head's neither: only biases learnt), a kernel that did not move counts too if it is
+  still one nonzero constant (kernel_initializer='ones': sums that saturate what follows, so no
+  gradient comes back: blind35's TD3 actor); an unmoved constant kernel beside one that moved
+  is cut off by design (a fixed filter bank behind a stop_gradient), an unmoved kernel of zeros
+  got no gradient by design (an unused head). None where no weight moved (`unmoved`'s), or
+  else."""
   if start is None or now is None or start == now:
     return None
   try:
-    kernels = [(v, a != b) for v, a, b in zip(variables, start, now) if _kernel(v)]
+    weights = [(v, a != b) for v, a, b in zip(variables, start, now) if len(v.shape) >= 2]
+    kernels = [(v, moved) for v, moved in weights if _kernel(v)]
+    biases_only = not any(moved for _, moved in weights)
     same = [v for v, moved in kernels if bool(tf.reduce_all(tf.equal(v, v[..., :1]))) and (
-        moved or (bool(tf.reduce_all(tf.equal(v, tf.reshape(v, [-1])[0])))
+        moved or (biases_only and bool(tf.reduce_all(tf.equal(v, tf.reshape(v, [-1])[0])))
                   and bool(tf.reshape(v, [-1])[0] != 0)))]
     names = ', '.join(getattr(v, 'path', None) or v.name for v in same[:3])
   except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
