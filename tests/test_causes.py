@@ -312,6 +312,11 @@ class RulesTest(tf.test.TestCase):
     self.assertEqual(doctor.diagnose(events, summary)['cause'], 'learning_rate')
     self.assertEqual(doctor.diagnose(events, dict(summary, variable_dtype='float16'))['cause'],
                      'precision')
+    # A warm-up to 0.05 (10x Adam's usual top) after first updates at a usual rate: the rate's
+    # (a review: the first updates alone had read as usual).
+    history['learning_rate'] = [1e-3 * (k + 1) for k in range(26)]
+    self.assertEqual(doctor.diagnose(events, dict(summary, variable_dtype='float16'))['cause'],
+                     'learning_rate')
     history['learning_rate'] = [1.0] * 26  # Far above Adam's usual: the rate's, first.
     self.assertNotEqual(doctor.diagnose(events, dict(summary, variable_dtype='float16'))['cause'],
                         'precision')

@@ -262,8 +262,9 @@ class LossOutputCheckTest(tf.test.TestCase):
       def call(self, y_true, y_pred):
         return keras.losses.kl_divergence(y_true, tf.nn.softmax(y_pred))
 
-    def found(activation, loss):
-      model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(5, activation)])
+    def found(activation, loss, init='glorot_uniform'):
+      model = keras.Sequential([keras.Input((FEATURES,)),
+                                keras.layers.Dense(5, activation, kernel_initializer=init)])
       probe = handle.Probe(model=model, policies=[divergence.DivergenceCheck()],
                            split_batch=lambda b: (b[0], b[1]), loss_and_gradients=None,
                            model_checkpoint=None, first_batch=lambda: (x, soft), loss=loss)
@@ -275,6 +276,13 @@ class LossOutputCheckTest(tf.test.TestCase):
       self.assertIn("activation='softmax'", logits.fix)
       self.assertIsNone(found('softmax', loss))
     self.assertIsNone(found(None, Own()))
+    # Values in [0, 1] from an activation that may normalise over other axes (a heatmap's spatial
+    # softmax, a review's): not named; from a ReLU, rows not summing to 1, named.
+    def spatial_softmax(t):  # Each column a distribution over the rows.
+      return tf.nn.softmax(t, axis=0)
+    self.assertIsNone(found(spatial_softmax, 'kld'))
+    small = keras.initializers.RandomUniform(0.0, 0.01)  # ReLU values well inside [0, 1].
+    self.assertIsNotNone(found('relu', 'kld', small))
     self.assertIsNone(found(None, keras.losses.CategoricalCrossentropy(from_logits=True)))
 
   def test_a_loss_that_never_came_down_after_a_finding_is_no_completed_run(self):

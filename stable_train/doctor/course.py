@@ -110,7 +110,7 @@ def rate_rules(s: Symptoms, out: Scores) -> None:
   # divergence or collapse speaks for the rate only half as much.
   amplified = (s.amplified() or _broke_at_modest_rate(s) or _initialiser_off_scale(s)
                or recurrent_sgd_rate(s) is not None
-               or (s.half_variables and s.usual_rate() is not None))
+               or (s.half_variables and _usual_throughout(s)))
   blowup = 2 if amplified else 4
   if diverged and 'data' not in s.checks:
     out.add('learning_rate', blowup, 'the training loss diverged while finite and the model got '
@@ -257,6 +257,14 @@ def modest_rate(s: Symptoms) -> Optional[float]:
       lr.max() > MODEST * usual * (1 + 1e-6)) or not s.clean_start() or loss_sums(s):
     return None
   return float(lr.max())
+
+
+def _usual_throughout(s: Symptoms) -> bool:
+  """Whether every rate of the history (a warm-up's end included) is at most the usual top for
+  the run's optimizer (the first updates' rate alone does not say: a warm-up starts low)."""
+  lr = numbers((s.history or {}).get('learning_rate', []))
+  usual = USUAL_RATE.get(s.optimizer)
+  return bool(usual and lr.size and np.isfinite(lr).all() and lr.max() <= usual * (1 + 1e-6))
 
 
 def loss_sums(s: Symptoms) -> bool:

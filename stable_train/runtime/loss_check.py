@@ -33,6 +33,9 @@ MIN_STEPS = 50
 # A value this far outside [0, 1] is no probability; a row sum this far from 1 is no distribution
 # (loss_match's margins).
 _OUTSIDE, _NOT_ONE = 0.01, 0.1
+# Last activations whose values are no distribution, whatever their range.
+_UNNORMALISED = ('linear', 'relu', 'relu6', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'swish',
+                 'softplus', 'exponential', 'tanh', 'softsign', 'hard_sigmoid', 'log_softmax')
 
 
 class LossOutputCheck:
@@ -165,9 +168,11 @@ def _one_unit_softmax(loss, outputs, activation) -> Optional[loss_match.Mismatch
 
 def _divergence_on_logits(loss, outputs, activation) -> Optional[loss_match.Mismatch]:
   """Keras's KL divergence (which has no from_logits form) given outputs that are no
-  distributions: values clearly outside [0, 1], or from a known last activation that makes no
-  probabilities, rows not summing to 1. It clips them into [1e-7, 1]: the clipped ones give no
-  gradient, and the loss falls below 0 while nothing trains (a distilled student's logits)."""
+  distributions: values clearly outside [0, 1], or from a last activation known to make
+  unnormalised values (`_UNNORMALISED`), rows not summing to 1. It clips them into [1e-7, 1]:
+  the clipped ones give no gradient, and the loss falls below 0 while nothing trains (a distilled
+  student's logits). Another activation of values in [0, 1] may normalise over other axes (a
+  heatmap's spatial softmax, each channel a distribution): not named."""
   if (loss_match.loss_function(loss) is not keras.losses.kl_divergence or (isinstance(
       loss, keras.losses.Loss) and type(loss).call is not keras.losses.KLDivergence.call)
       or activation in ('softmax', 'sigmoid') or outputs is None or np.ndim(outputs) < 1
@@ -175,7 +180,8 @@ def _divergence_on_logits(loss, outputs, activation) -> Optional[loss_match.Mism
     return None
   values = np.asarray(outputs, np.float64).reshape(-1, np.shape(outputs)[-1])
   outside = values.min() < -_OUTSIDE or values.max() > 1 + _OUTSIDE
-  if not outside and (activation is None or np.all(np.abs(values.sum(-1) - 1) <= _NOT_ONE)):
+  if not outside and (activation not in _UNNORMALISED
+                      or np.all(np.abs(values.sum(-1) - 1) <= _NOT_ONE)):
     return None
   return loss_match.Mismatch(
       loss_match.LOGITS_TO_PROBABILITIES,
