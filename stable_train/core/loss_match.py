@@ -35,7 +35,7 @@ _OWN_LOGIT_LOSSES = (losses.sparse_softmax_cross_entropy, losses.naive_softmax_c
 _PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid')
 # Margins far above any rounding: a value this far outside [0, 1] is no probability; a row sum
 # this far from 1 is no softmax. Between "sums to 1" and "clearly not" the verdict is unsure.
-_OUTSIDE, _NOT_ONE = 0.01, 0.1
+OUTSIDE, NOT_ONE = 0.01, 0.1
 # Rows a batch needs before one unit at 1 on every row reads as a softmax over it.
 _MIN_ROWS = 8
 
@@ -103,7 +103,7 @@ def _shape(outputs: np.ndarray, eps: float):
   row summing clearly not to 1, or one column), or None (unsure: between the margins)."""
   rows = outputs.astype(np.float64).reshape(-1, outputs.shape[-1])
   low, high = float(rows.min()), float(rows.max())
-  margin = min(0.1, max(_OUTSIDE, 16 * eps))
+  margin = min(0.1, max(OUTSIDE, 16 * eps))
   if low < -margin or high > 1 + margin:
     return 'outside'
   if low < -8 * eps or high > 1 + 8 * eps:
@@ -113,7 +113,7 @@ def _shape(outputs: np.ndarray, eps: float):
   off = float(np.max(np.abs(rows.sum(axis=1) - 1.0)))
   if off <= min(0.05, max(1e-3, 2 * eps * rows.shape[1])):
     return 'distribution'
-  return 'unit' if off > _NOT_ONE else None
+  return 'unit' if off > NOT_ONE else None
 
 
 def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
@@ -326,10 +326,10 @@ def find_binary_labels_outside(loss, labels) -> Optional[Mismatch]:
   labels = np.asarray(labels, np.float64)
   if labels.size == 0 or not np.all(np.isfinite(labels)):
     return None
-  in_range = (labels >= -_OUTSIDE) & (labels <= 1.0 + _OUTSIDE)
+  in_range = (labels >= -OUTSIDE) & (labels <= 1.0 + OUTSIDE)
   outside, inside = np.unique(labels[~in_range]), labels[in_range]
   if not outside.size or (outside.size == 1 and outside[0] < 0 and inside.size
-                          and inside.min() <= _OUTSIDE and inside.max() >= 1.0 - _OUTSIDE):
+                          and inside.min() <= OUTSIDE and inside.max() >= 1.0 - OUTSIDE):
     return None
   return Mismatch(
       BINARY_LABELS_OUTSIDE,

@@ -30,9 +30,6 @@ START_STEPS = 10
 RECENT_WEIGHT = 0.1
 NO_PROGRESS = 0.8
 MIN_STEPS = 50
-# A value this far outside [0, 1] is no probability; a row sum this far from 1 is no distribution
-# (loss_match's margins).
-_OUTSIDE, _NOT_ONE = 0.01, 0.1
 # Last activations whose values are no distribution, whatever their range.
 _UNNORMALISED = ('linear', 'relu', 'relu6', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'swish',
                  'softplus', 'exponential', 'tanh', 'softsign', 'hard_sigmoid', 'log_softmax')
@@ -179,9 +176,9 @@ def _divergence_on_logits(loss, outputs, activation) -> Optional[loss_match.Mism
       or np.shape(outputs)[-1] < 2 or not np.all(np.isfinite(outputs))):
     return None
   values = np.asarray(outputs, np.float64).reshape(-1, np.shape(outputs)[-1])
-  outside = values.min() < -_OUTSIDE or values.max() > 1 + _OUTSIDE
+  outside = values.min() < -loss_match.OUTSIDE or values.max() > 1 + loss_match.OUTSIDE
   if not outside and (activation not in _UNNORMALISED
-                      or np.all(np.abs(values.sum(-1) - 1) <= _NOT_ONE)):
+                      or np.all(np.abs(values.sum(-1) - 1) <= loss_match.NOT_ONE)):
     return None
   return loss_match.Mismatch(
       loss_match.LOGITS_TO_PROBABILITIES,
