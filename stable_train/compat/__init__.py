@@ -33,7 +33,7 @@ class InternalMoved(RuntimeError):
   def __init__(self, feature: str, detail: str):
     super().__init__(
         f'{feature}: a TensorFlow/Keras internal that stable_train uses has moved (TensorFlow '
-        f'{tf.__version__}, Keras {keras.__version__}): {detail}; mend stable_train/compat.py.')
+        f'{tf.__version__}, Keras {keras.__version__}): {detail}; mend stable_train/compat/.')
 
 
 # -- tf.function: the flat call ------------------------------------------------------------------

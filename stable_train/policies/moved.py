@@ -63,6 +63,11 @@ def _kernel(v) -> bool:  # Rank 2 or more, 2 units or more on the last axis.
   return len(v.shape) >= 2 and (v.shape[-1] or 0) >= 2
 
 
+def _one_nonzero_constant(v) -> bool:
+  flat = tf.reshape(v, [-1])
+  return bool(flat[0] != 0) and bool(tf.reduce_all(tf.equal(flat, flat[0])))
+
+
 def alike(variables, steps: int, start, now) -> Optional[Tuple[str, str]]:
   """(`ALIKE`, reason) when more than half of the kernels of `variables` (`_kernel`) moved from
   `start` to `now` (their `fingerprint`s) and still have every unit the same, to the bit: units
@@ -82,8 +87,7 @@ def alike(variables, steps: int, start, now) -> Optional[Tuple[str, str]]:
     kernels = [(v, moved) for v, moved in weights if _kernel(v)]
     biases_only = not any(moved for _, moved in weights)
     same = [v for v, moved in kernels if bool(tf.reduce_all(tf.equal(v, v[..., :1]))) and (
-        moved or (biases_only and bool(tf.reduce_all(tf.equal(v, tf.reshape(v, [-1])[0])))
-                  and bool(tf.reshape(v, [-1])[0] != 0)))]
+        moved or (biases_only and _one_nonzero_constant(v)))]
     names = ', '.join(getattr(v, 'path', None) or v.name for v in same[:3])
   except Exception:  # pylint: disable=broad-except  (never a reason to end a run)
     return None
