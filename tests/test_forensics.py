@@ -334,6 +334,14 @@ class DefaultStackTest(tf.test.TestCase):
     report, _ = forensics.read_record(os.path.join(model_dir, 'forensics', 'step_1'))
     self.assertTrue(report['state'].startswith('before the faulty step'))  # Read at once.
 
+  def test_the_stash_is_made_before_the_loop_is_traced_so_it_is_traced_once(self):
+    # A variable made during a tf.function's first trace makes it trace the whole loop again.
+    trainer = self._default(self.get_temp_dir())
+    trainer.fit(_regression(), num_steps=2)
+    [spare] = [p for p in trainer.policies if isinstance(p, forensics.Forensics)]
+    self.assertIsNotNone(spare._stash)
+    self.assertEqual(trainer.controller.loop.loop_fn.experimental_get_tracing_count(), 1)
+
   def test_stands_down_without_a_model_dir(self):
     trainer = self._default(None)
     [spare] = [p for p in trainer.policies if isinstance(p, forensics.Forensics)]

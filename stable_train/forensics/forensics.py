@@ -143,6 +143,13 @@ class Forensics(interfaces.Policy):
                                     int(self.records_written.numpy()) == 0)
 
   # -- in-graph -------------------------------------------------------------------------------
+  def build(self, variables, variable_paths) -> None:
+    """Makes the stash before the loop is traced: a variable made during a `tf.function`'s first
+    trace makes it trace everything again (the whole loop, twice: about a second a run)."""
+    del variables, variable_paths
+    if self.active and self._stash is None:
+      self._holder.stash = _Stash()
+
   def end_step(self, batch, report):
     if not self.active:
       return None
