@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train import errors
+from stable_train.core import interfaces
 from stable_train.forensics import forensics
 from stable_train.keras import fit as keras_fit
 from stable_train.policies import basic as policies
@@ -136,6 +137,26 @@ class HealthyRunTest(TestCase):
       x, y = (a[:BATCH] for a in arrays('convnet_bn')[:2])
       self.assertAllEqual(kept[0], x)
       self.assertAllEqual(kept[1], y)
+
+  def test_the_default_stack_s_step_is_traced_once_and_keeps_its_first_batch(self):
+    # Whatever the step makes in its first trace (the optimizer's slots, the first batch's copy)
+    # makes Keras trace it again: the guard makes them before it.
+    traces = []
+
+    class Counting(interfaces.Policy):
+      def transform_loss(self, loss):
+        traces.append(1)  # Python: once per trace.
+        return loss
+
+    model = compiled('mlp')
+    guard = keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + [
+        Counting(name='counting')])
+    x = np.random.RandomState(0).normal(size=(6 * BATCH, 6)).astype(np.float32)
+    y = x.sum(1, keepdims=True)
+    model.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0,
+              callbacks=[guard.callback()])
+    self.assertLen(traces, 1)
+    self.assertAllEqual(guard.first_batch_sample.value()[1], y[:BATCH])  # Unshuffled: the first.
 
   def test_a_dataset_of_unknown_length_ends_its_epochs_as_keras_does(self):
     # A filter (as TFRecords, a generator): Keras learns each epoch's end from an

@@ -36,6 +36,13 @@ class FirstBatch:
     """A FirstBatch if some policy reads the first batch (`uses_first_batch`), else None."""
     return cls(strategy=strategy) if any(p.uses_first_batch for p in policies) else None
 
+  def make_from_spec(self, spec) -> None:
+    """Makes the variables from the batches' spec (eager, before the step is traced: a variable
+    made in the first trace would make Keras trace the step again); a later `capture` of a batch
+    of this spec fills them. Nothing where they are made already or no sample is kept."""
+    if self.unavailable is None and self._variables is None and spec is not None:
+      self._make(spec, tf.nest.flatten(spec))
+
   def capture(self, batch) -> None:
     """Keeps the batch's first rows if none are kept yet. Traced, in the step."""
     if self.unavailable is not None:
@@ -63,13 +70,15 @@ class FirstBatch:
     tf.cond(self._rows < 0, take, lambda: tf.constant(False))
 
   def _make(self, batch, flat) -> None:
-    """The sample's variables from the batch's spec (eager), or `unavailable` set."""
+    """The sample's variables from the batch's (or its spec's) shapes (eager), or `unavailable`
+    set."""
     tensors = [t for t in flat if t is not None]
     why = None
     if not tensors:
       why = 'a batch without tensors'
     for t in tensors:
-      if not isinstance(t, tf.Tensor) or t.shape.rank is None or t.shape.rank < 1:
+      if (not isinstance(t, (tf.Tensor, tf.TensorSpec)) or t.shape.rank is None
+          or t.shape.rank < 1):
         why = 'a batch tensor that is not dense with a batch dimension'
       elif not t.shape[1:].is_fully_defined():
         why = 'a batch tensor with an unknown non-batch dimension'

@@ -90,6 +90,7 @@ class KerasGuard(driven.DrivenGuard):
     self.first_batch_sample = first_batch_lib.FirstBatch.for_policies(self.policies,
                                                                        self.strategy)
     self._built_for = None
+    self.called = False  # Whether fit called the train function (`before_first_call`).
     # Keras's train function, wrapped (`make_train_function`); the GuardCallback running now.
     self._train_function = self.host = None
     # Keras's own (a second guard of the same model takes over from the first).
@@ -213,6 +214,15 @@ class KerasGuard(driven.DrivenGuard):
         # The compiled loss, where the model's compute_loss is Keras's (which applies it).
         loss=m.loss if type(m).compute_loss is keras.Model.compute_loss else None)
 
+  def before_first_call(self, iterator) -> None:
+    """Builds what the step's first trace would (the optimizer, the guard's set-up, the first
+    batch's copy from the iterator's spec) before Keras traces it: a variable made in that trace
+    makes it trace the whole step again."""
+    self.called = True
+    self.ready_for_checkpoint()
+    if self.first_batch_sample is not None:
+      self.first_batch_sample.make_from_spec(getattr(iterator, 'element_spec', None))
+
   def ready_for_checkpoint(self) -> bool:
     """Whether the model is built; its optimizer is then built as Keras's first trace would, and
     the guard prepared, so that a checkpoint holds the whole state. A model Keras builds from the
@@ -309,6 +319,8 @@ def _numerics_errors(guard: KerasGuard, keras_function, iterator):
   run time are recorded by the running callback (an abort, summary.json), then raised. The end
   of a dataset's epoch of unknown length (`OutOfRangeError`, a filter, a generator, TFRecords) is
   Keras's to catch, not an error."""
+  if not guard.called:
+    guard.before_first_call(iterator)
   try:
     return keras_function(iterator)
   except tf.errors.OutOfRangeError:
