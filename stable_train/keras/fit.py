@@ -90,7 +90,7 @@ class KerasGuard(driven.DrivenGuard):
     self.first_batch_sample = first_batch_lib.FirstBatch.for_policies(self.policies,
                                                                        self.strategy)
     self._built_for = None
-    self.called = False  # Whether fit called the train function (`before_first_call`).
+    self.called = False  # Whether fit called the train function (`_before_first_call`).
     # Keras's train function, wrapped (`make_train_function`); the GuardCallback running now.
     self._train_function = self.host = None
     # Keras's own (a second guard of the same model takes over from the first).
@@ -214,15 +214,6 @@ class KerasGuard(driven.DrivenGuard):
         # The compiled loss, where the model's compute_loss is Keras's (which applies it).
         loss=m.loss if type(m).compute_loss is keras.Model.compute_loss else None)
 
-  def before_first_call(self, iterator) -> None:
-    """Builds what the step's first trace would (the optimizer, the guard's set-up, the first
-    batch's copy from the iterator's spec) before Keras traces it: a variable made in that trace
-    makes it trace the whole step again."""
-    self.called = True
-    self.ready_for_checkpoint()
-    if self.first_batch_sample is not None:
-      self.first_batch_sample.make_from_spec(getattr(iterator, 'element_spec', None))
-
   def ready_for_checkpoint(self) -> bool:
     """Whether the model is built; its optimizer is then built as Keras's first trace would, and
     the guard prepared, so that a checkpoint holds the whole state. A model Keras builds from the
@@ -320,7 +311,7 @@ def _numerics_errors(guard: KerasGuard, keras_function, iterator):
   of a dataset's epoch of unknown length (`OutOfRangeError`, a filter, a generator, TFRecords) is
   Keras's to catch, not an error."""
   if not guard.called:
-    guard.before_first_call(iterator)
+    _before_first_call(guard, iterator)
   try:
     return keras_function(iterator)
   except tf.errors.OutOfRangeError:
@@ -333,6 +324,15 @@ def _numerics_errors(guard: KerasGuard, keras_function, iterator):
     if error is None:
       raise
     raise error from None
+
+
+def _before_first_call(guard: KerasGuard, iterator) -> None:
+  """Builds the optimizer, the guard's set-up and the first batch's copy (from the iterator's
+  spec) before Keras traces the step: a variable made in that trace makes it trace again."""
+  guard.called = True
+  guard.ready_for_checkpoint()
+  if guard.first_batch_sample is not None:
+    guard.first_batch_sample.make_from_spec(getattr(iterator, 'element_spec', None))
 
 
 def _check_model(model) -> None:
