@@ -7,6 +7,7 @@ import types
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from stable_train.core import interfaces
@@ -273,10 +274,16 @@ class EndToEndTest(tf.test.TestCase):
       self.assertIn('skipped at the end of the run', str(e))
     return callback.last_summary
 
-  def test_both_doors(self):
-    for door in (self._trainer, self._fit):
-      late, early = door(self.LATE), door(self.EARLY)
-      self.assertEqual((late['status'], late['skipped_steps']), ('aborted', 14), door)
-      self.assertIn('14 of the last 50 steps', late['reason'])
-      self.assertIn('skipped at the end of the run', late['reason'])
-      self.assertEqual((early['status'], early['skipped_steps']), ('completed', 13), door)
+  def _check(self, door):
+    late, early = door(self.LATE), door(self.EARLY)
+    self.assertEqual((late['status'], late['skipped_steps']), ('aborted', 14), door)
+    self.assertIn('14 of the last 50 steps', late['reason'])
+    self.assertIn('skipped at the end of the run', late['reason'])
+    self.assertEqual((early['status'], early['skipped_steps']), ('completed', 13), door)
+
+  def test_the_trainer(self):
+    self._check(self._trainer)
+
+  @pytest.mark.slow  # The Keras door, in the slow set CI runs; the Trainer's is quick.
+  def test_guard_fit(self):
+    self._check(self._fit)
