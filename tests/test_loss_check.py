@@ -450,3 +450,35 @@ class SignedRatesTest(tf.test.TestCase):
     d = doctor.diagnose(events, summary, forensics, names=names)
     self.assertEqual(d['cause'], 'loss_output_mismatch')
 
+
+
+class MissingCodeLabelsTest(tf.test.TestCase):
+  """A regression whose labels hold -999 (a missing-value code) on a few rows: bad input, named
+  at the start as a warning the doctor reads; a model that masks steps is left alone."""
+
+  def test_the_trainer_warns_and_the_doctor_names_bad_input(self):
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(ROWS, FEATURES)).astype(np.float32)
+    y = x[:, :1].copy()
+    y[[2, 9, 30]] = -999.0  # Two in the first batch.
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(8, activation='relu'),
+                              keras.layers.Dense(1)])
+    model_dir = self.get_temp_dir()
+    trainer = trainer_lib.Trainer(model=model, optimizer=keras.optimizers.Adam(1e-2), loss='mse',
+                                  model_dir=model_dir, verbose=False)
+    trainer.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).repeat(), num_steps=20)
+    warnings, summary = _records(model_dir)
+    self.assertEqual([(w['cause'], w['kind'], w['code'], w['rows']) for w in warnings],
+                     [('bad_input', 'missing_value_code_labels', -999.0, 2)])
+    self.assertIn('sample weight of 0', warnings[0]['fix'])
+    self.assertEqual(summary['diagnosis']['cause'], 'bad_input')
+
+  def test_a_model_that_masks_steps_is_not_judged(self):
+    masked = keras.Sequential([keras.Input((5, 2)), keras.layers.Masking(-999.0),
+                               keras.layers.LSTM(4, return_sequences=True), keras.layers.Dense(1)])
+    embedded = keras.Sequential([keras.Input((5,)), keras.layers.Embedding(9, 4, mask_zero=True),
+                                 keras.layers.GRU(4), keras.layers.Dense(1)])
+    self.assertTrue(loss_check._masked(masked))  # pylint: disable=protected-access
+    self.assertTrue(loss_check._masked(embedded))  # pylint: disable=protected-access
+    self.assertFalse(loss_check._masked(_model(None)))  # pylint: disable=protected-access

@@ -59,6 +59,10 @@ def _input_rules(s: Symptoms, out: Scores) -> None:
                             'likeliest source (add ValidateInputs() to check the inputs)')
   if 'loss_spike' in s.triggers:
     out.add('bad_input', 1, 'a loss spike triggered a rollback')
+  if 'bad_input' in s.warnings:  # The start check's: a missing-value code among the labels.
+    out.add('bad_input', 6, "at the start, the labels held a missing-value code (-999, say) far "
+                            'outside the others, read as a value (the warning names it)',
+            decisive=True)
   first = min(s.faults, key=lambda f: f['step']) if s.faults else None
   loss_growth, norm_growth, _ = s.growth()
   if (first is not None and 'model outputs already non-finite' in (first.get('tensor') or '')

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train.core import heads
+from stable_train.core import label_codes
 from stable_train.core import loss_match
 from stable_train.core import rate_match
 from stable_train.doctor import symptoms
@@ -20,6 +21,7 @@ from stable_train.policies import untrained
 log = logging.getLogger('stable_train')
 
 CAUSE = symptoms.MISMATCH  # The `warning` event's cause: the doctor's cause key.
+BAD_INPUT = 'bad_input'  # The cause of a warning of bad labels (`core.label_codes`).
 # After a finding, a run "did not train" when the moving average of its loss (weight
 # RECENT_WEIGHT per step) ends at NO_PROGRESS x the mean of its first START_STEPS losses or
 # above, after at least MIN_STEPS steps, and it stopped coming down (`untrained.Trail`: its last
@@ -136,10 +138,15 @@ class LossOutputCheck:
           or _multi_label_softmax(probe.loss, _labels(probe), activation)
           or (None if _weighted(probe) else
               loss_match.find_binary_labels_outside(probe.loss, _labels(probe))))
+      coded = None if found or _weighted(probe) or _masked(probe.model) else (
+          label_codes.find_missing_codes(probe.loss, _labels(probe)))
     except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])
       return None
+    if coded is not None:  # Bad labels, not a mismatch: named as such, and not followed.
+      log.warning('step %d: bad labels: %s; fix: %s', step, coded.message, coded.fix)
+      run.emit('warning', step, cause=BAD_INPUT, **coded.fields())
     if found is None:
       return None  # No batch, several outputs, or nothing wrong.
     self.found = found
@@ -282,6 +289,14 @@ def _labels(probe):
   """The first batch's one label tensor (numpy), or None."""
   labels = tf.nest.flatten(probe.split_batch(probe.first_batch())[1])
   return np.asarray(labels[0]) if len(labels) == 1 else None
+
+
+def _masked(model) -> bool:
+  """Whether the model masks steps (a Masking layer, an Embedding with mask_zero): the compiled
+  loss then leaves the masked steps' labels out, whatever they hold."""
+  return any(isinstance(node, keras.layers.Masking) or (
+      isinstance(node, keras.layers.Layer) and getattr(node, 'mask_zero', False) is True)
+             for node in tf.train.TrackableView(model).descendants())
 
 
 def _weighted(probe) -> bool:
