@@ -474,6 +474,23 @@ class MissingCodeLabelsTest(tf.test.TestCase):
     self.assertIn('sample weight of 0', warnings[0]['fix'])
     self.assertEqual(summary['diagnosis']['cause'], 'bad_input')
 
+  def test_a_loss_that_never_came_down_after_it_is_no_completed_run(self):
+    x, _ = _data()
+    y = x[:, :1].copy()
+    y[[2, 9]] = -999.0
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
+    probe = handle.Probe(model=model, policies=[divergence.DivergenceCheck()],
+                         split_batch=lambda b: (b[0], b[1]), loss_and_gradients=None,
+                         model_checkpoint=None, loss=keras.losses.MeanSquaredError(),
+                         first_batch=lambda: (tf.constant(x[:BATCH]), tf.constant(y[:BATCH])))
+    run, check = _Run(probe), loss_check.LossOutputCheck()
+    self.assertEqual(check.after_loop(run, 10, np.full(10, 1.2e5)).code, -999.0)
+    self.assertEqual([e['cause'] for e in run.emitted], ['bad_input'])
+    for step in range(20, 80, 10):  # Pulled toward the code, never down.
+      check.after_loop(run, step, np.full(10, 1.2e5))
+    self.assertIn('the loss did not come down', check.at_end(run))
+    self.assertIn('missing-value code', check.at_end(run))
+
   def test_a_model_that_masks_steps_is_not_judged(self):
     masked = keras.Sequential([keras.Input((5, 2)), keras.layers.Masking(-999.0),
                                keras.layers.LSTM(4, return_sequences=True), keras.layers.Dense(1)])

@@ -40,10 +40,11 @@ class Finding:
   high: float
   message: str
   fix: str
+  kind: str = KIND
 
   def fields(self) -> Dict[str, object]:
     """The `warning` event's fields."""
-    return {'kind': KIND, 'message': self.message, 'fix': self.fix, 'code': self.code,
+    return {'kind': self.kind, 'message': self.message, 'fix': self.fix, 'code': self.code,
             'rows': self.rows}
 
 

@@ -3,7 +3,7 @@ by the dispatcher both front doors drive: a `warning` event and a log line, neve
 
 import logging
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import keras
 import numpy as np
@@ -52,15 +52,17 @@ class LossOutputCheck:
 
   def __init__(self):
     self.done = False
-    self.found: Optional[loss_match.Mismatch] = None
+    # A mismatch, or bad labels (`label_codes.Finding`): what the run is followed for.
+    self.found: Optional[Union[loss_match.Mismatch, label_codes.Finding]] = None
     self._start: list = []  # The first START_STEPS finite losses, after a finding.
     self._recent = math.nan  # Their moving average since (weight RECENT_WEIGHT).
     self._seen = 0  # Finite losses read since the finding.
     self._trail = untrained.Trail()  # The moving average along the run.
 
-  def after_loop(self, run, step: int, losses=()) -> Optional[loss_match.Mismatch]:
+  def after_loop(self, run, step: int, losses=()):
     """The check, after the run's first loop (later calls only follow the loss): a finding is a
-    `warning` event (cause 'loss_output_mismatch', kind, message, fix, gin) and a log line.
+    `warning` event (cause 'loss_output_mismatch', kind, message, fix, gin; or 'bad_input' for a
+    missing-value code among the labels, `core.label_codes`) and a log line.
 
     Args:
       run: the run handle (its probe, its emit).
@@ -91,8 +93,8 @@ class LossOutputCheck:
       self._trail.record(float(self._seen), self._recent)
 
   def at_end(self, run=None) -> Optional[str]:
-    """At the end of a run about to end 'completed': why it did not train, when a mismatch was
-    named at the start and the loss never came down (its moving average still above
+    """At the end of a run about to end 'completed': why it did not train, when a mismatch (or
+    bad labels) was named at the start and the loss never came down (its moving average still above
     NO_PROGRESS x its first steps' mean after at least MIN_STEPS steps, and no longer coming
     down), or the outputs still cannot tell one example from another as the loss reads them
     (`_stuck`, however the loss moved), else None. The run went on to its end (a warning never
@@ -117,7 +119,7 @@ class LossOutputCheck:
     return (f'the loss did not come down in {self._seen} steps ({self._recent:.4g} against '
             f'{against}): {self.found.message}; fix: {self.found.fix}')
 
-  def _check(self, run, step: int) -> Optional[loss_match.Mismatch]:
+  def _check(self, run, step: int):
     probe = getattr(run, 'probe', None)  # A dispatcher's test fake may have none.
     if (probe is None or probe.loss is None
         or not any(p.uses_first_batch for p in probe.policies)):
@@ -144,9 +146,11 @@ class LossOutputCheck:
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])
       return None
-    if coded is not None:  # Bad labels, not a mismatch: named as such, and not followed.
+    if coded is not None:  # Bad labels, not a mismatch; followed as one (`at_end`).
       log.warning('step %d: bad labels: %s; fix: %s', step, coded.message, coded.fix)
       run.emit('warning', step, cause=BAD_INPUT, **coded.fields())
+      self.found = coded
+      return coded
     if found is None:
       return None  # No batch, several outputs, or nothing wrong.
     self.found = found
