@@ -139,8 +139,8 @@ class HealthyRunTest(TestCase):
       self.assertAllEqual(kept[1], y)
 
   def test_the_default_stack_s_step_is_traced_once_and_keeps_its_first_batch(self):
-    # Whatever the step makes in its first trace (the optimizer's slots, the first batch's copy)
-    # makes Keras trace it again: the guard makes them before it.
+    # Whatever the step makes in its first trace (the optimizer's slots, the compiled metrics'
+    # variables, the first batch's copy) makes Keras trace it again: the guard makes them before.
     traces = []
 
     class Counting(interfaces.Policy):
@@ -149,14 +149,31 @@ class HealthyRunTest(TestCase):
         return loss
 
     model = compiled('mlp')
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss='mse', metrics=['mae'])
     guard = keras_fit.guard_fit(model, policies=trainer_lib.default_policies() + [
         Counting(name='counting')])
     x = np.random.RandomState(0).normal(size=(6 * BATCH, 6)).astype(np.float32)
     y = x.sum(1, keepdims=True)
     model.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0,
-              callbacks=[guard.callback()])
+              validation_data=(x[:BATCH], y[:BATCH]), callbacks=[guard.callback()])
     self.assertLen(traces, 1)
     self.assertAllEqual(guard.first_batch_sample.value()[1], y[:BATCH])  # Unshuffled: the first.
+    # Compiled again with another optimizer, the same guard: one more trace.
+    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss='mse', metrics=['mae'])
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[guard.callback()])
+    self.assertLen(traces, 2)
+
+  def test_a_none_in_the_data_keeps_the_first_batch(self):
+    # Keras turns a None (no sample weight) into an empty Optional in its dataset and back into
+    # None for the step: the first batch's copy is made from the spec as the step sees it.
+    model = compiled('mlp')
+    guard = keras_fit.guard_fit(model)
+    x = np.random.RandomState(0).normal(size=(4 * BATCH, 6)).astype(np.float32)
+    y = x.sum(1, keepdims=True)
+    batches = lambda: ((x[i:i + BATCH], y[i:i + BATCH], None) for i in range(0, len(x), BATCH))
+    model.fit(batches(), steps_per_epoch=4, epochs=1, verbose=0, callbacks=[guard.callback()])
+    self.assertIsNone(guard.first_batch_sample.unavailable)
+    self.assertAllEqual(guard.first_batch_sample.value()[1], y[:BATCH])
 
   def test_a_dataset_of_unknown_length_ends_its_epochs_as_keras_does(self):
     # A filter (as TFRecords, a generator): Keras learns each epoch's end from an

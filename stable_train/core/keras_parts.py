@@ -65,6 +65,12 @@ def build_compiled(model, data) -> None:
           'model(x[:1])') from e
 
 
+def without_optionals(spec):
+  """A dataset's element spec as Keras hands the step its elements: an empty Optional (what
+  Keras makes of a None in the data, a missing sample weight) as None."""
+  return tf.nest.map_structure(lambda s: None if isinstance(s, tf.OptionalSpec) else s, spec)
+
+
 def as_loss(identifier) -> keras.losses.Loss:
   """A Keras loss object from a string or a per-example loss function, reduced to a scalar mean
   over the batch (and weighted by a sample weight) as `compile` does."""
@@ -233,3 +239,19 @@ def _compiled_metrics(model) -> Optional[List[Any]]:
   if not metrics:
     return None
   return [m if isinstance(m, str) else keras.metrics.get(m) for m in metrics]
+
+
+def check_guardable(model) -> None:
+  """A one-line ConfigError unless `model` is a compiled keras.Model whose own `train_step` is
+  Keras's (`guard_fit` replaces it)."""
+  if not isinstance(model, keras.Model):
+    raise errors.ConfigError(
+        f'stable_train.guard_fit: model must be a keras.Model, got {type(model).__name__}.')
+  if getattr(model, 'optimizer', None) is None or not getattr(model, 'compiled', False):
+    raise errors.ConfigError(
+        'stable_train.guard_fit: compile the model first (model.compile(optimizer=..., loss=...)), '
+        'then guard it.')
+  if type(model).train_step is not keras.Model.train_step:
+    raise errors.ConfigError(
+        f'stable_train.guard_fit: {type(model).__name__} overrides train_step, which the guard '
+        'replaces; override compute_loss (and compute_metrics) instead: the guard calls them.')

@@ -37,7 +37,8 @@ class FirstBatch:
     return cls(strategy=strategy) if any(p.uses_first_batch for p in policies) else None
 
   def make_from_spec(self, spec) -> None:
-    """Makes the variables from the batches' spec (eager, before the step is traced: a variable
+    """Makes the variables from the batches' spec as the step gets them (an empty Optional as
+    None: `keras_parts.without_optionals`), eager, before the step is traced (a variable
     made in the first trace would make Keras trace the step again); a later `capture` of a batch
     of this spec fills them. Nothing where they are made already or no sample is kept."""
     if self.unavailable is None and self._variables is None and spec is not None:

@@ -70,7 +70,7 @@ class KerasGuard(driven.DrivenGuard):
   """
 
   def __init__(self, model, *, policies=None):
-    _check_model(model)
+    keras_parts.check_guardable(model)
     self.model = model
     self.strategy = model.distribute_strategy
     self.optimizer, wrapper = precision.split_loss_scale_optimizer(model.optimizer)
@@ -125,6 +125,7 @@ class KerasGuard(driven.DrivenGuard):
     made = self.keras_make_train_function(force=force)
     if self.model.train_function not in (None, self._train_function):
       self._train_function = functools.partial(_numerics_errors, self, self.model.train_function)
+      self.called = False  # A new train function (a recompile): set up before its first call.
       self.model.train_function = self._train_function
     return made
 
@@ -327,23 +328,14 @@ def _numerics_errors(guard: KerasGuard, keras_function, iterator):
 
 
 def _before_first_call(guard: KerasGuard, iterator) -> None:
-  """Builds the optimizer, the guard's set-up and the first batch's copy (from the iterator's
-  spec) before Keras traces the step: a variable made in that trace makes it trace again."""
-  guard.called = True
+  """Builds the compiled loss and metrics, the optimizer, the guard's set-up and the first
+  batch's copy (from the iterator's spec) before Keras traces the step: a variable made in that
+  trace makes it trace again."""
+  guard.called, m = True, guard.model
+  spec = keras_parts.without_optionals(getattr(iterator, 'element_spec', None))
+  if (spec is not None and m.built and all(layer.built for layer in m.layers)
+      and not distribute.uses_distributed_input(guard.strategy)):
+    keras_parts.build_compiled(m, spec)
   guard.ready_for_checkpoint()
   if guard.first_batch_sample is not None:
-    guard.first_batch_sample.make_from_spec(getattr(iterator, 'element_spec', None))
-
-
-def _check_model(model) -> None:
-  if not isinstance(model, keras.Model):
-    raise errors.ConfigError(
-        f'stable_train.guard_fit: model must be a keras.Model, got {type(model).__name__}.')
-  if getattr(model, 'optimizer', None) is None or not getattr(model, 'compiled', False):
-    raise errors.ConfigError(
-        'stable_train.guard_fit: compile the model first (model.compile(optimizer=..., loss=...)), '
-        'then guard it.')
-  if type(model).train_step is not keras.Model.train_step:
-    raise errors.ConfigError(
-        f'stable_train.guard_fit: {type(model).__name__} overrides train_step, which the guard '
-        'replaces; override compute_loss (and compute_metrics) instead: the guard calls them.')
+    guard.first_batch_sample.make_from_spec(spec)
