@@ -321,6 +321,17 @@ class RulesTest(tf.test.TestCase):
     self.assertNotEqual(doctor.diagnose(events, dict(summary, variable_dtype='float16'))['cause'],
                         'precision')
 
+  def test_a_missing_value_code_in_the_labels_explains_a_run_that_did_not_train(self):
+    coded = {'event': 'warning', 'step': 10, 'cause': 'bad_input',
+             'kind': 'missing_value_code_labels', 'message': 'm', 'fix': 'f', 'code': -999.0}
+    history = {'event': 'history', 'step': 60, 'steps': list(range(1, 61)),
+               'loss': [3e4 + 1e4 * (k % 3) for k in range(60)], 'grad_norm': [50.0] * 60,
+               'learning_rate': [1e-3] * 60, 'loss_scale': [1.0] * 60, 'applied': [True] * 60}
+    stopped = [history, {'event': 'diverged', 'step': 60, 'trigger': 'no_progress', 'reason': 'r'}]
+    cause, scores = top([coded] + stopped, {'status': 'diverged'})
+    self.assertEqual(cause, 'bad_input')
+    self.assertNotEqual(top(stopped, {'status': 'diverged'})[0], 'bad_input')
+
   def test_a_loss_output_mismatch_explains_a_finite_trouble_not_an_op_s_nan(self):
     mismatch = {'event': 'warning', 'step': 10, 'cause': 'loss_output_mismatch',
                 'kind': 'logits_to_probability_loss', 'message': 'm', 'fix': 'f',

@@ -44,8 +44,7 @@ def troubled(summary: Dict[str, Any], events: Sequence[Dict[str, Any]]) -> bool:
       (summary.get('adaptive_clip') or {}).get('clipped_steps'))
   return any(e.get('event') in ('outliers', 'rollback') or (
       e.get('event') == 'divergence_check' and not untouched) or (
-      e.get('event') == 'warning' and e.get('cause') in (symptoms_lib.MISMATCH, 'initialisation',
-                                                     'bad_input'))
+      e.get('event') == 'warning' and e.get('cause') in (symptoms_lib.MISMATCH, 'initialisation'))
       for e in events)
 
 

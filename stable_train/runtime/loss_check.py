@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train.core import heads
+from stable_train.core import keras_parts
 from stable_train.core import label_codes
 from stable_train.core import loss_match
 from stable_train.core import rate_match
@@ -140,8 +141,9 @@ class LossOutputCheck:
           or _multi_label_softmax(probe.loss, _labels(probe), activation)
           or (None if _weighted(probe) else
               loss_match.find_binary_labels_outside(probe.loss, _labels(probe))))
-      coded = None if found or _weighted(probe) or _masked(probe.model) else (
+      coded = None if found or _weighted(probe) else (
           label_codes.find_missing_codes(probe.loss, _labels(probe)))
+      coded = coded if coded is not None and _reads_codes(probe, coded) else None
     except Exception as e:  # pylint: disable=broad-except  (a custom loss's get_config, say)
       log.info('the loss/output check could not judge this run: %s',
                (str(e).splitlines() or [type(e).__name__])[0][:120])
@@ -295,12 +297,21 @@ def _labels(probe):
   return np.asarray(labels[0]) if len(labels) == 1 else None
 
 
-def _masked(model) -> bool:
-  """Whether the model masks steps (a Masking layer, an Embedding with mask_zero): the compiled
-  loss then leaves the masked steps' labels out, whatever they hold."""
-  return any(isinstance(node, keras.layers.Masking) or (
-      isinstance(node, keras.layers.Layer) and getattr(node, 'mask_zero', False) is True)
-             for node in tf.train.TrackableView(model).descendants())
+def _reads_codes(probe, coded: label_codes.Finding) -> bool:
+  """Whether the run's loss reads the coded labels: on the first batch's outputs (a mask they
+  carry kept, which Keras's losses apply), the loss with those labels set to the outputs is far
+  below the loss as it is. A mask (a `Masking` layer, `mask=` passed on) or a loss of one's own
+  that leaves them out reads them not."""
+  labels = _labels(probe)
+  outputs = tf.nest.flatten(diagnostics.model_outputs(
+      probe.model, probe.split_batch(probe.first_batch())[0], None))
+  if len(outputs) != 1 or np.size(outputs[0]) != np.size(labels):
+    return False
+  loss = keras_parts.as_loss(probe.loss) if isinstance(probe.loss, str) else probe.loss
+  answers = np.asarray(outputs[0]).reshape(labels.shape).astype(labels.dtype)
+  filled = np.where(labels == coded.code, answers, labels)
+  as_is, without = (float(loss(tf.constant(y), outputs[0])) for y in (labels, filled))
+  return as_is > 2.0 * without + 1e-6
 
 
 def _weighted(probe) -> bool:
