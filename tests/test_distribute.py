@@ -13,6 +13,7 @@ import tensorflow as tf
 import pytest
 
 from stable_train import errors
+from stable_train.keras import fit as keras_fit
 from stable_train.policies import basic as policies
 from stable_train.runtime import distribute
 from stable_train.trainer import trainer as trainer_lib
@@ -436,3 +437,39 @@ class MirroredRollbackTest(TestCase):
     for replicas in _replica_values(strategy, trainer.model.variables + trainer.optimizer.variables):
       np.testing.assert_array_equal(replicas[0], replicas[1])
       self.assertTrue(np.isfinite(replicas[0]).all())
+
+
+class OneDeviceTest(tf.test.TestCase):
+  """OneDeviceStrategy: the input is not split, but Keras's optimizer still merges, so the apply
+  runs in a replica context; through both front doors a NaN batch is skipped and the run goes on."""
+
+  def _model(self, strategy):
+    with strategy.scope():
+      keras.utils.set_random_seed(0)
+      model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, 'relu'),
+                                keras.layers.Dense(1)])
+      return model, keras.optimizers.Adam(1e-2)
+
+  def _data(self):
+    x = np.random.RandomState(0).normal(size=(32, 6)).astype(np.float32)
+    y = x.sum(1, keepdims=True)
+    x[12] = np.nan  # Batch 2 of 4.
+    return x, y
+
+  def test_both_doors_skip_a_nan_batch(self):
+    x, y = self._data()
+    strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
+    model, optimizer = self._model(strategy)
+    trainer = trainer_lib.Trainer(model=model, optimizer=optimizer, loss='mse', model_dir=None,
+                                  verbose=False, strategy=strategy)
+    summary = trainer.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat(),
+                          num_steps=8)
+    self.assertEqual((summary['status'], summary['skipped_steps']), ('completed', 2))
+    strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
+    model, optimizer = self._model(strategy)
+    with strategy.scope():
+      model.compile(optimizer=optimizer, loss='mse')
+    guard = keras_fit.guard_fit(model)
+    model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    self.assertEqual(int(guard.state.skipped_steps.numpy()), 2)
+    self.assertTrue(all(np.all(np.isfinite(v.numpy())) for v in model.variables))

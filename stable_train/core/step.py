@@ -180,7 +180,10 @@ class GuardedStep:
       grads, report, snapshot, metric_inputs = strategy.run(self.replica_part, (batch,))
       # Every field is computed from aggregated values, so all replicas agree: take the first.
       report = {k: strategy.experimental_local_results(v)[0] for k, v in report.items()}
-      run = strategy.run if self.distributed else (lambda fn, args: fn(*args))
+      # A strategy's apply (Keras's optimizer merges) needs a replica context, also where the
+      # input is not distributed (OneDeviceStrategy); the default strategy's does not.
+      run = strategy.run if self.distributed or tf.distribute.has_strategy() else (
+          lambda fn, args: fn(*args))
       return self._agree(report, random_snapshot,
                          apply=lambda: run(self.apply_aggregated, (grads, metric_inputs)),
                          restore=lambda: run(self.restore_forward_state, (snapshot,)),
@@ -229,7 +232,10 @@ class GuardedStep:
       # Every field is computed from aggregated values, so all replicas agree: take the first.
       report = {k: strategy.experimental_local_results(v)[0] for k, v in report.items()}
       each = lambda fn, args: strategy.extended.call_for_each_replica(fn, args=args)
-      run = each if self.distributed else (lambda fn, args: fn(*args))
+      # A strategy's apply (Keras's optimizer merges) needs a replica context, also where the
+      # input is not distributed (OneDeviceStrategy); the default strategy's does not.
+      run = each if self.distributed or tf.distribute.has_strategy() else (
+          lambda fn, args: fn(*args))
       report = self._agree(report, random_snapshot,
                            apply=lambda: run(self.apply_aggregated, (grads, metric_inputs)),
                            restore=lambda: run(self.restore_forward_state, (snapshot,)),
