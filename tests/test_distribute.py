@@ -482,6 +482,7 @@ class OneDeviceTest(tf.test.TestCase):
     model.fit(*self._data(poisoned), batch_size=8, epochs=1, shuffle=False, verbose=0)
     return int(guard.state.skipped_steps.numpy()), self._state(model, optimizer)
 
+  @pytest.mark.slow  # Four runs under a strategy, as the Mirrored runs of the slow set.
   def test_both_doors_skip_a_nan_batch_as_if_never_seen(self):
     for door in (self._trainer, self._fit):
       (skipped, state), (clean_skips, clean) = door(True), door(False)
