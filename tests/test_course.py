@@ -409,6 +409,27 @@ class RecurrentSgdTest(tf.test.TestCase):
     self.assertEqual(cause, 'learning_rate')
     self.assertTrue(any('above the usual top' in e for e in scores['learning_rate'][1]))
 
+  def test_a_token_model_is_read_against_a_language_models_recipes(self):
+    # A word model (a recurrence over an Embedding table) at SGD 20 or 30 without its clip, as
+    # PyTorch's word-language-model example and AWD-LSTM train it with one: its gradients, low.
+    for lr in (20.0, 30.0):
+      events, summary = diverged(lr=lr, optimizer='SGD')
+      summary.update(recurrent=0.97, embedded=True)
+      found = doctor.diagnose(events, summary)
+      self.assertEqual((found['cause'], found['confidence']), ('exploding_gradients', 'low'), lr)
+      self.assertTrue(any(f'recurrent token model diverged under SGD at {lr:.3g}' in e
+                          for e in found['evidence']), found['evidence'])
+      # The same rate without a table (a forecaster, blind19's SegRNN at 10), or a table with no
+      # recurrence recorded: the rate, far above its usual top.
+      for fields in (dict(recurrent=0.97), dict(embedded=True)):
+        events, summary = diverged(lr=lr, optimizer='SGD')
+        summary.update(fields)
+        self.assertEqual(doctor.diagnose(events, summary)['cause'], 'learning_rate', fields)
+    # Above every recipe's rate: no prior.
+    events, summary = diverged(lr=100.0, optimizer='SGD')
+    summary.update(recurrent=0.97, embedded=True)
+    self.assertEqual(doctor.diagnose(events, summary)['cause'], 'learning_rate')
+
   def test_a_run_its_optimizer_already_clipped(self):
     # Its own clip did not hold it: a clip is no remedy, the rate is, and the verdict is low.
     for optimizer, lr, clip in (('SGD', 0.01, {'global_clipnorm': 1.0}),

@@ -161,6 +161,13 @@ class RunSummaryTest(tf.test.TestCase):
       values = summary.build(done, model=model)
       self.assertEqual(values.get('recurrent', 0) > 0, expected, model)
       self.assertEqual(summary_lib.recurrent_share(model) > 0, expected)
+    # A recurrence over an Embedding table is a token model; a table without one records nothing.
+    self.assertIs(summary.build(done, model=words).get('embedded'), True)
+    self.assertNotIn('embedded', summary.build(done, model=lstm))
+    bag = keras.Sequential([keras.Input((5,), dtype='int32'), layers.Embedding(50, 4),
+                            layers.GlobalAveragePooling1D(), layers.Dense(1)])
+    self.assertTrue(summary_lib.embedded(bag))
+    self.assertNotIn('embedded', summary.build(done, model=bag))
 
 
 if __name__ == '__main__':

@@ -115,8 +115,7 @@ class Symptoms(ForensicsReadings):
   first_step: Optional[int] = None  # The run's first step (its start event's step + 1).
   outlier_batches: List[int] = dataclasses.field(default_factory=list)
   warnings: List[str] = dataclasses.field(default_factory=list)  # `warning` events' causes.
-  # The first `warning` of a loss/output mismatch (its kind, message, fix and gin), or None.
-  mismatch: Optional[Dict[str, Any]] = None
+  mismatch: Optional[Dict[str, Any]] = None  # The first mismatch `warning` (kind, fix, gin).
   rechecks: List[str] = dataclasses.field(default_factory=list)  # Forensics re-run verdicts.
   forensics: Optional[Dict[str, Any]] = None  # The first forensics record's report.
   history: Optional[Dict[str, List[Any]]] = None  # The first `history` event.
@@ -133,6 +132,7 @@ class Symptoms(ForensicsReadings):
   healthy_norm: Optional[float] = None
   optimizer: str = ''  # The optimizer's class (inside a LossScaleOptimizer); '' unknown.
   recurrent: float = math.nan  # The share of its weights in recurrent layers (summary.json).
+  embedded: bool = False  # A recurrent model that reads an Embedding table: a token model.
   optimizer_clip: Dict[str, float] = dataclasses.field(default_factory=dict)  # Its own clip.
 
   @property
@@ -203,6 +203,7 @@ class Symptoms(ForensicsReadings):
     self.optimizer = str(summary.get('optimizer_family') or summary.get('optimizer') or '')
     self.outputs_checked = summary.get('outputs_checked', True) is not False
     self.recurrent = number(summary.get('recurrent'))  # Absent: NaN, no recurrence read.
+    self.embedded = summary.get('embedded') is True
     clips = summary.get('optimizer_clip')
     self.optimizer_clip = {k: number(v) for k, v in (clips.items() if isinstance(clips, dict)
                                                      else ()) if 0 < number(v) < math.inf}

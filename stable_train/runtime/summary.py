@@ -24,14 +24,10 @@ def optimizer_family(optimizer) -> str:
                and c.__name__ not in ('Optimizer', 'LossScaleOptimizer')), cls.__name__)
 
 
-def recurrent_share(model) -> float:
-  """The share of `model`'s trainable weights, `Embedding` tables left out (lookups, a few rows a
-  step: a word model's table would hide its recurrence), held by trainable Keras recurrent layers
-  (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a custom cell in `RNN`, in a `Bidirectional`),
-  found through tracked attributes and each model's `layers` (which list a subclassed model's
-  layers held in a Python list): the doctor reads a divergence under SGD in a model that is
-  mostly a recurrence as gradients it multiplied. 0.0 for a frozen one, a hand-written loop, or
-  a model it cannot walk."""
+def _layers(model) -> Dict[int, Any]:
+  """Every layer and tracked object of `model` by id, found through tracked attributes and each
+  model's `layers` (which list a subclassed model's layers held in a Python list); a node it
+  cannot walk is left out."""
   layers, queue = {}, [model]
   while queue:
     node = queue.pop()
@@ -43,6 +39,16 @@ def recurrent_share(model) -> float:
       queue += list(node.layers) if isinstance(node, keras.Model) else []
     except Exception:  # pylint: disable=broad-except  (a node it cannot walk: unknown)
       continue
+  return layers
+
+
+def recurrent_share(model) -> float:
+  """The share of `model`'s trainable weights, `Embedding` tables left out (lookups, a few rows a
+  step: a word model's table would hide its recurrence), held by trainable Keras recurrent layers
+  (`keras.layers.RNN`: LSTM, GRU, SimpleRNN, a custom cell in `RNN`, in a `Bidirectional`): the
+  doctor reads a divergence under SGD in a model that is mostly a recurrence as gradients it
+  multiplied. 0.0 for a frozen one, a hand-written loop, or a model it cannot walk."""
+  layers = _layers(model)
 
   def size(kind, trainable_only=False) -> int:  # Each weight once (a layer shared or nested).
     weights = {id(w): w for l in layers.values() if isinstance(l, kind)
@@ -51,6 +57,22 @@ def recurrent_share(model) -> float:
 
   total = size(keras.layers.Layer) - size(keras.layers.Embedding)
   return size(keras.layers.RNN, trainable_only=True) / total if total > 0 else 0.0
+
+
+def embedded(model) -> bool:
+  """Whether `model` looks its inputs up in a Keras `Embedding` table (a word or character
+  model: with a recurrence, the doctor reads its rate against a language model's recipes)."""
+  return any(isinstance(l, keras.layers.Embedding) for l in _layers(model).values())
+
+
+def model_fields(model) -> Dict[str, Any]:
+  """For the doctor: the share of `model`'s weights that is `recurrent`, and whether that
+  recurrence reads an `embedded` table (a token model, whose recipes' rates are a language
+  model's); nothing for a model with no recurrence."""
+  share = recurrent_share(model)
+  if not share:
+    return {}
+  return {'recurrent': round(share, 4), **({'embedded': True} if embedded(model) else {})}
 
 
 def half_variables(optimizer) -> bool:
@@ -115,7 +137,8 @@ class RunSummary:
     """The summary dict of a run that ended with `outcome` (`notes`: the front door's own
     fields, e.g. what its step did not check; `optimizer`: the run's, named by its class, a
     LossScaleOptimizer's inner one: the doctor reads whether the rate was a usual one for it;
-    `model`: the share of its weights that is `recurrent`, for the doctor too)."""
+    `model`: the share of its weights that is `recurrent`, and whether that recurrence reads an
+    `embedded` table, for the doctor too)."""
     t = self._state
     step = int(t.global_step.numpy())
     summary = {
@@ -139,9 +162,7 @@ class RunSummary:
       clip = optimizer_clip(optimizer)
       if clip:
         summary['optimizer_clip'] = clip
-    share = recurrent_share(model)
-    if share:
-      summary['recurrent'] = round(share, 4)
+    summary.update(model_fields(model))
     for p in self._policies:
       summary.update(p.summary())
     summary.update(notes or {})
