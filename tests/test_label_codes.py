@@ -30,6 +30,18 @@ class FindMissingCodesTest(tf.test.TestCase):
       self.assertEqual(label_codes.find_missing_codes('mse', _labels(code)).code,
                        float(np.float32(code)))
 
+  def test_a_code_as_a_narrower_type_stores_it(self):
+    # float16 holds -9999 as -10000, bfloat16 as -9984: the code is read as the labels hold it.
+    for dtype, stored in ((np.float16, -10000.0), (tf.bfloat16.as_numpy_dtype, -9984.0)):
+      found = label_codes.find_missing_codes('mse', _labels(-9999.0).astype(dtype))
+      self.assertEqual((found.code, found.rows), (stored, 3), dtype)
+    # A uint16 raster's nodata among counts.
+    counts = np.random.RandomState(1).randint(0, 90, size=(64, 1)).astype(np.uint16)
+    counts[[2, 9]] = 65535
+    found = label_codes.find_missing_codes('mae', counts)
+    self.assertEqual((found.code, found.rows), (65535.0, 2))
+    self.assertIsNone(label_codes.find_missing_codes('mae', counts[[0, 1, 3, 4, 5, 6, 7, 8, 10]]))
+
   def test_labels_without_a_code_or_a_code_the_data_could_hold_are_left_alone(self):
     self.assertIsNone(label_codes.find_missing_codes('mse', _labels()))
     # Raw targets in dollars (1e4 to 4e4): -999 lies within 10x their range of them.

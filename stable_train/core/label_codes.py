@@ -16,9 +16,10 @@ from stable_train.core import loss_match
 
 # The codes data sets write for a missing value: hydrology and climate records (-999, -9999),
 # survey files (-99, 999, 9999), int16 rasters' nodata (-32768, -32767) and float32 ones'
-# (-3.4028235e38, float32's lowest).
+# (-3.4028235e38, float32's lowest), uint16 ones' (65535). Each is compared as the labels' own
+# float type stores it (float16 holds -9999 as -10000).
 MISSING_CODES: Tuple[float, ...] = (-9999.0, -999.0, -99.0, 999.0, 9999.0, -32768.0, -32767.0,
-                                    float(np.finfo(np.float32).min))
+                                    65535.0, float(np.finfo(np.float32).min))
 # A code is a marker only where it lies beyond the other labels by more than FAR times their
 # range: a value the data could hold (a -99 dB floor beside levels down to -60) is not one.
 FAR = 10.0
@@ -48,6 +49,17 @@ class Finding:
             'rows': self.rows}
 
 
+def _as_stored(dtype) -> np.ndarray:
+  """MISSING_CODES as labels of `dtype` hold them (float64): rounded to a float type narrower
+  than float32 (float16, bfloat16; those beyond its range dropped), as they are otherwise."""
+  codes = np.asarray(MISSING_CODES, np.float64)
+  if np.dtype(dtype).kind != 'f' and 'bfloat16' not in str(dtype) or np.dtype(dtype).itemsize >= 4:
+    return codes
+  with np.errstate(over='ignore'):
+    rounded = codes.astype(dtype).astype(np.float64)
+  return rounded[np.isfinite(rounded)]
+
+
 def find_missing_codes(loss, labels) -> Optional[Finding]:
   """A missing-value code among the labels of a Keras regression loss (MSE, MAE, Huber, ...), or
   None. Found where some labels equal one of MISSING_CODES exactly and lie more than FAR x the
@@ -58,10 +70,11 @@ def find_missing_codes(loss, labels) -> Optional[Finding]:
   if name is None or labels is None or (
       isinstance(loss, keras.losses.Loss) and type(loss).call not in _PLAIN_CALLS):
     return None
-  values = np.asarray(labels, np.float64).reshape(-1)
+  stored = np.asarray(labels)
+  values = stored.astype(np.float64).reshape(-1)
   if values.size == 0 or not np.all(np.isfinite(values)):
     return None
-  coded = np.isin(values, np.asarray(MISSING_CODES, np.float64))
+  coded = np.isin(values, _as_stored(stored.dtype))
   others = values[~coded]
   if not coded.any() or others.size < MIN_OTHERS:
     return None
