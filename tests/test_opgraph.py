@@ -31,6 +31,24 @@ class OperandTest(tf.test.TestCase):
     fn, x, ops = _fn_and_ops(lambda s: tf.math.log(tf.reduce_sum(tf.exp(s))))
     self.assertEqual(opgraph.operand(fn, x, ops['Log'][0], 'Log'), opgraph.SUM_OF_EXP)
 
+  def test_a_cross_entropy_written_by_hand_is_a_log_over_a_softmax_by_hand(self):
+    # -log p[label], p = exp(z) / sum(exp(z)): the label's probability underflows to 0 first.
+    softmax = lambda s: tf.exp(s) / tf.reduce_sum(tf.exp(s), -1, keepdims=True)  # noqa: E731
+    picks = [
+        lambda s: tf.math.log(softmax(s)),                                  # Every column.
+        lambda s: tf.math.log(tf.gather(softmax(s), 1)),                    # The label's.
+        lambda s: tf.math.log(softmax(s)[2]),
+        lambda s: tf.math.log(tf.reduce_sum(softmax(s) * tf.one_hot(0, 3))),  # One-hot weighted.
+    ]
+    for body in picks:
+      fn, x, ops = _fn_and_ops(body)
+      self.assertEqual(opgraph.operand(fn, x, ops['Log'][0], 'Log'), opgraph.SUM_OF_EXP)
+    # A log of a plain normalisation or of a sigmoid by hand is no softmax's.
+    for body in (lambda s: tf.math.log(tf.gather(s / tf.reduce_sum(s), 1)),
+                 lambda s: tf.math.log(tf.exp(s) / (1.0 + tf.exp(s)))):
+      fn, x, ops = _fn_and_ops(body)
+      self.assertIsNone(opgraph.operand(fn, x, ops['Log'][0], 'Log'))
+
   def test_other_divisions_and_logs_are_not(self):
     cases = [
         (lambda s: s / tf.reduce_sum(s), 'RealDiv'),             # A plain normalisation.

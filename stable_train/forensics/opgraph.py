@@ -1,11 +1,12 @@
 """What fed the op Forensics located, read from the re-run's traced graph.
 
-One question so far: is a division's denominator, or a log's argument, a sum of exponentials?
-That is a softmax or a logsumexp written by hand (`exp(x) / sum(exp(x))`,
-`log(sum(exp(x)))`) with no maximum subtracted: its exps underflowed to 0 (0 / 0, log 0) or
-overflowed (inf / inf). The op located is then a division or a log, but the cure is the
-exponential's (`tf.nn.softmax`, `tf.nn.log_softmax`, `tf.reduce_logsumexp`, a loss from logits),
-not an epsilon in the division.
+One question so far: is a division's denominator, or a log's argument, a sum of exponentials,
+or is a log's argument such a division (picked or weighted)? That is a softmax, a logsumexp or a
+cross-entropy written by hand (`exp(x) / sum(exp(x))`, `log(sum(exp(x)))`,
+`-log(gather(exp(x) / sum(exp(x)), label))`) with no maximum subtracted: its exps underflowed to
+0 (0 / 0, log 0) or overflowed (inf / inf). The op located is then a division or a log, but the
+cure is the exponential's (`tf.nn.softmax`, `tf.nn.log_softmax`, `tf.reduce_logsumexp`, a loss
+from logits), not an epsilon in the division.
 """
 
 import re
@@ -18,6 +19,8 @@ _PASS = frozenset({'Identity', 'CheckNumerics', 'CheckNumericsV2', 'Cast', 'Expa
                    'Squeeze', 'BroadcastTo', 'StopGradient', 'Tile', 'Transpose', 'ConcatV2'})
 _REDUCTIONS = frozenset({'Sum', 'Mean', 'Cumsum'})  # A sum over exps (of its first input)...
 _ADDS = frozenset({'AddV2', 'Add'})  # ...plus a constant (an epsilon).
+# Ops that pick or weight a log's argument out of a softmax's (the label's probability).
+_PICKS = frozenset({'GatherV2', 'GatherNd', 'StridedSlice', 'Slice', 'Mul', 'Sum', 'Max'})
 _DEPTH = 8  # Ops walked back from the operand at most.
 SUM_OF_EXP = 'a sum of exp()'  # The record's `operand` for a softmax or logsumexp by hand.
 _GRAPH = re.compile(r'Graph name: "([^"]+)"')  # The graph check_numerics stopped in.
@@ -59,6 +62,19 @@ def _walk(op, depth, summed, seen) -> bool:
   return False
 
 
+def _softmax_by_hand(tensor: tf.Tensor, depth: int) -> bool:
+  """Whether `tensor` is a division over a sum of exps (a softmax by hand), through pass-through
+  ops and ops that pick or weight its values (a gather of the label's column, a one-hot product
+  summed)."""
+  op = tensor.op
+  if op.type in ('RealDiv', 'Div'):
+    return _sum_of_exp(op.inputs[1], _DEPTH, False, {})
+  if depth <= 0 or not op.inputs or op.type not in _PASS | _PICKS:
+    return False
+  inputs = op.inputs if op.type == 'Mul' else op.inputs[:1]
+  return any(_softmax_by_hand(t, depth - 1) for t in inputs)
+
+
 def operand(fn, batch, op_name: str, op_type: str, error: str = '') -> Optional[str]:
   """`SUM_OF_EXP` where the op `op_name` in the graph of the `tf.function` `fn` traced for `batch`
   is a division (its denominator) or a log (its argument) over a sum of exps; None otherwise:
@@ -77,6 +93,8 @@ def operand(fn, batch, op_name: str, op_type: str, error: str = '') -> Optional[
     if named and named.group(1) != graph.name:
       return None
     op = graph.get_operation_by_name(op_name)
-    return SUM_OF_EXP if _sum_of_exp(op.inputs[index], _DEPTH, False, {}) else None
+    fed = op.inputs[index]
+    return SUM_OF_EXP if _sum_of_exp(fed, _DEPTH, False, {}) or (
+        index == 0 and _softmax_by_hand(fed, _DEPTH)) else None
   except Exception:  # pylint: disable=broad-except  (an op or a graph it cannot read)
     return None
