@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from stable_train import errors
 from stable_train.keras import fit as keras_fit
+from stable_train.policies import answers
 from stable_train.policies import divergence
 from stable_train.policies import moved
 from stable_train.policies import precision
@@ -141,6 +142,27 @@ class VerdictTest(tf.test.TestCase):
     model.layers[0].kernel.assign(np.zeros((8, 1), np.float32) + 1e-4)  # Now a guess.
     self.assertEqual(verdict(model, labels, smoothed=math.log(2), loss=bce)[0], untrained.CHANCE)
 
+  def test_the_same_answer_for_every_example_at_the_guess_did_not_train(self):
+    # The first batch's class frequencies for every example (ELECTRA at Adam 2e-2, blind44): its
+    # per-example losses differ by class, so it is no uniform guess, but its answers do not
+    # depend on the input.
+    model = classifier(last_scale=1e-3)
+    counts = np.bincount(RANDOM[:64], minlength=CLASSES)
+    model.layers[-1].bias.assign(np.log(counts / 64.0).astype(np.float32))
+    guess = math.log(CLASSES)
+    probe = probe_of(model, RANDOM)
+    self.assertFalse(untrained.at_chance(untrained.first_batch_losses(probe), guess))
+    self.assertLess(answers.classifier_flatness(probe), 0.01)
+    rule, reason = verdict(model, RANDOM, smoothed=guess)
+    self.assertEqual(rule, untrained.CHANCE)
+    self.assertIn('its answers barely vary from example to example', reason)
+    self.assertIsNone(verdict(model, RANDOM, smoothed=guess, progress=0.2))  # Still moving.
+    self.assertIsNone(verdict(model, RANDOM, smoothed=0.9 * guess))  # Below the guess.
+    # Answers that follow the input (a model that learnt the rule a little): not flat.
+    model.layers[-1].kernel.assign(classifier().layers[-1].kernel * 0.5)
+    self.assertGreater(answers.classifier_flatness(probe), 0.1)
+    self.assertIsNone(verdict(model, RANDOM, smoothed=guess))
+
   def test_at_chance(self):
     guess, rng = 2.0, np.random.RandomState(0)
     self.assertTrue(untrained.at_chance(guess + 1e-4 * rng.normal(size=64), guess))
@@ -262,7 +284,7 @@ class RegressionVerdictTest(tf.test.TestCase):
     model.layers[0].bias.assign(tf.fill([16], 2.0))
     model.layers[1].bias.assign(model.layers[1].bias + np.mean(TARGET[:64]) - model(X[:1])[0])
     probe = self._probe(model)
-    self.assertLess(untrained.flatness(probe), 1e-3)
+    self.assertLess(answers.flatness(probe), 1e-3)
     level, first = untrained.mean_level(probe)
     self.assertAllClose(first / level, 1.0, atol=1e-3)
     rule, reason = untrained.verdict(probe, smoothed=first, steps=150, progress=STALLED)
@@ -271,11 +293,11 @@ class RegressionVerdictTest(tf.test.TestCase):
     self.assertIsNone(untrained.verdict(probe, smoothed=first, steps=150, progress=0.2))  # Moving.
     # Answers that vary by 30 % of the labels' spread, at a loss above the mean's (here they miss
     # the labels altogether): they still depend on the input, so not judged.
-    answers = regressor()(X).numpy()
-    noise = np.random.RandomState(1).normal(size=answers.shape)
-    labels = answers.mean() + noise * answers[:64].std() / noise[:64].std() / 0.3
+    outputs = regressor()(X).numpy()
+    noise = np.random.RandomState(1).normal(size=outputs.shape)
+    labels = outputs.mean() + noise * outputs[:64].std() / noise[:64].std() / 0.3
     probe = self._probe(regressor(), labels=labels.astype(np.float32))
-    self.assertAllClose(untrained.flatness(probe), 0.3, rtol=1e-3)
+    self.assertAllClose(answers.flatness(probe), 0.3, rtol=1e-3)
     level, first = untrained.mean_level(probe)
     self.assertGreater(first / level, untrained.MEAN_FLAT_LEVEL)
     self.assertIsNone(untrained.verdict(probe, smoothed=first, steps=150, progress=STALLED))
@@ -287,7 +309,37 @@ class RegressionVerdictTest(tf.test.TestCase):
     noise = 30 * np.random.RandomState(2).normal(size=(512, 1))
     probe = self._probe(two, labels=np.concatenate([model(X).numpy(), noise], -1).astype(
         np.float32))
-    self.assertGreater(untrained.flatness(probe), 0.9)
+    self.assertGreater(answers.flatness(probe), 0.9)
+
+  def test_under_a_loss_of_ones_own_flat_answers_at_the_mean_did_not_train(self):
+    # FlowNetS-lite at Adam 1e-2 under its average end-point error (blind45): a loss `mean_level`
+    # does not read, measured against itself predicting the labels' mean.
+    def epe(y, p):
+      return tf.reduce_mean(tf.sqrt(tf.reduce_sum(tf.square(y - p), -1) + 1e-12))
+
+    model = regressor()
+    model.layers[0].kernel.assign(model.layers[0].kernel * 1e-2)
+    model.layers[0].bias.assign(tf.fill([16], 2.0))
+    model.layers[1].bias.assign(model.layers[1].bias + np.mean(TARGET[:64]) - model(X[:1])[0])
+    for loss in (epe, keras.losses.Huber(), 'log_cosh'):
+      probe = self._probe(model, loss=loss)
+      level, first = answers.own_loss_level(probe)
+      self.assertAllClose(first / level, 1.0, atol=1e-2)
+      rule, reason = untrained.verdict(probe, smoothed=first, steps=150, progress=STALLED)
+      self.assertEqual(rule, untrained.FLAT, loss)
+      self.assertIn("its loss of predicting the labels' mean", reason)
+      self.assertIsNone(untrained.verdict(probe, smoothed=first, steps=150, progress=0.2))
+    # Answers that follow the input, a loss below the mean's, a weighted batch or a loss that
+    # Keras's baselines read: not this rule.
+    alive = self._probe(regressor(), loss=epe)
+    self.assertIsNone(untrained.verdict(alive, smoothed=5.0, steps=150, progress=STALLED))
+    probe = self._probe(model, loss=epe)
+    level, _ = answers.own_loss_level(probe)
+    self.assertIsNone(untrained.verdict(probe, smoothed=0.5 * level, steps=150, progress=STALLED))
+    weighted = self._probe(model, loss=epe, weights=np.ones(64, np.float32))
+    self.assertIsNone(answers.own_loss_level(weighted))
+    for loss in ('mse', 'mae', SCE, keras.losses.BinaryCrossentropy()):
+      self.assertIsNone(answers.own_loss_level(self._probe(model, loss=loss)), loss)
 
   @staticmethod
   def _rain_series():

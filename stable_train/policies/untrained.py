@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from stable_train.core import loss_match
+from stable_train.policies import answers
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
 
@@ -149,15 +150,21 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
         f'{diagnostics.INIT_REMEDY}')
   guess = uniform_guess(probe)
   if guess is None:
-    return _mean_verdict(probe, smoothed, steps, progress, start, warm)
+    return (_mean_verdict(probe, smoothed, steps, progress, start, warm)
+            or _own_loss_verdict(probe, smoothed, steps, progress, warm, start))
   # At the guess itself (within 1 - CHANCE_LEVEL of it), a loss that came down only to it.
   at_guess = abs(smoothed / guess - 1.0) <= 1.0 - CHANCE_LEVEL
   if not smoothed >= CHANCE_LEVEL * guess or not (
       stalled or at_guess or smoothed >= FAR * guess):
     return None
   losses = first_batch_losses(probe)
+  flat = None
   if losses is None or not at_chance(losses, guess, lenient=chance_start):
-    return None
+    # The same answer for every example, not a uniform one (the classes' frequencies, one class
+    # for all): stalled at the guess's loss with answers that no longer depend on the input.
+    flat = answers.classifier_flatness(probe) if stalled and losses is not None else None
+    if flat is None or not flat <= MEAN_FLAT:
+      return None
   first = float(np.mean(losses))
   if broken_start:
     why = (f'from a start where {broken_start}: initial weights too large, or a forward pass '
@@ -167,6 +174,9 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
            'level; one too low never leaves it)')
   else:  # Judged for how far above the guess it still is.
     why = f'and {smoothed / guess:.3g} x it at the end, far above'
+  if flat is not None:
+    why = (f"and its answers barely vary from example to example ({flat:.2%} of the labels' "
+           'spread): they no longer depend on the input; ' + why[len('and '):])
   return CHANCE, (
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
       f"{first:.4g} on the first batch) is no better than a uniform guess's, {guess:.4g}, "
@@ -197,7 +207,7 @@ def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
   flat = None
   if not (ratio >= MEAN_FAR or (ratio >= MEAN_NEAR and near)):
     stalled = progress is not None and progress < PROGRESS
-    flat = flatness(probe) if stalled and ratio >= MEAN_FLAT_LEVEL else None
+    flat = answers.flatness(probe) if stalled and ratio >= MEAN_FLAT_LEVEL else None
     if flat is None or not flat <= MEAN_FLAT:
       return None
   centre = 'median' if _CENTRES[loss_match.loss_function(probe.loss)] is np.median else 'mean'
@@ -210,6 +220,29 @@ def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
       f'{first:.4g} on the first batch) is {ratio:.3g} x that of predicting the '
       f"labels' {centre} for every example, {level:.4g}{pace}: inputs or labels far off scale "
+      '(standardise them), an initialiser wrong for the architecture, or a learning rate that '
+      'knocked it there or is too low to leave it')
+
+
+def _own_loss_verdict(probe, smoothed, steps, progress, warm, start):
+  """`FLAT` for a regression under a loss `mean_level` does not read (`answers.own_loss_level`:
+  a loss of one's own, Huber, ...), stalled at MEAN_FLAT_LEVEL x its own loss of the labels'
+  means or above, its answers varying by MEAN_FLAT of the labels' spread or less; only that
+  rule (how far above a constant's loss means "did not train" depends on the loss)."""
+  if warm is not None and (math.isnan(warm) or (start is not None and warm > MEAN_AGREE * start)):
+    return None  # Unknown, or a first batch far easier than the run's next ones: no baseline.
+  found = answers.own_loss_level(probe) if progress is not None and progress < PROGRESS else None
+  if found is None or not found[0] > 0 or min(smoothed, found[1]) < MEAN_FLAT_LEVEL * found[0]:
+    return None
+  flat = answers.flatness(probe)
+  if flat is None or not flat <= MEAN_FLAT:
+    return None
+  return FLAT, (
+      f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
+      f'{found[1]:.4g} on the first batch) is {min(smoothed, found[1]) / found[0]:.3g} x its '
+      f"loss of predicting the labels' mean for every example, {found[0]:.4g}, no longer "
+      f'coming down, and its answers barely vary from example to example ({flat:.2%} of the '
+      "labels' spread): they no longer depend on the input: inputs or labels far off scale "
       '(standardise them), an initialiser wrong for the architecture, or a learning rate that '
       'knocked it there or is too low to leave it')
 
@@ -239,7 +272,7 @@ def mean_level(probe) -> Optional[Tuple[float, float]]:
   if centre is None or first is None or reduction not in diagnostics.MEAN_REDUCTIONS or (
       isinstance(first, (tuple, list)) and len(first) == 3):
     return None
-  found = _answers(probe, first)
+  found = answers.answers_of(probe, first)
   if found is None:
     return None
   y, outputs = found
@@ -249,42 +282,6 @@ def mean_level(probe) -> Optional[Tuple[float, float]]:
            else (lambda p: np.mean(np.abs(p - y))))
   level, own = error(np.broadcast_to(centre(y, axis=0), y.shape)), min(map(error, outputs))
   return (float(level), float(own)) if np.isfinite(level) and np.isfinite(own) else None
-
-
-def _answers(probe, first) -> Optional[Tuple[np.ndarray, list]]:
-  """(the labels of the batch `first`, the model's answers in each of `collapse.modes`), each as
-  float64 rows of one column per output; None for several heads (Keras sums their losses: one
-  mean is no baseline for them) or a model or batch it cannot read. No variable moves."""
-  try:  # A diagnostic never ends a run: a model or batch it cannot judge gives None.
-    features, labels = probe.split_batch(first)
-    outputs = [diagnostics.model_outputs(probe.model, features, None, m)
-               for m in collapse.modes(probe.model)]
-    if any(len(tf.nest.flatten(x)) != 1 for x in [labels] + outputs):
-      return None
-    y = np.asarray(tf.nest.flatten(labels)[0], np.float64)
-    y = y.reshape(len(y), -1)
-    return y, [np.asarray(tf.cast(tf.nest.flatten(x)[0], tf.float64)).reshape(y.shape)
-               for x in outputs]
-  except Exception:  # pylint: disable=broad-except
-    return None
-
-
-def flatness(probe) -> Optional[float]:
-  """How much a regression's answers on the first batch vary from example to example, over how
-  much its labels do: the largest, over the outputs whose labels vary and over `collapse.modes`,
-  of an output's standard deviation across the rows over its labels' (each output on its own: a
-  learnt output beside an unstandardised one of noise is no flat answer); None where it cannot
-  be read or no label varies."""
-  found = _answers(probe, probe.first_batch())
-  if found is None:
-    return None
-  y, answers = found
-  spread = np.std(y, axis=0)
-  varied = spread > 0
-  if not varied.any():
-    return None
-  found = max(float(np.max(np.std(a, axis=0)[varied] / spread[varied])) for a in answers)
-  return found if math.isfinite(found) else None
 
 
 def uniform_guess(probe) -> Optional[float]:
