@@ -7,7 +7,9 @@ input reaches them), or a classifier no better than a uniform guess, on its trai
 on the first batch (without sample weights or regularisation, the lower of inference and
 training mode; a guess for every example, or worse than one beyond the batch's noise); a
 classifier whose loss came down only to the guess itself, or stays at twice it or more, is
-judged even while it comes down.
+judged even while it comes down. Answers that barely vary from example to example (`answers`)
+are judged too: a regression's at its labels' mean, under any loss, and a classifier's at the
+guess's loss.
 """
 
 import math
