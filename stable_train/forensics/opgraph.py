@@ -1,7 +1,7 @@
 """What fed the op Forensics located, read from the re-run's traced graph.
 
 One question so far: is a division's denominator, or a log's argument, a sum of exponentials,
-or is a log's argument such a division (picked or weighted)? That is a softmax, a logsumexp or a
+or is a log's argument such a division (or a value picked from it)? That is a softmax, a logsumexp or a
 cross-entropy written by hand (`exp(x) / sum(exp(x))`, `log(sum(exp(x)))`,
 `-log(gather(exp(x) / sum(exp(x)), label))`) with no maximum subtracted: its exps underflowed to
 0 (0 / 0, log 0) or overflowed (inf / inf). The op located is then a division or a log, but the
@@ -19,8 +19,9 @@ _PASS = frozenset({'Identity', 'CheckNumerics', 'CheckNumericsV2', 'Cast', 'Expa
                    'Squeeze', 'BroadcastTo', 'StopGradient', 'Tile', 'Transpose', 'ConcatV2'})
 _REDUCTIONS = frozenset({'Sum', 'Mean', 'Cumsum'})  # A sum over exps (of its first input)...
 _ADDS = frozenset({'AddV2', 'Add'})  # ...plus a constant (an epsilon).
-# Ops that pick or weight a log's argument out of a softmax's (the label's probability).
-_PICKS = frozenset({'GatherV2', 'GatherNd', 'StridedSlice', 'Slice', 'Mul', 'Sum', 'Max'})
+# Ops that pick a log's argument out of a softmax's (the label's probability). Not a product or
+# a sum: a factor that can be 0 (a mask, a gate) makes a log of 0 with no exp underflowing.
+_PICKS = frozenset({'GatherV2', 'GatherNd', 'StridedSlice', 'Slice', 'Max'})
 _DEPTH = 8  # Ops walked back from the operand at most.
 SUM_OF_EXP = 'a sum of exp()'  # The record's `operand` for a softmax or logsumexp by hand.
 _GRAPH = re.compile(r'Graph name: "([^"]+)"')  # The graph check_numerics stopped in.
@@ -64,15 +65,13 @@ def _walk(op, depth, summed, seen) -> bool:
 
 def _softmax_by_hand(tensor: tf.Tensor, depth: int) -> bool:
   """Whether `tensor` is a division over a sum of exps (a softmax by hand), through pass-through
-  ops and ops that pick or weight its values (a gather of the label's column, a one-hot product
-  summed)."""
+  ops and ops that pick its values (a gather of the label's column, a slice)."""
   op = tensor.op
   if op.type in ('RealDiv', 'Div'):
     return _sum_of_exp(op.inputs[1], _DEPTH, False, {})
   if depth <= 0 or not op.inputs or op.type not in _PASS | _PICKS:
     return False
-  inputs = op.inputs if op.type == 'Mul' else op.inputs[:1]
-  return any(_softmax_by_hand(t, depth - 1) for t in inputs)
+  return _softmax_by_hand(op.inputs[0], depth - 1)
 
 
 def operand(fn, batch, op_name: str, op_type: str, error: str = '') -> Optional[str]:
