@@ -168,6 +168,14 @@ class RunSummaryTest(tf.test.TestCase):
                             layers.GlobalAveragePooling1D(), layers.Dense(1)])
     self.assertTrue(summary_lib.embedded(bag))
     self.assertNotIn('embedded', summary.build(done, model=bag))
+    # A recurrence over measurements beside a table of one sensor ID per example (DeepAR-style,
+    # a reviewer's case): no token sequence, read as any recurrent model.
+    sensor, series = keras.Input((1,), dtype='int32'), keras.Input((5, 2))
+    code = layers.RepeatVector(5)(layers.Flatten()(layers.Embedding(10, 2)(sensor)))
+    deepar = keras.Model([sensor, series], layers.Dense(1)(layers.GRU(3)(
+        layers.Concatenate()([series, code]))))
+    self.assertGreater(summary.build(done, model=deepar).get('recurrent', 0), 0)
+    self.assertNotIn('embedded', summary.build(done, model=deepar))
 
 
 if __name__ == '__main__':

@@ -60,9 +60,16 @@ def recurrent_share(model) -> float:
 
 
 def embedded(model) -> bool:
-  """Whether `model` looks its inputs up in a Keras `Embedding` table (a word or character
-  model: with a recurrence, the doctor reads its rate against a language model's recipes)."""
-  return any(isinstance(l, keras.layers.Embedding) for l in _layers(model).values())
+  """Whether `model` looks a sequence of tokens up in a Keras `Embedding` table (its input, as
+  built, of rank 2 or more with a time axis longer than 1: a word or character model, whose
+  rate the doctor reads against a language model's recipes). A table of one ID per example (a
+  sensor's or an item's, beside a recurrence over measurements) is no token sequence."""
+  for layer in _layers(model).values():
+    shape = (getattr(layer, '_build_shapes_dict', None) or {}).get('input_shape') if isinstance(
+        layer, keras.layers.Embedding) else None
+    if shape is not None and len(shape) >= 2 and (shape[1] is None or shape[1] > 1):
+      return True
+  return False
 
 
 def model_fields(model) -> Dict[str, Any]:
