@@ -1,6 +1,5 @@
 """Tests for stable_train.policies.answers: how a model's answers on the first batch spread from
-example to example (a regression's, a classifier's probabilities), and a loss of one's own on a
-constant answer at the labels' mean."""
+example to example (a regression's, a classifier's probabilities)."""
 
 import types
 
@@ -53,36 +52,6 @@ class ClassifierFlatnessTest(tf.test.TestCase):
     broken = probe_of(model, CLASSES, keras.losses.SparseCategoricalCrossentropy())
     broken.split_batch = lambda b: 1 / 0
     self.assertIsNone(answers.classifier_flatness(broken))
-
-
-class OwnLossLevelTest(tf.test.TestCase):
-
-  def test_a_constant_at_the_labels_mean_under_the_runs_own_loss(self):
-    y = (X[:, :2] * [1.0, 3.0] + 5.0).astype(np.float32)
-
-    def epe(labels, outputs):  # Per example: the function's mean is taken.
-      return tf.sqrt(tf.reduce_sum(tf.square(labels - outputs), -1) + 1e-12)
-
-    level, own = answers.own_loss_level(probe_of(dense(2, 1.0), y, epe))
-    centred = y - y.mean(0)
-    self.assertAllClose(level, np.mean(np.sqrt(np.sum(centred ** 2, -1))), rtol=1e-5)
-    self.assertAllClose(own, np.mean(np.sqrt(np.sum((y - dense(2, 1.0)(X)) ** 2, -1))),
-                        rtol=1e-5)
-    # Labels of shape (B,) against outputs (B, 1): read at the outputs' shape.
-    level, _ = answers.own_loss_level(probe_of(dense(1, 1.0), y[:, 1], keras.losses.Huber()))
-    self.assertGreater(level, 0.0)
-
-  def test_losses_with_a_baseline_of_their_own_weights_and_small_batches_are_none(self):
-    y = X[:, :1] + 5.0
-    for loss in ('mse', 'mae', keras.losses.MeanSquaredError(), 'binary_crossentropy', None,
-                 'no_such_loss'):
-      self.assertIsNone(answers.own_loss_level(probe_of(dense(1, 1.0), y, loss)), loss)
-    self.assertIsNone(answers.own_loss_level(
-        probe_of(dense(1, 1.0), y, 'huber', weights=np.ones(64, np.float32))))
-    small = probe_of(dense(1, 1.0), y, 'huber')
-    small.first_batch = lambda: (X[:8], y[:8])
-    self.assertIsNone(answers.own_loss_level(small))
-    self.assertIsNone(answers.own_loss_level(probe_of(dense(2, 1.0), y, 'huber')))  # Sizes.
 
 
 if __name__ == '__main__':

@@ -157,7 +157,9 @@ class VerdictTest(tf.test.TestCase):
     self.assertEqual(rule, untrained.CHANCE)
     self.assertIn('its answers barely vary from example to example', reason)
     self.assertIsNone(verdict(model, RANDOM, smoothed=guess, progress=0.2))  # Still moving.
-    self.assertIsNone(verdict(model, RANDOM, smoothed=0.9 * guess))  # Below the guess.
+    # Below the guess's loss, however little (a weak real edge, its probabilities following the
+    # input at a few per cent of the labels' spread: a reviewer's logistic model at 45/55 %).
+    self.assertIsNone(verdict(model, RANDOM, smoothed=0.995 * guess))
     # Answers that follow the input (a model that learnt the rule a little): not flat.
     model.layers[-1].kernel.assign(classifier().layers[-1].kernel * 0.5)
     self.assertGreater(answers.classifier_flatness(probe), 0.1)
@@ -310,36 +312,6 @@ class RegressionVerdictTest(tf.test.TestCase):
     probe = self._probe(two, labels=np.concatenate([model(X).numpy(), noise], -1).astype(
         np.float32))
     self.assertGreater(answers.flatness(probe), 0.9)
-
-  def test_under_a_loss_of_ones_own_flat_answers_at_the_mean_did_not_train(self):
-    # FlowNetS-lite at Adam 1e-2 under its average end-point error (blind45): a loss `mean_level`
-    # does not read, measured against itself predicting the labels' mean.
-    def epe(y, p):
-      return tf.reduce_mean(tf.sqrt(tf.reduce_sum(tf.square(y - p), -1) + 1e-12))
-
-    model = regressor()
-    model.layers[0].kernel.assign(model.layers[0].kernel * 1e-2)
-    model.layers[0].bias.assign(tf.fill([16], 2.0))
-    model.layers[1].bias.assign(model.layers[1].bias + np.mean(TARGET[:64]) - model(X[:1])[0])
-    for loss in (epe, keras.losses.Huber(), 'log_cosh'):
-      probe = self._probe(model, loss=loss)
-      level, first = answers.own_loss_level(probe)
-      self.assertAllClose(first / level, 1.0, atol=1e-2)
-      rule, reason = untrained.verdict(probe, smoothed=first, steps=150, progress=STALLED)
-      self.assertEqual(rule, untrained.FLAT, loss)
-      self.assertIn("its loss of predicting the labels' mean", reason)
-      self.assertIsNone(untrained.verdict(probe, smoothed=first, steps=150, progress=0.2))
-    # Answers that follow the input, a loss below the mean's, a weighted batch or a loss that
-    # Keras's baselines read: not this rule.
-    alive = self._probe(regressor(), loss=epe)
-    self.assertIsNone(untrained.verdict(alive, smoothed=5.0, steps=150, progress=STALLED))
-    probe = self._probe(model, loss=epe)
-    level, _ = answers.own_loss_level(probe)
-    self.assertIsNone(untrained.verdict(probe, smoothed=0.5 * level, steps=150, progress=STALLED))
-    weighted = self._probe(model, loss=epe, weights=np.ones(64, np.float32))
-    self.assertIsNone(answers.own_loss_level(weighted))
-    for loss in ('mse', 'mae', SCE, keras.losses.BinaryCrossentropy()):
-      self.assertIsNone(answers.own_loss_level(self._probe(model, loss=loss)), loss)
 
   @staticmethod
   def _rain_series():

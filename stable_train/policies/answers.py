@@ -1,21 +1,18 @@
-"""How a model's answers on the run's first batch spread from example to example, and what its
-own loss makes of a constant answer: the measures behind the end verdicts' "flat answers"
-(`untrained`). Each reads the model through `diagnostics.model_outputs` (no variable moves) and
-gives None for a model, batch or loss it cannot read; none raises.
+"""How a model's answers on the run's first batch spread from example to example: the measures
+behind the end verdicts' "flat answers" (`untrained`). Each reads the model through
+`diagnostics.model_outputs` (no variable moves) and gives None for a model, batch or loss it
+cannot read; none raises.
 """
 
 import math
 from typing import Optional, Tuple
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from stable_train.core import loss_match
 from stable_train.policies import collapse
 from stable_train.policies import diagnostics
-
-MIN_ROWS = 32  # First-batch rows needed for a label mean to be a baseline (`untrained`'s).
 
 
 def answers_of(probe, first) -> Optional[Tuple[np.ndarray, list]]:
@@ -87,42 +84,3 @@ def classifier_flatness(probe) -> Optional[float]:
     return _spread_ratio(y, answers)
   except Exception:  # pylint: disable=broad-except
     return None
-
-
-def own_loss_level(probe) -> Optional[Tuple[float, float]]:
-  """(the run's own loss of predicting the first batch's label means for every example; the
-  model's own loss on that batch, the lower of its `collapse.modes`) for a loss that neither
-  Keras's MSE/MAE baseline (`untrained.mean_level`) nor a cross-entropy's guess reads (a loss of
-  one's own, Huber, log-cosh, ...), on one output tensor the size of the labels and unweighted
-  batches of MIN_ROWS rows or more; None otherwise, or where either loss is not finite. No
-  variable moves."""
-  loss = probe.loss
-  function = None if loss is None else loss_match.loss_function(loss)
-  if (not callable(function) or loss_match.loss_terms(loss) is not None
-      or function in (keras.losses.mean_squared_error, keras.losses.mean_absolute_error)
-      or getattr(loss, 'reduction', 'sum_over_batch_size') not in diagnostics.MEAN_REDUCTIONS):
-    return None
-  loss = keras.losses.get(loss) if isinstance(loss, str) else loss
-  first = probe.first_batch()
-  if first is None or (isinstance(first, (tuple, list)) and len(first) == 3):
-    return None
-  try:
-    features, labels = probe.split_batch(first)
-    labels = tf.nest.flatten(labels)
-    outputs = [tf.nest.flatten(diagnostics.model_outputs(probe.model, features, None, m))
-               for m in collapse.modes(probe.model)]
-    if (len(labels) != 1 or len(labels[0]) < MIN_ROWS or any(len(o) != 1 for o in outputs)
-        or np.size(outputs[0][0]) != np.size(labels[0])):
-      return None
-    y = tf.reshape(tf.cast(labels[0], tf.float32), tf.shape(outputs[0][0]))
-    centre = tf.broadcast_to(tf.reduce_mean(y, axis=0, keepdims=True), tf.shape(y))
-    level = _mean(loss(y, centre))
-    best = min(_mean(loss(y, tf.cast(o, tf.float32))) for (o,) in outputs)
-  except Exception:  # pylint: disable=broad-except
-    return None
-  return (level, best) if math.isfinite(level) and math.isfinite(best) else None
-
-
-def _mean(value) -> float:
-  """A loss's value as one float: a function of one's own may return per-example losses."""
-  return float(np.mean(np.asarray(keras.ops.convert_to_numpy(value), np.float64)))

@@ -8,8 +8,7 @@ on the first batch (without sample weights or regularisation, the lower of infer
 training mode; a guess for every example, or worse than one beyond the batch's noise); a
 classifier whose loss came down only to the guess itself, or stays at twice it or more, is
 judged even while it comes down. Answers that barely vary from example to example (`answers`)
-are judged too: a regression's at its labels' mean, under any loss, and a classifier's at the
-guess's loss.
+are judged too: a regression's at its labels' mean, and a classifier's at the guess's loss.
 """
 
 import math
@@ -152,8 +151,7 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
         f'{diagnostics.INIT_REMEDY}')
   guess = uniform_guess(probe)
   if guess is None:
-    return (_mean_verdict(probe, smoothed, steps, progress, start, warm)
-            or _own_loss_verdict(probe, smoothed, steps, progress, warm, start))
+    return _mean_verdict(probe, smoothed, steps, progress, start, warm)
   # At the guess itself (within 1 - CHANCE_LEVEL of it), a loss that came down only to it.
   at_guess = abs(smoothed / guess - 1.0) <= 1.0 - CHANCE_LEVEL
   if not smoothed >= CHANCE_LEVEL * guess or not (
@@ -163,8 +161,10 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
   flat = None
   if losses is None or not at_chance(losses, guess, lenient=chance_start):
     # The same answer for every example, not a uniform one (the classes' frequencies, one class
-    # for all): stalled at the guess's loss with answers that no longer depend on the input.
-    flat = answers.classifier_flatness(probe) if stalled and losses is not None else None
+    # for all): stalled at the guess's loss or above (a weak real edge is below it) with answers
+    # that no longer depend on the input.
+    flat = (answers.classifier_flatness(probe)
+            if stalled and losses is not None and smoothed >= guess else None)
     if flat is None or not flat <= MEAN_FLAT:
       return None
   first = float(np.mean(losses))
@@ -176,9 +176,10 @@ def _verdict(probe, smoothed, steps, progress, broken_start, chance_start, never
            'level; one too low never leaves it)')
   else:  # Judged for how far above the guess it still is.
     why = f'and {smoothed / guess:.3g} x it at the end, far above'
-  if flat is not None:
+  if flat is not None and not broken_start:
     why = (f"and its answers barely vary from example to example ({flat:.2%} of the labels' "
-           'spread): they no longer depend on the input; ' + why[len('and '):])
+           'spread): they no longer depend on the input (a learning rate too high knocks a '
+           'network there; one too low never leaves it)')
   return CHANCE, (
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
       f"{first:.4g} on the first batch) is no better than a uniform guess's, {guess:.4g}, "
@@ -222,29 +223,6 @@ def _mean_verdict(probe, smoothed, steps, progress=None, start=None, warm=None):
       f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
       f'{first:.4g} on the first batch) is {ratio:.3g} x that of predicting the '
       f"labels' {centre} for every example, {level:.4g}{pace}: inputs or labels far off scale "
-      '(standardise them), an initialiser wrong for the architecture, or a learning rate that '
-      'knocked it there or is too low to leave it')
-
-
-def _own_loss_verdict(probe, smoothed, steps, progress, warm, start):
-  """`FLAT` for a regression under a loss `mean_level` does not read (`answers.own_loss_level`:
-  a loss of one's own, Huber, ...), stalled at MEAN_FLAT_LEVEL x its own loss of the labels'
-  means or above, its answers varying by MEAN_FLAT of the labels' spread or less; only that
-  rule (how far above a constant's loss means "did not train" depends on the loss)."""
-  if warm is not None and (math.isnan(warm) or (start is not None and warm > MEAN_AGREE * start)):
-    return None  # Unknown, or a first batch far easier than the run's next ones: no baseline.
-  found = answers.own_loss_level(probe) if progress is not None and progress < PROGRESS else None
-  if found is None or not found[0] > 0 or min(smoothed, found[1]) < MEAN_FLAT_LEVEL * found[0]:
-    return None
-  flat = answers.flatness(probe)
-  if flat is None or not flat <= MEAN_FLAT:
-    return None
-  return FLAT, (
-      f'the model did not train: after {steps} steps its loss (smoothed {smoothed:.4g}, '
-      f'{found[1]:.4g} on the first batch) is {min(smoothed, found[1]) / found[0]:.3g} x its '
-      f"loss of predicting the labels' mean for every example, {found[0]:.4g}, no longer "
-      f'coming down, and its answers barely vary from example to example ({flat:.2%} of the '
-      "labels' spread): they no longer depend on the input: inputs or labels far off scale "
       '(standardise them), an initialiser wrong for the architecture, or a learning rate that '
       'knocked it there or is too low to leave it')
 
