@@ -65,16 +65,16 @@ def embedded(model) -> bool:
   rate the doctor reads against a language model's recipes). A table of one ID per example (a
   sensor's or an item's, beside a recurrence over measurements) is no token sequence."""
   for layer in _layers(model).values():
-    shape = (getattr(layer, '_build_shapes_dict', None) or {}).get('input_shape') if isinstance(
-        layer, keras.layers.Embedding) else None
+    built = layer.get_build_config() if isinstance(layer, keras.layers.Embedding) else None
+    shape = (built or {}).get('input_shape')
     if shape is not None and len(shape) >= 2 and (shape[1] is None or shape[1] > 1):
       return True
   return False
 
 
 def model_fields(model) -> Dict[str, Any]:
-  """For the doctor: the share of `model`'s weights that is `recurrent`, and whether that
-  recurrence reads an `embedded` table (a token model, whose recipes' rates are a language
+  """For the doctor: the share of `model`'s weights that is `recurrent`, and whether it looks a
+  token sequence up in an `embedded` table (a token model, whose recipes' rates are a language
   model's); nothing for a model with no recurrence."""
   share = recurrent_share(model)
   if not share:
