@@ -47,10 +47,10 @@ def parts(model, optimizer, loss, metrics) -> Tuple[Any, Any, Optional[List[Any]
 
 def build_compiled(model, data) -> None:
   """Builds a compiled model, its compiled loss and metrics and its optimizer from `data` (a batch,
-  its symbolic tensors or its spec) as Keras's symbolic build does. A model Keras cannot call on symbolic
-  tensors (a gradient taken inside `call` is None there): built already, it gets its optimizer
-  built alone, as Keras's own first trace does without a strategy (its compiled loss builds in
-  that trace); not built, a one-line error that names the fix."""
+  its symbolic tensors or its spec) as Keras's symbolic build does. A model Keras cannot call on
+  symbolic tensors (a gradient taken inside `call` is None there): built already, it gets its
+  optimizer built alone, as Keras's own first trace does without a strategy (its compiled loss
+  builds in that trace); not built, a one-line error that names the fix."""
   try:
     compat.keras_symbolic_build(model, data)
   except (RuntimeError, ValueError) as e:

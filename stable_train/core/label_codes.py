@@ -53,7 +53,9 @@ def _as_stored(dtype) -> np.ndarray:
   """MISSING_CODES as labels of `dtype` hold them (float64): rounded to a float type narrower
   than float32 (float16, bfloat16; those beyond its range dropped), as they are otherwise."""
   codes = np.asarray(MISSING_CODES, np.float64)
-  if np.dtype(dtype).kind != 'f' and 'bfloat16' not in str(dtype) or np.dtype(dtype).itemsize >= 4:
+  dtype = np.dtype(dtype)
+  narrow_float = dtype.itemsize < 4 and (dtype.kind == 'f' or dtype.name == 'bfloat16')
+  if not narrow_float:
     return codes
   with np.errstate(over='ignore'):
     rounded = codes.astype(dtype).astype(np.float64)

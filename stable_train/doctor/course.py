@@ -23,7 +23,8 @@ FIRST_UPDATES = 5  # The norms up to this step, from a start off scale, are that
 # the same rate trained 19, a tenth of the rate 15, only the tenth 1); at 1.0, 5 of 31 failures
 # (a reviewer's small regressions) only a lower rate trained.
 RECURRENT_SGD_TOP = 0.7
-# Word and character language models (a recurrence over an Embedding table) run plain SGD far
+# Word and character language models (a recurrence over tokens looked up in an Embedding table,
+# summary.json's `embedded`) run plain SGD far
 # higher, with a tight clip: PyTorch's word-language-model example at 20 and AWD-LSTM at 30, each
 # clipped at 0.25. Of the registry's recurrent runs under SGD above 0.7, the four over a table
 # (20-30) were labelled exploding gradients by their threads, the two without one (1.0, 10) the
@@ -247,7 +248,7 @@ def recurrent_sgd_rate(s: Symptoms) -> Optional[float]:
   """The largest rate of the history (up to the trouble: a warm-up's end counts) where the
   model is mostly recurrent (`Symptoms.recurrent`, a share of RECURRENT_SHARE or more of its
   weights), its optimizer plain SGD (whose step a clipped norm bounds; an adaptive one's it does
-  not), the rate at most RECURRENT_SGD_TOP (RECURRENT_TOKEN_SGD_TOP over an Embedding table),
+  not), the rate at most RECURRENT_SGD_TOP (RECURRENT_TOKEN_SGD_TOP for a token model),
   from batches none of which was found bad, no loss/output mismatch named and no broken start
   warned of (the initialiser's); else None."""
   lr = numbers((s.history or {}).get('learning_rate', []))

@@ -132,7 +132,7 @@ class Symptoms(ForensicsReadings):
   healthy_norm: Optional[float] = None
   optimizer: str = ''  # The optimizer's class (inside a LossScaleOptimizer); '' unknown.
   recurrent: float = math.nan  # The share of its weights in recurrent layers (summary.json).
-  embedded: bool = False  # A recurrent model that reads an Embedding table: a token model.
+  embedded: bool = False  # A recurrent model over a token sequence's Embedding lookup.
   optimizer_clip: Dict[str, float] = dataclasses.field(default_factory=dict)  # Its own clip.
 
   @property

@@ -1,8 +1,8 @@
 """What fed the op Forensics located, read from the re-run's traced graph.
 
 One question so far: is a division's denominator, or a log's argument, a sum of exponentials,
-or is a log's argument such a division (or a value picked from it)? That is a softmax, a logsumexp or a
-cross-entropy written by hand (`exp(x) / sum(exp(x))`, `log(sum(exp(x)))`,
+or is a log's argument such a division (or a value picked from it)? That is a softmax, a
+logsumexp or a cross-entropy written by hand (`exp(x) / sum(exp(x))`, `log(sum(exp(x)))`,
 `-log(gather(exp(x) / sum(exp(x)), label))`) with no maximum subtracted: its exps underflowed to
 0 (0 / 0, log 0) or overflowed (inf / inf). The op located is then a division or a log, but the
 cure is the exponential's (`tf.nn.softmax`, `tf.nn.log_softmax`, `tf.reduce_logsumexp`, a loss
