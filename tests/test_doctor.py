@@ -112,6 +112,9 @@ class DiagnoseTest(tf.test.TestCase):
     self.assertTrue(hand['remedy'].startswith('tf.nn.softmax, tf.nn.log_softmax'), hand['remedy'])
     self.assertIn('att/RealDiv', hand['remedy'])
     self.assertIn('for a classification loss: Trainer.loss = ', hand['remedy'])
+    # Its exps underflowed to a 0 the division met: a division's kind too, so never high.
+    self.assertEqual(hand['confidence'], 'medium')
+    self.assertEqual(hand['alternatives'][0]['cause'], 'division_or_log')
 
   def test_a_guard_fit_or_own_loop_run_gets_its_remedies_as_code(self):
     rollback = [{'event': 'divergence_check', 'step': 20, 'verdict': 'model'},
