@@ -69,6 +69,22 @@ class LastActivationTest(tf.test.TestCase):
     model = keras.Model(inputs, keras.layers.Reshape((3, 1))(head(inputs)))
     self.assertIs(heads.output_layer(model), head)
     self.assertEqual(heads.last_activation(model), 'softmax')
+    # Mixed precision's float32 cast after the head (Activation('linear', dtype='float32')), or an
+    # Identity, only moves values: the softmax before it is the head.
+    for after in (keras.layers.Activation('linear', dtype='float32'), keras.layers.Identity()):
+      head = keras.layers.Dense(3, activation='softmax')
+      model = keras.Model(inputs, after(head(inputs)))
+      self.assertIs(heads.output_layer(model), head)
+      self.assertEqual(heads.last_activation(model), 'softmax')
+    cast = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation='sigmoid'),
+                             keras.layers.Activation('linear', dtype='float32')])
+    self.assertEqual(heads.last_activation(cast), 'sigmoid')
+
+  def test_tensorflow_functions_given_as_an_activation_read_by_their_keras_names(self):
+    for fn, name in ((tf.nn.softmax, 'softmax'), (tf.nn.log_softmax, 'log_softmax'),
+                     (tf.nn.relu, 'relu'), (tf.sigmoid, 'sigmoid')):
+      model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation=fn)])
+      self.assertEqual(heads.last_activation(model), name, fn)
 
 
 if __name__ == '__main__':

@@ -67,6 +67,13 @@ class FindMismatchTest(tf.test.TestCase):
       gin.parse_config(found.gin)
       gin.clear_config()
     self.assertIsNone(_kind(keras.losses.BinaryCrossentropy(), ones * 0.5, 'sigmoid'))
+    # A hard sigmoid makes probabilities too: no mismatch under a probability loss, one under a
+    # logits loss.
+    z = _logits(classes=1)
+    hard = np.clip(0.2 * z + 0.5, 0.0, 1.0)
+    self.assertIsNone(_kind(keras.losses.BinaryCrossentropy(), hard, 'hard_sigmoid'))
+    self.assertEqual(_kind(keras.losses.BinaryCrossentropy(from_logits=True), hard,
+                           'hard_sigmoid'), loss_match.PROBABILITIES_TO_LOGITS)
 
   def test_one_unit_at_one_on_every_row_reads_as_a_softmax_when_the_activation_is_unknown(self):
     bce = keras.losses.BinaryCrossentropy()
@@ -147,6 +154,15 @@ class FindMismatchTest(tf.test.TestCase):
   def test_unsure_outputs_give_no_finding(self):
     z = _logits()
     self.assertIsNone(_kind(SCCE(), z * 1e-4))  # Tiny logits: within the margin of [0, 1].
+    # ...unless the head is known to make no probabilities (blind46's VQA through fit: a linear
+    # Dense's logits within +-0.002 under SparseCategoricalCrossentropy()).
+    self.assertEqual(_kind(SCCE(), z * 1e-4, 'linear'), loss_match.LOGITS_TO_PROBABILITIES)
+    self.assertEqual(_kind(keras.losses.BinaryCrossentropy(), z[:, :1] * 1e-4, 'relu'),
+                     loss_match.LOGITS_TO_PROBABILITIES)
+    self.assertIsNone(_kind(SCCE(), _softmax(z * 1e-4), 'softmax'))
+    # A function of one's own is no known activation: a softmax by hand is read by its numbers.
+    self.assertIsNone(_kind(SCCE(), _softmax(z), 'naive_softmax'))
+    self.assertEqual(_kind(SCCE(), z, 'naive_softmax'), loss_match.LOGITS_TO_PROBABILITIES)
     self.assertIsNone(_kind(SCCE(), _logits(classes=1)))  # One class: no categorical reading.
     nan = _softmax(z)
     nan[0, 0] = np.nan

@@ -8,7 +8,10 @@ import keras
 _LAMBDA_NAMES = dict(sigmoid='sigmoid', softmax='softmax', softmax_v2='softmax', tanh='tanh')
 # The activations of keras.ops that a Functional model can end with, by their operation's class.
 _OP_NAMES = dict(Relu='relu', Sigmoid='sigmoid', Softmax='softmax', Tanh='tanh')
-_SHAPE_ONLY = (keras.layers.Flatten, keras.layers.Reshape, keras.layers.Permute)
+_SHAPE_ONLY = (keras.layers.Flatten, keras.layers.Reshape, keras.layers.Permute,
+               keras.layers.Identity)
+# TensorFlow's own functions given as an activation, by their names in Keras.
+_TF_NAMES = dict(softmax_v2='softmax', log_softmax_v2='log_softmax')
 
 
 def last_activation(model) -> Optional[str]:
@@ -34,16 +37,25 @@ def last_activation(model) -> Optional[str]:
   if activation is None:
     return None
   name = getattr(activation, '__name__', None)
-  return name if isinstance(name, str) else None
+  return _TF_NAMES.get(name, name) if isinstance(name, str) else None
+
+
+def _moves_only(layer) -> bool:
+  """Whether `layer` only moves or casts values: a head behind it is the head (a softmax, then
+  mixed precision's `Activation('linear', dtype='float32')`, is a softmax head)."""
+  return isinstance(layer, _SHAPE_ONLY) or (
+      isinstance(layer, keras.layers.Activation)
+      and getattr(layer.activation, '__name__', None) == 'linear')
 
 
 def output_layer(model):
   """The layer whose output is a Keras model's only output (or, in a Functional model, the
-  operation: `keras.ops.relu(x)`), past layers that only move values (`Flatten`, `Reshape`,
-  `Permute`: a ReLU head then a Flatten is a ReLU head), or None (subclassed, several outputs)."""
+  operation: `keras.ops.relu(x)`), past layers that only move or cast values (`Flatten`,
+  `Reshape`, `Permute`, `Identity`, a linear `Activation`: a ReLU head then a Flatten is a ReLU
+  head), or None (subclassed, several outputs)."""
   if isinstance(model, keras.Sequential):
     layers = list(model.layers)
-    while len(layers) > 1 and isinstance(layers[-1], _SHAPE_ONLY):
+    while len(layers) > 1 and _moves_only(layers[-1]):
       layers.pop()
     return layers[-1] if layers else None
   try:
@@ -51,7 +63,7 @@ def output_layer(model):
     if not outputs or len(outputs) != 1:
       return None
     layer = _producer(model, outputs[0])
-    while isinstance(layer, _SHAPE_ONLY):
+    while _moves_only(layer):
       layer = _producer(model, layer.input)
     return layer
   except (AttributeError, ValueError, RuntimeError):  # Subclassed, or a layer used twice.

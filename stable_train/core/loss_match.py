@@ -32,7 +32,13 @@ _FAMILIES = {
     keras.losses.binary_focal_crossentropy: ('binary', 'BinaryFocalCrossentropy'),
 }
 _OWN_LOGIT_LOSSES = (losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy)
-_PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid')
+_PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid', 'hard_sigmoid', 'sparsemax')
+# Keras's activations that make no probabilities. Any other name (a function of one's own, a
+# softmax by hand) is an activation not known: its numbers decide.
+_LOGIT_ACTIVATIONS = ('linear', 'relu', 'relu6', 'leaky_relu', 'elu', 'selu', 'celu', 'gelu',
+                      'silu', 'swish', 'hard_silu', 'hard_swish', 'mish', 'softplus',
+                      'exponential', 'tanh', 'hard_tanh', 'softsign', 'log_softmax',
+                      'log_sigmoid')
 # Margins far above any rounding: a value this far outside [0, 1] is no probability; a row sum
 # this far from 1 is no softmax. Between "sums to 1" and "clearly not" the verdict is unsure.
 OUTSIDE, NOT_ONE = 0.01, 0.1
@@ -124,8 +130,9 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
 
   The numbers must show it, and a known activation must not contradict them: probabilities
   (rows in [0, 1] summing to 1, or a softmax/sigmoid in [0, 1]) into a from_logits=True
-  cross-entropy; values clearly outside [0, 1], or a known last activation that makes no
-  probabilities (relu, linear, ...), into a from_logits=False one; values in [0, 1] whose rows
+  cross-entropy; values clearly outside [0, 1], or a Keras activation that makes no
+  probabilities (relu, linear, ...: then whatever the values), into a from_logits=False one (an
+  activation of one's own, a softmax by hand, is read as unknown); values in [0, 1] whose rows
   clearly do not sum to 1 (a sigmoid) into a categorical one of two classes or more; a softmax
   over one unit (1 for every input) into any of them, also where the activation cannot be read
   (a Lambda) and one unit is exactly 1 on every row of an untrained model's float32 batch
@@ -134,6 +141,8 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
   terms = loss_terms(loss)
   if terms is None or outputs is None:
     return None
+  if activation not in _PROBABILITY_ACTIVATIONS + _LOGIT_ACTIVATIONS:
+    activation = None
   outputs = np.asarray(outputs)
   eps = _eps(outputs.dtype)
   outputs = outputs.astype(np.float32) if outputs.dtype.name == 'bfloat16' else outputs
@@ -150,7 +159,11 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
     return _one_unit_softmax(terms, activation, columns)
   if terms.family == 'categorical' and columns == 1:
     return _one_column(terms, activation)
-  if shape is None or (categorical and columns < 2):
+  # A known head that makes no probabilities (linear, relu, ...) under a loss that expects them
+  # is a mismatch whatever its values, tiny logits included (the numbers then unsure).
+  known_logits = (not terms.from_logits and activation is not None
+                  and activation not in _PROBABILITY_ACTIVATIONS)
+  if (shape is None and not known_logits) or (categorical and columns < 2):
     return None
   in_unit = shape in ('unit', 'distribution')
   if activation == 'sigmoid' and categorical and in_unit:
