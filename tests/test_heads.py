@@ -80,9 +80,36 @@ class LastActivationTest(tf.test.TestCase):
                              keras.layers.Activation('linear', dtype='float32')])
     self.assertEqual(heads.last_activation(cast), 'sigmoid')
 
+  def test_a_call_of_the_user_s_own_is_not_read(self):
+    inputs = keras.Input((4,))
+
+    class SigmoidInCall(keras.Model):  # A Functional subclass whose call adds a sigmoid.
+
+      def __init__(self):
+        super().__init__(inputs, keras.layers.Dense(1)(inputs))
+
+      def call(self, x, training=None):
+        return tf.sigmoid(super().call(x, training=training))
+
+    class SoftmaxDense(keras.layers.Dense):  # A Dense whose call applies a softmax.
+
+      def call(self, x):
+        return tf.nn.softmax(super().call(x))
+
+    class WideDense(keras.layers.Dense):  # Its own constructor only: the attribute holds.
+
+      def __init__(self, **kwargs):
+        super().__init__(8, **kwargs)
+
+    self.assertIsNone(heads.last_activation(SigmoidInCall()))
+    self.assertIsNone(heads.last_activation(keras.Sequential([inputs, SoftmaxDense(3)])))
+    self.assertEqual(heads.last_activation(
+        keras.Sequential([inputs, WideDense(activation='relu')])), 'relu')
+
   def test_tensorflow_functions_given_as_an_activation_read_by_their_keras_names(self):
     for fn, name in ((tf.nn.softmax, 'softmax'), (tf.nn.log_softmax, 'log_softmax'),
-                     (tf.nn.relu, 'relu'), (tf.sigmoid, 'sigmoid')):
+                     (tf.nn.relu, 'relu'), (tf.sigmoid, 'sigmoid'), (tf.identity, 'linear'),
+                     (tf.exp, 'exponential')):
       model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation=fn)])
       self.assertEqual(heads.last_activation(model), name, fn)
 

@@ -74,6 +74,9 @@ class FindMismatchTest(tf.test.TestCase):
     self.assertIsNone(_kind(keras.losses.BinaryCrossentropy(), hard, 'hard_sigmoid'))
     self.assertEqual(_kind(keras.losses.BinaryCrossentropy(from_logits=True), hard,
                            'hard_sigmoid'), loss_match.PROBABILITIES_TO_LOGITS)
+    hard = np.clip(0.2 * _logits() + 0.5, 0.0, 1.0)  # ...one unit per class: independent units.
+    self.assertEqual(_kind('categorical_crossentropy', hard, 'hard_sigmoid'),
+                     loss_match.SIGMOID_TO_CATEGORICAL)
 
   def test_one_unit_at_one_on_every_row_reads_as_a_softmax_when_the_activation_is_unknown(self):
     bce = keras.losses.BinaryCrossentropy()
@@ -160,6 +163,9 @@ class FindMismatchTest(tf.test.TestCase):
     self.assertEqual(_kind(keras.losses.BinaryCrossentropy(), z[:, :1] * 1e-4, 'relu'),
                      loss_match.LOGITS_TO_PROBABILITIES)
     self.assertIsNone(_kind(SCCE(), _softmax(z * 1e-4), 'softmax'))
+    # Every other Keras activation makes no probabilities either.
+    for name in ('sparse_plus', 'tanh_shrink', 'glu', 'squareplus'):
+      self.assertEqual(_kind(SCCE(), z * 1e-4, name), loss_match.LOGITS_TO_PROBABILITIES, name)
     # A function of one's own is no known activation: a softmax by hand is read by its numbers.
     self.assertIsNone(_kind(SCCE(), _softmax(z), 'naive_softmax'))
     self.assertEqual(_kind(SCCE(), z, 'naive_softmax'), loss_match.LOGITS_TO_PROBABILITIES)

@@ -11,17 +11,21 @@ _OP_NAMES = dict(Relu='relu', Sigmoid='sigmoid', Softmax='softmax', Tanh='tanh')
 _SHAPE_ONLY = (keras.layers.Flatten, keras.layers.Reshape, keras.layers.Permute,
                keras.layers.Identity)
 # TensorFlow's own functions given as an activation, by their names in Keras.
-_TF_NAMES = dict(softmax_v2='softmax', log_softmax_v2='log_softmax')
+_TF_NAMES = dict(softmax_v2='softmax', log_softmax_v2='log_softmax', identity='linear',
+                 exp='exponential')
 
 
 def last_activation(model) -> Optional[str]:
   """The name of the activation that makes a Keras model's only output ('softmax', 'sigmoid',
   'linear', ...): that of the layer that produces it (a Sequential's last, a Functional model's
   output's, a nested model's own; a Softmax layer; a Lambda of a named activation). None where
-  it cannot be told (a subclassed model, several outputs, another layer)."""
-  if not isinstance(model, keras.Model):
+  it cannot be told (a subclassed model, several outputs, another layer; a model or layer whose
+  class of the user's has a `call` of its own, which the graph or the attribute may not show)."""
+  if not isinstance(model, keras.Model) or own_call(model):
     return None
   layer = output_layer(model)
+  if own_call(layer):  # A Dense subclass that applies a softmax in its own call, say.
+    return None
   if isinstance(layer, keras.Model):
     return last_activation(layer)
   if isinstance(layer, keras.layers.Softmax):
@@ -40,12 +44,23 @@ def last_activation(model) -> Optional[str]:
   return _TF_NAMES.get(name, name) if isinstance(name, str) else None
 
 
+def own_call(obj) -> bool:
+  """Whether `obj`'s class, or a class of the user's it inherits from before Keras's own, defines
+  a `call` of its own (then what it computes is not what its graph or attributes say)."""
+  for cls in type(obj).__mro__:
+    if cls.__module__.startswith('keras.') or cls is object:
+      return False
+    if 'call' in vars(cls):
+      return True
+  return False
+
+
 def _moves_only(layer) -> bool:
   """Whether `layer` only moves or casts values: a head behind it is the head (a softmax, then
   mixed precision's `Activation('linear', dtype='float32')`, is a softmax head)."""
-  return isinstance(layer, _SHAPE_ONLY) or (
+  return not own_call(layer) and (isinstance(layer, _SHAPE_ONLY) or (
       isinstance(layer, keras.layers.Activation)
-      and getattr(layer.activation, '__name__', None) == 'linear')
+      and getattr(layer.activation, '__name__', None) == 'linear'))
 
 
 def output_layer(model):

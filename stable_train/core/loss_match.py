@@ -32,13 +32,13 @@ _FAMILIES = {
     keras.losses.binary_focal_crossentropy: ('binary', 'BinaryFocalCrossentropy'),
 }
 _OWN_LOGIT_LOSSES = (losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy)
-_PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid', 'hard_sigmoid', 'sparsemax')
-# Keras's activations that make no probabilities. Any other name (a function of one's own, a
+_PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid', 'hard_sigmoid', 'sparse_sigmoid', 'sparsemax')
+_UNIT_ACTIVATIONS = ('sigmoid', 'hard_sigmoid', 'sparse_sigmoid')  # Each unit in [0, 1] alone.
+# Keras's other activations make no probabilities. Any other name (a function of one's own, a
 # softmax by hand) is an activation not known: its numbers decide.
-_LOGIT_ACTIVATIONS = ('linear', 'relu', 'relu6', 'leaky_relu', 'elu', 'selu', 'celu', 'gelu',
-                      'silu', 'swish', 'hard_silu', 'hard_swish', 'mish', 'softplus',
-                      'exponential', 'tanh', 'hard_tanh', 'softsign', 'log_softmax',
-                      'log_sigmoid')
+_LOGIT_ACTIVATIONS = tuple(
+    name for name in dir(keras.activations) if not name.startswith('_')
+    and name not in _PROBABILITY_ACTIVATIONS + ('get', 'serialize', 'deserialize'))
 # Margins far above any rounding: a value this far outside [0, 1] is no probability; a row sum
 # this far from 1 is no softmax. Between "sums to 1" and "clearly not" the verdict is unsure.
 OUTSIDE, NOT_ONE = 0.01, 0.1
@@ -166,7 +166,7 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
   if (shape is None and not known_logits) or (categorical and columns < 2):
     return None
   in_unit = shape in ('unit', 'distribution')
-  if activation == 'sigmoid' and categorical and in_unit:
+  if activation in _UNIT_ACTIVATIONS and categorical and in_unit:
     return _sigmoid_to_categorical(terms, outputs)
   probabilities = (shape == 'distribution' if categorical and activation in (None, 'softmax')
                    else in_unit and activation in _PROBABILITY_ACTIVATIONS)
@@ -176,7 +176,7 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
       shape == 'outside' or activation is not None):
     return _logits_to_probabilities(terms, outputs, activation, shape == 'outside')
   if (not terms.from_logits and categorical and shape == 'unit'
-      and activation in (None, 'sigmoid')):
+      and activation in (None,) + _UNIT_ACTIVATIONS):
     return _sigmoid_to_categorical(terms, outputs)
   return None
 
@@ -191,7 +191,7 @@ def _loss_gin(name: str, from_logits: bool) -> str:
 
 
 def _probabilities_to_logits(terms: LossTerms, activation: Optional[str]) -> Mismatch:
-  what = ('values in [0, 1]' if activation == 'sigmoid' else 'rows in [0, 1] summing to 1')
+  what = ('values in [0, 1]' if activation in _UNIT_ACTIVATIONS else 'rows in [0, 1] summing to 1')
   return Mismatch(
       PROBABILITIES_TO_LOGITS,
       f"the model's outputs are probabilities ({activation or 'unknown activation'}: {what}) "
