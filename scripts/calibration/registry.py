@@ -55,6 +55,7 @@ from scripts.calibration import sick_blind46
 from scripts.calibration import sick_blind47
 from scripts.calibration import sick_blind48
 from scripts.calibration import sick_blind49
+from scripts.calibration import sick_blind51
 from scripts.calibration import sick_data
 from scripts.calibration import sick_fresh
 from scripts.calibration import sick_hardware
@@ -79,7 +80,8 @@ SICK: List[cases.Case] = sorted(
     sick_blind38.BLIND38.cases + sick_blind39.BLIND39.cases + sick_blind40.BLIND40.cases +
     sick_blind41.BLIND41.cases + sick_blind42.BLIND42.cases + sick_blind43.BLIND43.cases +
     sick_blind44.BLIND44.cases + sick_blind45.BLIND45.cases + sick_blind46.BLIND46.cases +
-    sick_blind47.BLIND47.cases + sick_blind48.BLIND48.cases + sick_blind49.BLIND49.cases,
+    sick_blind47.BLIND47.cases + sick_blind48.BLIND48.cases + sick_blind49.BLIND49.cases +
+    sick_blind51.BLIND51.cases,
     key=lambda c: cases.CAUSES.index(c.expected))
 ALL: List[cases.Case] = HEALTHY + SICK
 
