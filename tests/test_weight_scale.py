@@ -45,6 +45,24 @@ class KernelRatioTest(tf.test.TestCase):
     self.assertGreater(weight_scale.fields(variables, wide, model)['kernel_ratio'], 7.0)
     self.assertEqual(weight_scale.einsum_fan_ins(_model()), {})  # No EinsumDense.
 
+  def test_a_depthwise_kernel_counts_its_window_only(self):
+    # Each output channel of a depthwise convolution reads one input channel: its fan-in is the
+    # window's size. The plain rule read EfficientNetV2's own initialiser as 48x off scale.
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((8, 8, 256))
+    he = keras.initializers.VarianceScaling(2.0, 'fan_out', 'truncated_normal')  # EfficientNet's.
+    depthwise = keras.layers.DepthwiseConv2D(3, depthwise_initializer=he, name='dw')
+    separable = keras.layers.SeparableConv2D(8, 3, depthwise_initializer=he, name='sep')
+    model = keras.Model(inputs, separable(depthwise(inputs)))
+    fan_ins = weight_scale.depthwise_fan_ins(model)
+    self.assertEqual(fan_ins, {'dw/kernel': 9, 'sep/depthwise_kernel': 9})
+    variables = model.trainable_variables
+    self.assertGreater(weight_scale.kernel_ratio(variables), 3.0)  # Without the windows.
+    self.assertLess(weight_scale.fields(variables, model=model)['kernel_ratio'], 3.0)
+    wide = [v.numpy() * (10.0 if v.path == 'dw/kernel' else 1.0) for v in variables]
+    self.assertGreater(weight_scale.fields(variables, wide, model)['kernel_ratio'], 3.0)
+    self.assertEqual(weight_scale.depthwise_fan_ins(_model()), {})
+
   def test_a_custom_layers_weight_matrix_is_a_kernel(self):
     class Custom(keras.layers.Layer):  # Its weight named 'w', as user layers often name it.
 

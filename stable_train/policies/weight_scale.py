@@ -8,6 +8,7 @@ less)."""
 import math
 from typing import Dict, Optional, Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -72,6 +73,30 @@ def einsum_fan_ins(model) -> Dict[str, int]:
   return found
 
 
+def depthwise_fan_ins(model) -> Dict[str, int]:
+  """The fan-in of each depthwise kernel in `model` (a DepthwiseConv's, a SeparableConv's
+  depthwise part), by the kernel's path: its window's size alone (each output channel reads one
+  input channel: a (3, 3, 1152, 1) kernel sums over 9 inputs, not 9 x 1152, which read
+  EfficientNetV2's own initialiser as 48x LeCun's). {} where there is none."""
+  found = {}
+  try:
+    layers = tf.train.TrackableView(model).descendants() if model is not None else []
+  except Exception:  # pylint: disable=broad-except  (a model it cannot walk: the plain rule)
+    layers = []
+  for layer in layers:
+    if isinstance(layer, (keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D)):
+      kernel = getattr(layer, 'kernel', None)
+    elif isinstance(layer, (keras.layers.SeparableConv1D, keras.layers.SeparableConv2D)):
+      kernel = getattr(layer, 'depthwise_kernel', None)
+    else:
+      continue
+    try:  # A layer not built yet has no kernel: the plain rule.
+      found[str(kernel.path)] = int(np.prod([int(d) for d in kernel.shape[:-2]]))
+    except Exception:  # pylint: disable=broad-except
+      continue
+  return found
+
+
 def _floating(v) -> bool:
   """Whether a variable holds floating values (a Keras or TensorFlow variable)."""
   name = str(getattr(v.dtype, 'name', v.dtype))
@@ -81,8 +106,8 @@ def _floating(v) -> bool:
 def fields(variables: Sequence, values: Optional[Sequence] = None,
            model=None) -> Dict[str, float]:
   """`{'kernel_ratio': kernel_ratio(...)}` for a broken start's warning event, with the fan-ins
-  of `model`'s EinsumDense kernels; {} where None."""
-  ratio = kernel_ratio(variables, values, einsum_fan_ins(model))
+  of `model`'s EinsumDense and depthwise kernels; {} where None."""
+  ratio = kernel_ratio(variables, values, {**einsum_fan_ins(model), **depthwise_fan_ins(model)})
   return {} if ratio is None else {'kernel_ratio': ratio}
 
 
