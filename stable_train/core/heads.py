@@ -8,6 +8,14 @@ import keras
 _LAMBDA_NAMES = dict(sigmoid='sigmoid', softmax='softmax', softmax_v2='softmax', tanh='tanh')
 # The activations of keras.ops that a Functional model can end with, by their operation's class.
 _OP_NAMES = dict(Relu='relu', Sigmoid='sigmoid', Softmax='softmax', Tanh='tanh')
+# The activations that make probabilities (the loss/output checks', `loss_match`).
+PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid', 'hard_sigmoid', 'sparse_sigmoid', 'sparsemax')
+UNIT_ACTIVATIONS = ('sigmoid', 'hard_sigmoid', 'sparse_sigmoid')  # Each unit in [0, 1] alone.
+# Keras's other activations make no probabilities. Any other name (a function of one's own, a
+# softmax by hand) is an activation not known: its numbers decide.
+LOGIT_ACTIVATIONS = tuple(
+    name for name in dir(keras.activations) if not name.startswith('_')
+    and name not in PROBABILITY_ACTIVATIONS + ('get', 'serialize', 'deserialize'))
 _SHAPE_ONLY = (keras.layers.Flatten, keras.layers.Reshape, keras.layers.Permute,
                keras.layers.Identity)
 # TensorFlow's own functions given as an activation, by their names in Keras.

@@ -1,6 +1,7 @@
 """The loss/output mismatch: probabilities fed to a cross-entropy that expects logits, logits fed
 to one that expects probabilities, sigmoids fed to a categorical one; judged from a model's
-outputs on a batch and its last activation (`find_mismatch`), with the fix as code and as gin."""
+outputs on a batch and its last activation (`find_mismatch`), with the fix as code and as gin.
+Labels a loss or a head cannot fit are `label_range`'s."""
 
 import dataclasses
 from typing import Dict, Optional
@@ -8,6 +9,7 @@ from typing import Dict, Optional
 import keras
 import numpy as np
 
+from stable_train.core import heads
 from stable_train.core import losses
 
 PROBABILITIES_TO_LOGITS = 'probabilities_to_logits_loss'
@@ -18,8 +20,6 @@ ONE_UNIT_SOFTMAX, SOFTMAX_MULTI_LABEL = 'softmax_over_one_unit', 'softmax_over_m
 BINARY_LABELS_OUTSIDE = 'labels_outside_a_binary_loss'
 KINDS = (PROBABILITIES_TO_LOGITS, LOGITS_TO_PROBABILITIES, SIGMOID_TO_CATEGORICAL,
          BOUNDED_OUTPUTS, ONE_UNIT_SOFTMAX, SOFTMAX_MULTI_LABEL, BINARY_LABELS_OUTSIDE)
-# The range each bounded activation's outputs lie in (a softmax over one unit: 1 for every input).
-_BOUNDS = {'sigmoid': (0.0, 1.0), 'softmax': (0.0, 1.0), 'tanh': (-1.0, 1.0)}
 _REGRESSION = ('mean_squared_error', 'mean_absolute_error', 'huber', 'log_cosh',
                'mean_absolute_percentage_error', 'mean_squared_logarithmic_error')
 
@@ -32,13 +32,6 @@ _FAMILIES = {
     keras.losses.binary_focal_crossentropy: ('binary', 'BinaryFocalCrossentropy'),
 }
 _OWN_LOGIT_LOSSES = (losses.sparse_softmax_cross_entropy, losses.naive_softmax_cross_entropy)
-_PROBABILITY_ACTIVATIONS = ('softmax', 'sigmoid', 'hard_sigmoid', 'sparse_sigmoid', 'sparsemax')
-_UNIT_ACTIVATIONS = ('sigmoid', 'hard_sigmoid', 'sparse_sigmoid')  # Each unit in [0, 1] alone.
-# Keras's other activations make no probabilities. Any other name (a function of one's own, a
-# softmax by hand) is an activation not known: its numbers decide.
-_LOGIT_ACTIVATIONS = tuple(
-    name for name in dir(keras.activations) if not name.startswith('_')
-    and name not in _PROBABILITY_ACTIVATIONS + ('get', 'serialize', 'deserialize'))
 # Margins far above any rounding: a value this far outside [0, 1] is no probability; a row sum
 # this far from 1 is no softmax. Between "sums to 1" and "clearly not" the verdict is unsure.
 OUTSIDE, NOT_ONE = 0.01, 0.1
@@ -141,7 +134,7 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
   terms = loss_terms(loss)
   if terms is None or outputs is None:
     return None
-  if activation not in _PROBABILITY_ACTIVATIONS + _LOGIT_ACTIVATIONS:
+  if activation not in heads.PROBABILITY_ACTIVATIONS + heads.LOGIT_ACTIVATIONS:
     activation = None
   outputs = np.asarray(outputs)
   eps = _eps(outputs.dtype)
@@ -162,21 +155,21 @@ def find_mismatch(loss, outputs, activation: Optional[str] = None, *,
   # A known head that makes no probabilities (linear, relu, ...) under a loss that expects them
   # is a mismatch whatever its values, tiny logits included (the numbers then unsure).
   known_logits = (not terms.from_logits and activation is not None
-                  and activation not in _PROBABILITY_ACTIVATIONS)
+                  and activation not in heads.PROBABILITY_ACTIVATIONS)
   if (shape is None and not known_logits) or (categorical and columns < 2):
     return None
   in_unit = shape in ('unit', 'distribution')
-  if activation in _UNIT_ACTIVATIONS and categorical and in_unit:
+  if activation in heads.UNIT_ACTIVATIONS and categorical and in_unit:
     return _sigmoid_to_categorical(terms, outputs)
   probabilities = (shape == 'distribution' if categorical and activation in (None, 'softmax')
-                   else in_unit and activation in _PROBABILITY_ACTIVATIONS)
+                   else in_unit and activation in heads.PROBABILITY_ACTIVATIONS)
   if terms.from_logits and probabilities:
     return _probabilities_to_logits(terms, activation)
-  if not terms.from_logits and activation not in _PROBABILITY_ACTIVATIONS and (
+  if not terms.from_logits and activation not in heads.PROBABILITY_ACTIVATIONS and (
       shape == 'outside' or activation is not None):
     return _logits_to_probabilities(terms, outputs, activation, shape == 'outside')
   if (not terms.from_logits and categorical and shape == 'unit'
-      and activation in (None,) + _UNIT_ACTIVATIONS):
+      and activation in (None,) + heads.UNIT_ACTIVATIONS):
     return _sigmoid_to_categorical(terms, outputs)
   return None
 
@@ -191,7 +184,8 @@ def _loss_gin(name: str, from_logits: bool) -> str:
 
 
 def _probabilities_to_logits(terms: LossTerms, activation: Optional[str]) -> Mismatch:
-  what = ('values in [0, 1]' if activation in _UNIT_ACTIVATIONS else 'rows in [0, 1] summing to 1')
+  what = ('values in [0, 1]' if activation in heads.UNIT_ACTIVATIONS
+          else 'rows in [0, 1] summing to 1')
   return Mismatch(
       PROBABILITIES_TO_LOGITS,
       f"the model's outputs are probabilities ({activation or 'unknown activation'}: {what}) "
@@ -293,66 +287,6 @@ def regression_loss(loss) -> Optional[str]:
   """A Keras regression loss's name (`loss` an object, function or name, e.g. 'mse'), else None."""
   name = getattr(loss_function(loss), '__name__', '')
   return name if name in _REGRESSION else None
-
-
-def find_unreachable_labels(loss, labels, activation: Optional[str],
-                            columns: int) -> Optional[Mismatch]:
-  """A regression loss whose labels lie clearly outside what the last activation can output
-  (a sigmoid or softmax in [0, 1], a tanh in [-1, 1], a softmax over one unit always 1): the
-  outputs can never reach them, and the loss stalls. None when they can, or it cannot be told."""
-  name = regression_loss(loss)
-  if name is None or activation not in _BOUNDS or labels is None:
-    return None
-  labels = np.asarray(labels, np.float64)
-  if labels.size == 0 or not np.all(np.isfinite(labels)):
-    return None
-  low, high = _BOUNDS[activation]
-  if activation == 'softmax' and columns == 1:
-    low = high = 1.0
-  margin = 0.1 * max(high - low, 1.0)
-  below, above = float(labels.min()), float(labels.max())
-  if below >= low - margin and above <= high + margin:
-    return None
-  what = ('a softmax over one unit, 1 for every input' if low == high else
-          f'a {activation}, always in [{low:g}, {high:g}]')
-  return Mismatch(
-      BOUNDED_OUTPUTS,
-      f"the model's last activation is {what}, but the labels of the loss {name} run from "
-      f'{below:.3g} to {above:.3g}: the outputs can never reach them, and the loss stalls',
-      "drop the last layer's activation (a linear output for a regression), or scale the "
-      'labels into its range; for class ids, a softmax over the classes with '
-      'keras.losses.SparseCategoricalCrossentropy()',
-      "# no binding: the last layer's activation is in the model's code (activation=None)")
-
-
-def find_binary_labels_outside(loss, labels) -> Optional[Mismatch]:
-  """A Keras binary cross-entropy whose labels lie clearly outside [0, 1] (ratings from 1 to 5,
-  -1/+1 targets): its terms -y log(p) - (1 - y) log(1 - p) have no minimum there, so the loss
-  falls without bound (below 0) while the model learns nothing. None when they are in [0, 1]
-  (soft labels too), when one negative value marks rows of a 0/1 task (an "ignore" label that a
-  sample weight of 0 or a mask keeps out of the loss), for a subclass with its own `call`, or
-  where it cannot be told (the caller leaves out batches with sample weights)."""
-  terms = loss_terms(loss)  # Keras's binary losses share one `call`: a subclass's own is not it.
-  if terms is None or terms.family != 'binary' or labels is None or (isinstance(
-      loss, keras.losses.Loss) and type(loss).call is not keras.losses.BinaryCrossentropy.call):
-    return None
-  labels = np.asarray(labels, np.float64)
-  if labels.size == 0 or not np.all(np.isfinite(labels)):
-    return None
-  in_range = (labels >= -OUTSIDE) & (labels <= 1.0 + OUTSIDE)
-  outside, inside = np.unique(labels[~in_range]), labels[in_range]
-  if not outside.size or (outside.size == 1 and outside[0] < 0 and inside.size
-                          and inside.min() <= OUTSIDE and inside.max() >= 1.0 - OUTSIDE):
-    return None
-  return Mismatch(
-      BINARY_LABELS_OUTSIDE,
-      f'the labels of the loss {terms.shown} run from {labels.min():.3g} to {labels.max():.3g}, '
-      'but a binary cross-entropy takes labels in [0, 1]: outside it the loss has no minimum '
-      'and falls below 0 without bound while the model learns nothing',
-      'for a regression (ratings, counts), a linear last layer with keras.losses.'
-      'MeanSquaredError(); for classes, labels 0/1 (or class ids with keras.losses.'
-      'SparseCategoricalCrossentropy() over one unit per class)',
-      'Trainer.loss = @keras.losses.MeanSquaredError()')
 
 
 def describe(found: Mismatch) -> str:

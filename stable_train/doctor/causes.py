@@ -118,10 +118,9 @@ def _arithmetic_rules(s: Symptoms, out: Scores) -> None:
   # The op that made the first NaN/Inf outranks the norm history; one computed in float16 is
   # first the float16 range's (_precision_rules), its kind only second.
   located, settles = (5, False) if s.op_in_half() else (8, True)
-  # A division or log over a sum of exps (forensics' `operand`): a softmax or logsumexp by hand.
-  # Its exps underflowed to a 0 that the division or log met: the op's own kind says division/log,
-  # its operand the softmax, and the remedy (TensorFlow's own op) cures both, so neither is
-  # decisive: the softmax first, at most medium.
+  # A division or log over a sum of exps (forensics' `operand`): a softmax or logsumexp by hand
+  # whose exps underflowed to a 0 the op met. Its kind says division/log, its operand the softmax
+  # (whose remedy cures both): the softmax first, not decisive.
   if op in DIV_LOG_OPS and s.forensics['op_level'].get('operand'):
     out.add('softmax_overflow', located, f'forensics: the first NaN/Inf came out of a {op} op '
                                          f'({s.op_name()}) over a sum of exp(): a softmax or '

@@ -12,6 +12,7 @@ import tensorflow as tf
 from stable_train.core import heads
 from stable_train.core import keras_parts
 from stable_train.core import label_codes
+from stable_train.core import label_range
 from stable_train.core import loss_match
 from stable_train.core import rate_match
 from stable_train.doctor import symptoms
@@ -131,7 +132,7 @@ class LossOutputCheck:
       found = None if not outputs or len(outputs) != 1 else (
           loss_match.find_mismatch(probe.loss, outputs[0], activation,
                                    read_ones=_ones_unexplained(probe))
-          or loss_match.find_unreachable_labels(probe.loss, _labels(probe), activation,
+          or label_range.find_unreachable_labels(probe.loss, _labels(probe), activation,
                                                 outputs[0].shape[-1])
           or rate_match.find_signed_rates(
               probe.loss, outputs[0], activation,
@@ -140,7 +141,7 @@ class LossOutputCheck:
           or _divergence_on_logits(probe.loss, outputs[0], activation)
           or _multi_label_softmax(probe.loss, _labels(probe), activation)
           or (None if _weighted(probe) else
-              loss_match.find_binary_labels_outside(probe.loss, _labels(probe))))
+              label_range.find_binary_labels_outside(probe.loss, _labels(probe))))
       coded = None if found or _weighted(probe) else (
           label_codes.find_missing_codes(probe.loss, _labels(probe)))
       coded = coded if coded is not None and _reads_codes(probe, coded) else None
