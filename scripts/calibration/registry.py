@@ -58,6 +58,7 @@ from scripts.calibration import sick_blind49
 from scripts.calibration import sick_blind50
 from scripts.calibration import sick_blind51
 from scripts.calibration import sick_blind52
+from scripts.calibration import sick_blind54
 from scripts.calibration import sick_data
 from scripts.calibration import sick_fresh
 from scripts.calibration import sick_hardware
@@ -83,7 +84,8 @@ SICK: List[cases.Case] = sorted(
     sick_blind41.BLIND41.cases + sick_blind42.BLIND42.cases + sick_blind43.BLIND43.cases +
     sick_blind44.BLIND44.cases + sick_blind45.BLIND45.cases + sick_blind46.BLIND46.cases +
     sick_blind47.BLIND47.cases + sick_blind48.BLIND48.cases + sick_blind49.BLIND49.cases +
-    sick_blind50.BLIND50.cases + sick_blind51.BLIND51.cases + sick_blind52.BLIND52.cases,
+    sick_blind50.BLIND50.cases + sick_blind51.BLIND51.cases + sick_blind52.BLIND52.cases +
+    sick_blind54.BLIND54.cases,
     key=lambda c: cases.CAUSES.index(c.expected))
 ALL: List[cases.Case] = HEALTHY + SICK
 
