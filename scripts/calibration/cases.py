@@ -46,7 +46,8 @@ DOORS = ('trainer', 'fit')
 # the same way: sick_blind48.py) and 'blind49' (a forty-ninth, the same way: sick_blind49.py)
 # and 'blind50' (a fiftieth, the same way: sick_blind50.py) and 'blind51' (a fifty-first, the
 # same way: sick_blind51.py) and 'blind52' (a fifty-second, the same way: sick_blind52.py)
-# and 'blind54' (a fifty-fourth, the same way: sick_blind54.py).
+# and 'blind53' (a fifty-third, the same way: sick_blind53.py) and 'blind54' (a fifty-fourth,
+# the same way: sick_blind54.py).
 SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2', 'blind3', 'blind4', 'blind5', 'blind6',
           'blind7', 'blind8', 'blind9', 'blind10', 'blind11', 'blind12', 'blind13', 'blind14',
           'blind15', 'blind16', 'blind17', 'blind18', 'blind19', 'blind20', 'blind21',
@@ -55,7 +56,7 @@ SPLITS = ('tune', 'held_out', 'fresh', 'blind', 'blind2', 'blind3', 'blind4', 'b
           'blind36', 'blind37', 'blind38', 'blind39',
           'blind40', 'blind41', 'blind42', 'blind43', 'blind44', 'blind45', 'blind46',
           'blind47', 'blind48', 'blind49', 'blind50', 'blind51', 'blind52',
-          'blind54')
+          'blind53', 'blind54')
 # How a run's outputs are scored by the "did it train" measure (runner.task_error).
 KINDS = ('classes', 'binary_prob', 'binary_logit', 'regression', 'pairs')
 

@@ -58,6 +58,7 @@ from scripts.calibration import sick_blind49
 from scripts.calibration import sick_blind50
 from scripts.calibration import sick_blind51
 from scripts.calibration import sick_blind52
+from scripts.calibration import sick_blind53
 from scripts.calibration import sick_blind54
 from scripts.calibration import sick_data
 from scripts.calibration import sick_fresh
@@ -85,7 +86,7 @@ SICK: List[cases.Case] = sorted(
     sick_blind44.BLIND44.cases + sick_blind45.BLIND45.cases + sick_blind46.BLIND46.cases +
     sick_blind47.BLIND47.cases + sick_blind48.BLIND48.cases + sick_blind49.BLIND49.cases +
     sick_blind50.BLIND50.cases + sick_blind51.BLIND51.cases + sick_blind52.BLIND52.cases +
-    sick_blind54.BLIND54.cases,
+    sick_blind53.BLIND53.cases + sick_blind54.BLIND54.cases,
     key=lambda c: cases.CAUSES.index(c.expected))
 ALL: List[cases.Case] = HEALTHY + SICK
 
