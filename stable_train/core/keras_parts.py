@@ -191,6 +191,12 @@ class _FunctionLoss(keras.losses.Loss):
     return self.fn(*_same_rank(y_true, y_pred))
 
 
+def wraps_function(loss) -> bool:
+  """Whether `loss` is `as_loss`'s wrapper of a per-example function (its `call` applies the
+  function, nothing more)."""
+  return type(loss) is _FunctionLoss
+
+
 def _dense(value) -> bool:
   """A plain tensor or array (not a nest, nor a sparse or ragged tensor)."""
   return isinstance(value, (tf.Tensor, np.ndarray))  # A SparseTensor or RaggedTensor is not.
