@@ -13,6 +13,7 @@ import tensorflow as tf
 import pytest
 
 from stable_train import errors
+from stable_train.core import keras_parts
 from stable_train.doctor import doctor
 from stable_train.keras import fit as keras_fit
 from stable_train.policies import divergence
@@ -269,7 +270,8 @@ class LossOutputCheckTest(tf.test.TestCase):
                            split_batch=lambda b: (b[0], b[1]), loss_and_gradients=None,
                            model_checkpoint=None, first_batch=lambda: (x, soft), loss=loss)
       return loss_check.LossOutputCheck().after_loop(_Run(probe), 1)
-    for loss in (keras.losses.KLDivergence(), 'kld'):
+    # ...and the Trainer's loss given by name (keras_parts.as_loss's wrapper).
+    for loss in (keras.losses.KLDivergence(), 'kld', keras_parts.as_loss('kld')):
       logits = found(None, loss)
       self.assertEqual(logits.kind, 'logits_to_probability_loss')
       self.assertIn('KLDivergence', logits.message)

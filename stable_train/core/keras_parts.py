@@ -191,10 +191,13 @@ class _FunctionLoss(keras.losses.Loss):
     return self.fn(*_same_rank(y_true, y_pred))
 
 
-def wraps_function(loss) -> bool:
-  """Whether `loss` is `as_loss`'s wrapper of a per-example function (its `call` applies the
-  function, nothing more)."""
-  return type(loss) is _FunctionLoss
+def plain_call(loss) -> bool:
+  """Whether `loss` computes its function as given: not a Keras loss object, or one whose `call`
+  is Keras's own for its built-in losses (one for all) or that of `as_loss`'s wrapper (the
+  Trainer's loss given by name). A subclass with a `call` of its own may transform its labels or
+  outputs: a check that reads the function alone says nothing of it."""
+  return not isinstance(loss, keras.losses.Loss) or type(loss).call in (
+      keras.losses.MeanSquaredError.call, _FunctionLoss.call)
 
 
 def _dense(value) -> bool:

@@ -8,7 +8,6 @@ Core: pure functions of a loss and one batch's labels (numpy). The start check
 import dataclasses
 from typing import Dict, Optional, Tuple
 
-import keras
 import numpy as np
 
 from stable_train.core import keras_parts
@@ -25,11 +24,6 @@ MISSING_CODES: Tuple[float, ...] = (-9999.0, -999.0, -99.0, 999.0, 9999.0, -3276
 FAR = 10.0
 MIN_OTHERS = 8  # Labels besides the code needed to tell it from them.
 KIND = 'missing_value_code_labels'
-# The `call`s that apply a Keras regression function as it is: Keras's losses' own (one for all)
-# and that of a function the Trainer wraps as a loss (`keras_parts.as_loss`).
-_PLAIN_CALLS = (keras.losses.MeanSquaredError.call, type(keras_parts.as_loss('mse')).call)
-
-
 @dataclasses.dataclass(frozen=True)
 class Finding:
   """A missing-value code found: the `code`, the `rows` holding it of `total`, the others'
@@ -69,8 +63,7 @@ def find_missing_codes(loss, labels) -> Optional[Finding]:
   custom one may mask the code out), a subclass with its own `call` (Keras's regression losses
   share one), non-finite labels (the input check's), or too few other labels to tell."""
   name = loss_match.regression_loss(loss)
-  if name is None or labels is None or (
-      isinstance(loss, keras.losses.Loss) and type(loss).call not in _PLAIN_CALLS):
+  if name is None or labels is None or not keras_parts.plain_call(loss):
     return None
   stored = np.asarray(labels)
   values = stored.astype(np.float64).reshape(-1)

@@ -4,7 +4,6 @@ bounded last activation (`find_unreachable_labels`), a binary cross-entropy's ou
 
 from typing import Optional
 
-import keras
 import numpy as np
 
 from stable_train.core import keras_parts
@@ -51,11 +50,9 @@ def find_binary_labels_outside(loss, labels) -> Optional[loss_match.Mismatch]:
   (soft labels too), when one negative value marks rows of a 0/1 task (an "ignore" label that a
   sample weight of 0 or a mask keeps out of the loss), for a subclass with its own `call`, or
   where it cannot be told (the caller leaves out batches with sample weights)."""
-  terms = loss_match.loss_terms(loss)  # Keras's binary losses share one `call`: a subclass's own
-  # is not it (the Trainer's wrapper of a loss given by name applies its function alone).
-  if terms is None or terms.family != 'binary' or labels is None or (
-      isinstance(loss, keras.losses.Loss) and not keras_parts.wraps_function(loss)
-      and type(loss).call is not keras.losses.BinaryCrossentropy.call):
+  terms = loss_match.loss_terms(loss)
+  if (terms is None or terms.family != 'binary' or labels is None
+      or not keras_parts.plain_call(loss)):
     return None
   labels = np.asarray(labels, np.float64)
   if labels.size == 0 or not np.all(np.isfinite(labels)):

@@ -184,9 +184,8 @@ def _divergence_on_logits(loss, outputs, activation) -> Optional[loss_match.Mism
   the clipped ones give no gradient, and the loss falls below 0 while nothing trains (a distilled
   student's logits). Another activation of values in [0, 1] may normalise over other axes (a
   heatmap's spatial softmax, each channel a distribution): not named."""
-  if (loss_match.loss_function(loss) is not keras.losses.kl_divergence or (isinstance(
-      loss, keras.losses.Loss) and type(loss).call is not keras.losses.KLDivergence.call)
-      or activation in ('softmax', 'sigmoid') or outputs is None or np.ndim(outputs) < 1
+  if (loss_match.loss_function(loss) is not keras.losses.kl_divergence
+      or not keras_parts.plain_call(loss) or activation in ('softmax', 'sigmoid') or outputs is None or np.ndim(outputs) < 1
       or np.shape(outputs)[-1] < 2 or not np.all(np.isfinite(outputs))):
     return None
   values = np.asarray(outputs, np.float64).reshape(-1, np.shape(outputs)[-1])
