@@ -53,11 +53,7 @@ def einsum_fan_ins(model) -> Dict[str, int]:
   the kernel's path: the product of its dimensions summed against the input's in the layer's
   equation ('abc,cde->abde': c, the model width, not c x d). {} where there is none."""
   found = {}
-  try:
-    layers = tf.train.TrackableView(model).descendants() if model is not None else []
-  except Exception:  # pylint: disable=broad-except  (a model it cannot walk: the plain rule)
-    layers = []
-  for layer in layers:
+  for layer in _layers(model):
     equation = getattr(layer, 'equation', None)
     if not isinstance(equation, str) or equation.count('->') != 1 or equation.count(',') != 1:
       continue
@@ -79,11 +75,7 @@ def depthwise_fan_ins(model) -> Dict[str, int]:
   input channel: a (3, 3, 1152, 1) kernel sums over 9 inputs, not 9 x 1152, which read
   EfficientNetV2's own initialiser as 48x LeCun's). {} where there is none."""
   found = {}
-  try:
-    layers = tf.train.TrackableView(model).descendants() if model is not None else []
-  except Exception:  # pylint: disable=broad-except  (a model it cannot walk: the plain rule)
-    layers = []
-  for layer in layers:
+  for layer in _layers(model):
     if isinstance(layer, (keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D)):
       kernel = getattr(layer, 'kernel', None)
     elif isinstance(layer, (keras.layers.SeparableConv1D, keras.layers.SeparableConv2D)):
@@ -95,6 +87,15 @@ def depthwise_fan_ins(model) -> Dict[str, int]:
     except Exception:  # pylint: disable=broad-except
       continue
   return found
+
+
+def _layers(model) -> list:
+  """Every layer (and other trackable) inside `model`; [] where it cannot be walked (the plain
+  rule then)."""
+  try:
+    return tf.train.TrackableView(model).descendants() if model is not None else []
+  except Exception:  # pylint: disable=broad-except
+    return []
 
 
 def _floating(v) -> bool:
